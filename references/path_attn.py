@@ -1,0 +1,280 @@
+"""Float64 oracles for PaTH attention, PaTH-FoX and FoX (torch; CPU or CUDA).
+
+Conventions (DESIGN.md section 3): q [B, T, HQ, D], k and w [B, T, H, D], v [B, T, H, Dv], beta [B, T, H],
+g [B, T, HQ] (g_t = log f_t, the log forget gate).  GQA: query head h reads key/value head h // (HQ // H).
+Varlen: B == 1 and cu_seqlens [N + 1] split the time axis into independent sequences.
+
+    H_t = I - beta_t w_t w_t^T
+    logit_ij = k_j^T H_{j+1} H_{j+2} ... H_i q_i          (j <= i; empty product when j == i)
+    o_i = sum_{j <= i} softmax_j(scale * logit_ij + gate_ij) v_j,   gate_ij = sum_{s=j+1..i} g_s
+
+``gate_scaled=True`` computes softmax(scale * (logit_ij + gate_ij)) instead (the convention of an
+implementation that multiplies the gate by the attention scale); the paper's formula is the default.
+
+Per-head functions take [T, d] tensors; the public batched functions loop over batch, sequences and heads.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+# ----------------------------------------------------------------------------------------------------
+# Householder factors, ordered products and the UT transform
+
+
+def householder(w: torch.Tensor, beta) -> torch.Tensor:
+    """H = I - beta w w^T for one vector w [d].
+
+    >>> householder(torch.tensor([1.0, 0.0], dtype=torch.float64), 2.0)
+    tensor([[-1.,  0.],
+            [ 0.,  1.]], dtype=torch.float64)
+    """
+    return torch.eye(w.shape[-1], dtype=w.dtype, device=w.device) - beta * torch.outer(w, w)
+
+
+def householder_product(W: torch.Tensor, beta: torch.Tensor, order: str = "forward") -> torch.Tensor:
+    """forward: H_1 H_2 ... H_L;  reverse: H_L ... H_1 (rows of W are w_t^T)."""
+    if order not in ("forward", "reverse"):
+        raise ValueError(f"order must be 'forward' or 'reverse', not {order!r}")
+    P = torch.eye(W.shape[-1], dtype=W.dtype, device=W.device)
+    for t in range(W.shape[0]):
+        H = householder(W[t], beta[t])
+        P = P @ H if order == "forward" else H @ P
+    return P
+
+
+def strict_lower(A: torch.Tensor) -> torch.Tensor:
+    return torch.tril(A, diagonal=-1)
+
+
+def lower(A: torch.Tensor) -> torch.Tensor:
+    return torch.tril(A)
+
+
+def ut_factor(W: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
+    """U = (I + strictLower(D W W^T))^{-1} D with D = diag(beta)."""
+    D = torch.diag(beta)
+    L = torch.eye(W.shape[0], dtype=W.dtype, device=W.device) + strict_lower(D @ W @ W.T)
+    return torch.linalg.solve_triangular(L, D, upper=False)
+
+
+def ut_product(W: torch.Tensor, beta: torch.Tensor, order: str = "forward") -> torch.Tensor:
+    """H_1 ... H_L = I - W^T U^T W (forward);  H_L ... H_1 = I - W^T U W (reverse)."""
+    U = ut_factor(W, beta)
+    eye = torch.eye(W.shape[-1], dtype=W.dtype, device=W.device)
+    if order == "forward":
+        return eye - W.T @ U.T @ W
+    if order == "reverse":
+        return eye - W.T @ U @ W
+    raise ValueError(f"order must be 'forward' or 'reverse', not {order!r}")
+
+
+# ----------------------------------------------------------------------------------------------------
+# Logits: literal running-query walk, and the UT closed form
+
+
+def path_logits(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
+    """All causal logits [T, T] by the literal walk, -inf above the diagonal.
+
+    Keep a running copy of every query; as j walks down from T-1 to 0, apply H_{j+1} to the queries
+    i > j, then read logit_ij = k_j . (current q_i).  O(T^2 d); no d x d matrices.  Differentiable
+    (out of place: the rows i <= j are masked out of the update rather than sliced).
+    """
+    T = q.shape[0]
+    later = torch.arange(T, device=q.device)
+    cur, cols = q, []
+    for j in range(T - 1, -1, -1):
+        if j + 1 < T:
+            coef = (cur @ w[j + 1]) * (beta[j + 1] * (later > j))
+            cur = cur - torch.outer(coef, w[j + 1])
+        cols.append(cur @ k[j])
+    return causal_mask(torch.stack(cols[::-1], dim=1))
+
+
+def causal_mask(A: torch.Tensor) -> torch.Tensor:
+    """-inf above the diagonal (never a zero mask: exp(0) would give future tokens weight)."""
+    return A.masked_fill(torch.ones_like(A, dtype=torch.bool).triu(1), -math.inf)
+
+
+def path_logits_ut(q, k, w, beta) -> torch.Tensor:
+    """All causal logits in closed form: lower(Q K^T) - lower(Q W^T) U strictLower(W K^T), -inf above."""
+    U = ut_factor(w, beta)
+    return causal_mask(lower(q @ k.T) - lower(q @ w.T) @ U @ strict_lower(w @ k.T))
+
+
+def plain_logits(q, k) -> torch.Tensor:
+    """FoX / softmax attention logits q_i . k_j for j <= i, -inf above the diagonal."""
+    return causal_mask(q @ k.T)
+
+
+def gate_matrix(g: torch.Tensor) -> torch.Tensor:
+    """gate_ij = sum_{s=j+1..i} g_s = G_i - G_j with G the cumulative sum of g (meaningful for j <= i)."""
+    G = torch.cumsum(g, 0)
+    return G[:, None] - G[None, :]
+
+
+def scores(logits, gate=None, scale=1.0, gate_scaled=False):
+    """scale * logit + gate (the paper), or scale * (logit + gate) when gate_scaled."""
+    if gate is None:
+        return scale * logits
+    return scale * (logits + gate) if gate_scaled else scale * logits + gate
+
+
+def attend(logits, v, g=None, scale=1.0, gate_scaled=False) -> torch.Tensor:
+    """softmax_j(scores_ij) @ v, rows normalised over j <= i (the -inf entries drop out)."""
+    gate = None if g is None else gate_matrix(g)
+    return torch.softmax(scores(logits, gate, scale, gate_scaled), dim=-1) @ v
+
+
+# ----------------------------------------------------------------------------------------------------
+# Blockwise algorithm (the structure of the fast kernels), every intermediate exposed by name
+
+
+def block_transform(q, k, w, beta) -> dict:
+    """Per-block quantities for rows first..last of one block:
+
+    U    = (I + strictLower(D W W^T))^{-1} D
+    Qbar = Q - lower(Q W^T) U W                  row i: H_first ... H_i q_i
+    Kbar = K - (U strictLower(W K^T))^T W        row j: H_last ... H_{j+1} k_j
+    F    = I - W^T U^T W                         H_first ... H_last
+    A    = lower(Q K^T) - lower(Q W^T) U strictLower(W K^T)   (the block's own causal logits)
+    """
+    U = ut_factor(w, beta)
+    eye = torch.eye(w.shape[-1], dtype=w.dtype, device=w.device)
+    return {
+        "U": U,
+        "Qbar": q - lower(q @ w.T) @ U @ w,
+        "Kbar": k - (U @ strict_lower(w @ k.T)).T @ w,
+        "F": eye - w.T @ U.T @ w,
+        "A_local": lower(q @ k.T) - lower(q @ w.T) @ U @ strict_lower(w @ k.T),
+    }
+
+
+def path_attn_blockwise_head(q, k, v, w, beta, g=None, scale=1.0, gate_scaled=False, block=64):
+    """One head by blocks: local UT logits, then the right-to-left scan with online softmax.
+
+    For query block b: Q_work = Qbar_b; for c = b-1 down to 0: logits_bc = Q_work Kbar_c^T, then
+    Q_work <- Q_work F_c^T.  Returns (o [T, Dv], intermediates dict).
+    """
+    T = q.shape[0]
+    starts = list(range(0, T, block))
+    blocks = [block_transform(q[s:s + block], k[s:s + block], w[s:s + block], beta[s:s + block])
+              for s in starts]
+    G = torch.cumsum(g, 0) if g is not None else None
+    logits = q.new_full((T, T), -math.inf)
+    out = []
+    for b, sb in enumerate(starts):
+        eb = min(sb + block, T)
+        A = causal_mask(blocks[b]["A_local"])
+        m = l = acc = None
+        q_work = blocks[b]["Qbar"]
+        for c in range(b, -1, -1):
+            sc, ec = starts[c], min(starts[c] + block, T)
+            if c == b:
+                tile = A
+            else:
+                tile = q_work @ blocks[c]["Kbar"].T
+                q_work = q_work @ blocks[c]["F"].T
+            logits[sb:eb, sc:ec] = tile
+            gate = None if G is None else G[sb:eb, None] - G[None, sc:ec]
+            s = scores(tile, gate, scale, gate_scaled)
+            m_new = s.max(dim=1).values if m is None else torch.maximum(m, s.max(dim=1).values)
+            p = torch.exp(s - m_new[:, None])
+            corr = torch.ones_like(m_new) if m is None else torch.exp(m - m_new)
+            l = p.sum(1) if l is None else l * corr + p.sum(1)
+            acc = p @ v[sc:ec] if acc is None else acc * corr[:, None] + p @ v[sc:ec]
+            m = m_new
+        out.append(acc / l[:, None])
+    return torch.cat(out), {"blocks": blocks, "logits": logits}
+
+
+# ----------------------------------------------------------------------------------------------------
+# Decoding: the in-place key update
+
+
+def decode_keys(k, w, beta) -> torch.Tensor:
+    """After token t, k_j <- k_j - beta_t w_t (w_t^T k_j) for all j < t.  Returns the keys after all T
+    tokens: row j is H_T ... H_{j+1} k_j, so k_j . q_T is the path logit of the last query."""
+    keys = k.clone()
+    for t in range(1, k.shape[0]):
+        keys[:t] = keys[:t] - beta[t] * torch.outer(keys[:t] @ w[t], w[t])
+    return keys
+
+
+# ----------------------------------------------------------------------------------------------------
+# Batched public API
+
+
+def _check_shapes(q, k, v, w=None, beta=None, g=None, cu_seqlens=None):
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        raise ValueError(f"q, k, v must be [B, T, H, D]; got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    B, T, HQ, D = q.shape
+    if k.shape[:2] != (B, T) or v.shape[:3] != k.shape[:3] or k.shape[-1] != D:
+        raise ValueError(f"k {tuple(k.shape)} / v {tuple(v.shape)} do not match q {tuple(q.shape)}")
+    if HQ % k.shape[2]:
+        raise ValueError(f"query heads {HQ} not a multiple of key heads {k.shape[2]}")
+    if w is not None and w.shape != k.shape:
+        raise ValueError(f"w {tuple(w.shape)} must have the shape of k {tuple(k.shape)}")
+    if beta is not None and beta.shape != k.shape[:3]:
+        raise ValueError(f"beta {tuple(beta.shape)} must be [B, T, H] = {tuple(k.shape[:3])}")
+    if g is not None and g.shape != q.shape[:3]:
+        raise ValueError(f"g {tuple(g.shape)} must be [B, T, HQ] = {tuple(q.shape[:3])}")
+    if cu_seqlens is not None and B != 1:
+        raise ValueError("cu_seqlens requires batch size 1")
+
+
+def segments(T: int, cu_seqlens=None) -> list[tuple[int, int]]:
+    if cu_seqlens is None:
+        return [(0, T)]
+    c = [int(x) for x in cu_seqlens]
+    if c[0] != 0 or c[-1] != T or any(b < a for a, b in zip(c, c[1:])):
+        raise ValueError(f"cu_seqlens {c} must rise from 0 to T={T}")
+    return [(a, b) for a, b in zip(c, c[1:]) if b > a]
+
+
+def _per_head(head_fn, q, k, v, w, beta, g, cu_seqlens):
+    B, T, HQ, _ = q.shape
+    group = HQ // k.shape[2]
+    o = q.new_zeros(B, T, HQ, v.shape[-1])
+    outs = {}
+    for b in range(B):
+        for s, e in segments(T, cu_seqlens):
+            for h in range(HQ):
+                kh = h // group
+                outs[(b, s, h)] = head_fn(q[b, s:e, h], k[b, s:e, kh], v[b, s:e, kh],
+                                          None if w is None else w[b, s:e, kh],
+                                          None if beta is None else beta[b, s:e, kh],
+                                          None if g is None else g[b, s:e, h])
+    rows = [torch.stack([outs[(b, s, h)] for h in range(HQ)], dim=1)
+            for b in range(B) for s, e in segments(T, cu_seqlens)]
+    o = torch.cat(rows, dim=0).reshape(B, T, HQ, v.shape[-1]) if rows else o
+    return o
+
+
+def default_scale(q) -> float:
+    return q.shape[-1] ** -0.5
+
+
+def path_attn(q, k, v, w, beta, g=None, scale=None, gate_scaled=False, cu_seqlens=None):
+    """PaTH (and PaTH-FoX when g is given) by the literal walk; float64 in, float64 out [B, T, HQ, Dv]."""
+    _check_shapes(q, k, v, w, beta, g, cu_seqlens)
+    scale = default_scale(q) if scale is None else scale
+    return _per_head(lambda q_, k_, v_, w_, b_, g_: attend(path_logits(q_, k_, w_, b_), v_, g_, scale, gate_scaled),
+                     q, k, v, w, beta, g, cu_seqlens)
+
+
+def path_attn_blockwise(q, k, v, w, beta, g=None, scale=None, gate_scaled=False, cu_seqlens=None, block=64):
+    """The blockwise algorithm, batched; output only (use path_attn_blockwise_head for intermediates)."""
+    _check_shapes(q, k, v, w, beta, g, cu_seqlens)
+    scale = default_scale(q) if scale is None else scale
+    return _per_head(lambda q_, k_, v_, w_, b_, g_: path_attn_blockwise_head(
+        q_, k_, v_, w_, b_, g_, scale, gate_scaled, block)[0], q, k, v, w, beta, g, cu_seqlens)
+
+
+def fox_attn(q, k, v, g=None, scale=None, gate_scaled=False, cu_seqlens=None):
+    """FoX: A_ij proportional to (prod_{s=j+1..i} f_s) exp(scale q_i . k_j); softmax attention if g is None."""
+    _check_shapes(q, k, v, g=g, cu_seqlens=cu_seqlens)
+    scale = default_scale(q) if scale is None else scale
+    return _per_head(lambda q_, k_, v_, w_, b_, g_: attend(plain_logits(q_, k_), v_, g_, scale, gate_scaled),
+                     q, k, v, None, None, g, cu_seqlens)

@@ -1,0 +1,127 @@
+"""The `verify` command: one entry point, one subcommand per check family.
+
+Exit status: 0 when nothing failed (expected failures allowed), 1 when a check failed or errored,
+2 for usage or environment errors (one line on stderr; a traceback only with --debug).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+
+from verify.errors import UsageError
+from verify.registry import PROFILES
+
+# subcommand -> (id prefixes it runs, help)
+FAMILIES = {
+    "all": (None, "run every registered check family (what CI runs)"),
+    "oracles": (("oracle.",), "float64 oracles against mpmath and against each other, with negative controls"),
+    "symbolic": (("symbolic.",), "sympy proofs of the PaTH and MDN identities, with negative controls"),
+    "kernels": (("env.interpreter.", "kernel."), "production Triton kernels against the float64 oracles"),
+}
+
+EPILOG = """examples:
+  verify all                          every check, ci profile, cuda if available else cpu
+  verify oracles -k mdn --json out.json
+  verify kernels --profile quick -k 'kernel.fla.path_attn.*'
+  verify list -k spectra
+exit status: 0 nothing failed (expected failures allowed), 1 a check failed, 2 usage/environment error"""
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-k", dest="patterns", action="append", metavar="PATTERN",
+                   help="select checks whose id contains PATTERN (glob if it has * ? [); repeatable")
+    p.add_argument("--id", dest="ids", action="append", metavar="ID", help="select one check by exact id; repeatable")
+    p.add_argument("--device", choices=("cpu", "cuda"), default=None,
+                   help="where kernels and oracles run (default: cuda when available, else cpu)")
+    p.add_argument("--profile", choices=PROFILES, default="ci",
+                   help="quick: seconds; ci: the CI budget on CPU; full: GPU sizes (default ci)")
+    p.add_argument("--seed", type=int, default=0, help="seed for every random draw (default 0)")
+    p.add_argument("--json", metavar="PATH", help="write results as JSON")
+    p.add_argument("--junit", metavar="PATH", help="write results as JUnit XML")
+    p.add_argument("--fp32-dot", choices=("tf32", "ieee"), default="tf32",
+                   help="CPU interpreter: emulate the GPU's TF32 fp32 dots (default) or run them in IEEE fp32")
+    p.add_argument("--kernel-root", metavar="PATH",
+                   help="import the kernel package (fla) from this checkout, in a fresh subprocess")
+    p.add_argument("--debug", action="store_true", help="print tracebacks")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="verify", description=__doc__.splitlines()[0], epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name, (_, help_) in FAMILIES.items():
+        _common(sub.add_parser(name, help=help_, description=help_))
+    lst = sub.add_parser("list", help="print every check id with its one-line description")
+    lst.add_argument("-k", dest="patterns", action="append", metavar="PATTERN")
+    lst.add_argument("--debug", action="store_true")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except UsageError as exc:
+        if getattr(args, "debug", False):
+            raise
+        print(f"verify: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _dispatch(args) -> int:
+    from verify import checks
+    from verify.registry import REGISTRY, select
+    checks.load_all()
+    if args.command == "list":
+        chosen = select(args.patterns)
+        if not chosen:
+            raise UsageError(f"no check id matches {args.patterns}")
+        width = max(len(c.id) for c in chosen)
+        for c in chosen:
+            print(f"{c.id:<{width}}  {c.description}")
+        return 0
+    return _run(args, FAMILIES[args.command][0], REGISTRY, select)
+
+
+def _run(args, prefixes, REGISTRY, select) -> int:
+    from rich.console import Console
+
+    from verify import environment, runner
+    from verify.registry import Context
+
+    if args.kernel_root and os.environ.get("VERIFY_KERNEL_ROOT_CHILD") != args.kernel_root:
+        return _rerun_with_kernel_root(args)
+    device = environment.resolve_device(args.device)
+    runner.check_writable(args.json, "--json")
+    runner.check_writable(args.junit, "--junit")
+    chosen = select(args.patterns, args.ids, prefixes)
+    if not chosen:
+        what = args.patterns or args.ids
+        raise UsageError(f"no check of `verify {args.command}` matches {what}; see `verify list`")
+    ctx = Context(device=device, profile=args.profile, seed=args.seed, fp32_dot=args.fp32_dot,
+                  kernel_root=args.kernel_root)
+    console = Console(highlight=False)
+    env = environment.versions()
+    console.print(f"verify {args.command}: {len(chosen)} checks, device={device}, profile={args.profile}, "
+                  f"seed={args.seed}, torch {env['torch']}, triton {env['triton']}, fla {env['fla']}")
+    records = runner.run_checks(chosen, ctx, console, args.debug)
+    runner.print_summary(records, console)
+    if args.json:
+        runner.write_json(args.json, records, ctx)
+    if args.junit:
+        runner.write_junit(args.junit, records)
+    counts = runner.summary_counts(records)
+    return 1 if counts["fail"] or counts["error"] else 0
+
+
+def _rerun_with_kernel_root(args) -> int:
+    """Re-execute this command in a fresh interpreter with the kernel checkout first on sys.path."""
+    from verify.kernel_root import validate_kernel_root
+    root = validate_kernel_root(args.kernel_root)
+    env = dict(os.environ, VERIFY_KERNEL_ROOT_CHILD=root,
+               PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    argv = [a if a != args.kernel_root else root for a in sys.argv[1:]]
+    return subprocess.call([sys.executable, "-m", "verify", *argv], env=env)

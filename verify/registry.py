@@ -1,0 +1,109 @@
+"""The check registry: every check has a stable dotted id, a one-line description and a function.
+
+A check function takes a :class:`Context` and returns a :class:`Result`.  Families register checks at
+import time with :func:`check` (a decorator) or :func:`register` (for generated ids).  Importing a
+family module must stay cheap: no Triton kernel module may be imported at registration time, because
+the interpreter fidelity layer has to be installed before any kernel module is imported.
+"""
+from __future__ import annotations
+
+import fnmatch
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+STATUSES = ("pass", "fail", "xfail", "skip", "error")
+PROFILES = ("quick", "ci", "full")
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a check may depend on: device, profile, seed and the fidelity switches."""
+    device: str = "cpu"
+    profile: str = "ci"
+    seed: int = 0
+    fp32_dot: str = "tf32"
+    kernel_root: str | None = None
+
+    def pick(self, quick, ci, full):
+        """The value for the current profile."""
+        return {"quick": quick, "ci": ci, "full": full}[self.profile]
+
+
+@dataclass
+class Result:
+    status: str
+    measured: float | None = None
+    budget: float | None = None
+    message: str = ""
+    details: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown status {self.status!r}")
+
+
+def within(measured: float, budget: float, what: str) -> Result:
+    """pass when measured <= budget (NaN never passes); the message states both numbers."""
+    ok = math.isfinite(measured) and measured <= budget
+    verdict = "within" if ok else "EXCEEDS"
+    return Result("pass" if ok else "fail", float(measured), float(budget),
+                  f"{what}: {measured:.3e} {verdict} budget {budget:.3e}")
+
+
+def rejects(measured: float, threshold: float, what: str) -> Result:
+    """Negative control: pass when the wrong variant differs from the truth by more than threshold."""
+    ok = not (measured <= threshold)   # NaN counts as rejected: the wrong form is visibly wrong
+    verdict = "rejected" if ok else "NOT REJECTED"
+    return Result("pass" if ok else "fail", float(measured), float(threshold),
+                  f"{what}: difference {measured:.3e} vs threshold {threshold:.3e} -> {verdict}")
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    description: str
+    run: Callable[[Context], Result]
+    devices: tuple[str, ...] = ("cpu", "cuda")
+
+
+REGISTRY: dict[str, Check] = {}
+
+
+def register(check_id: str, description: str, run: Callable[[Context], Result],
+             devices: tuple[str, ...] = ("cpu", "cuda")) -> None:
+    if check_id in REGISTRY:
+        raise ValueError(f"duplicate check id {check_id!r}")
+    if not description or "\n" in description:
+        raise ValueError(f"{check_id}: description must be one line")
+    REGISTRY[check_id] = Check(check_id, description, run, devices)
+
+
+def check(check_id: str, description: str, devices: tuple[str, ...] = ("cpu", "cuda")):
+    """Decorator form of :func:`register`."""
+    def deco(fn):
+        register(check_id, description, fn, devices)
+        return fn
+    return deco
+
+
+def select(patterns: list[str] | None, ids: list[str] | None = None,
+           prefixes: tuple[str, ...] | None = None) -> list[Check]:
+    """Checks whose id starts with one of prefixes and matches any -k pattern (substring, or glob
+    when the pattern has * ? or [) or equals one of ids."""
+    chosen = []
+    for cid, c in REGISTRY.items():
+        if prefixes and not cid.startswith(prefixes):
+            continue
+        if ids and cid not in ids:
+            continue
+        if patterns and not any(_matches(cid, p) for p in patterns):
+            continue
+        chosen.append(c)
+    return chosen
+
+
+def _matches(cid: str, pattern: str) -> bool:
+    if any(ch in pattern for ch in "*?["):
+        return fnmatch.fnmatchcase(cid, pattern)
+    return pattern in cid

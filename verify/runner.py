@@ -1,0 +1,187 @@
+"""Run selected checks with live progress, apply the expected-failure list, and write JSON / JUnit."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shlex
+import sys
+import time
+import traceback
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from verify import environment
+from verify.errors import UsageError
+from verify.registry import STATUSES, Check, Context, Result
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+EXPECTED_FAILURES_FILE = Path(__file__).with_name("expected_failures.toml")
+
+
+def expected_failures(path: Path = EXPECTED_FAILURES_FILE) -> dict[str, dict]:
+    """id -> entry (regime, measured, cause) from the one expected-failure file."""
+    with open(path, "rb") as f:
+        entries = tomllib.load(f).get("xfail", [])
+    out = {}
+    for e in entries:
+        missing = {"id", "regime", "measured", "cause"} - set(e)
+        if missing:
+            raise UsageError(f"{path.name}: entry {e.get('id', '?')} lacks {sorted(missing)}")
+        out[e["id"]] = e
+    return out
+
+
+@dataclass
+class Record:
+    id: str
+    description: str
+    result: Result
+    seconds: float
+    repro: str
+
+    def as_json(self) -> dict:
+        def num(x):
+            return None if x is None else (x if math.isfinite(x) else str(x))
+        return {"id": self.id, "status": self.result.status, "measured": num(self.result.measured),
+                "budget": num(self.result.budget), "message": self.result.message,
+                "repro": self.repro, "seconds": round(self.seconds, 3), "details": self.result.details}
+
+
+def repro_command(check_id: str, ctx: Context) -> str:
+    parts = ["verify", "all", "--id", check_id, "--seed", str(ctx.seed), "--profile", ctx.profile,
+             "--device", ctx.device]
+    if ctx.fp32_dot != "tf32":
+        parts += ["--fp32-dot", ctx.fp32_dot]
+    if ctx.kernel_root:
+        parts += ["--kernel-root", ctx.kernel_root]
+    return shlex.join(parts)
+
+
+def run_one(check: Check, ctx: Context, xfails: dict[str, dict], debug: bool = False) -> Record:
+    t0 = time.perf_counter()
+    if ctx.device not in check.devices:
+        result = Result("skip", message=f"not applicable on device {ctx.device}")
+    else:
+        try:
+            result = check.run(ctx)
+            if not isinstance(result, Result):
+                raise TypeError(f"check returned {type(result).__name__}, not Result")
+        except UsageError:
+            raise
+        except Exception as exc:  # a crashing check is an error, never a pass
+            tb = traceback.format_exc() if debug else traceback.format_exc(limit=-3)
+            result = Result("error", message=f"{type(exc).__name__}: {exc}", details={"traceback": tb})
+    entry = xfails.get(check.id)
+    if entry is not None:
+        if result.status == "fail":
+            result.status = "xfail"
+            result.message += (f" [expected failure: {entry['regime']}; listed measured "
+                               f"{entry['measured']}; cause: {entry['cause']}]")
+        elif result.status == "pass":
+            result.status = "fail"
+            result.message += " [listed in expected_failures.toml but PASSED: remove the entry]"
+    return Record(check.id, check.description, result, time.perf_counter() - t0, repro_command(check.id, ctx))
+
+
+def run_checks(checks: list[Check], ctx: Context, console: Console, debug: bool = False) -> list[Record]:
+    xfails = expected_failures()
+    records = []
+    width = len(str(len(checks)))
+    for n, chk in enumerate(checks, 1):
+        if console.is_terminal:
+            with console.status(f"[{n}/{len(checks)}] {chk.id}"):
+                rec = run_one(chk, ctx, xfails, debug)
+        else:
+            rec = run_one(chk, ctx, xfails, debug)
+        records.append(rec)
+        colour = {"pass": "green", "fail": "red", "error": "red", "xfail": "yellow", "skip": "dim"}
+        st = rec.result.status
+        console.print(f"[{n:>{width}}/{len(checks)}] [{colour[st]}]{st:5}[/] {rec.id}  "
+                      f"{rec.result.message}  ({rec.seconds:.1f}s)", highlight=False, soft_wrap=True)
+        if st in ("fail", "error"):
+            console.print(f"    reproduce: {rec.repro}", highlight=False, soft_wrap=True)
+            if debug and "traceback" in rec.result.details:
+                console.print(rec.result.details["traceback"], highlight=False, markup=False)
+    return records
+
+
+def summary_counts(records: list[Record]) -> dict[str, int]:
+    counts = {s: 0 for s in STATUSES}
+    for r in records:
+        counts[r.result.status] += 1
+    return counts
+
+
+def print_summary(records: list[Record], console: Console) -> None:
+    families: dict[str, dict[str, int]] = {}
+    for r in records:
+        fam = ".".join(r.id.split(".")[:2])
+        families.setdefault(fam, {s: 0 for s in STATUSES})[r.result.status] += 1
+    table = Table(title="verify summary")
+    table.add_column("family")
+    for s in STATUSES:
+        table.add_column(s, justify="right")
+    for fam, c in families.items():
+        table.add_row(fam, *(str(c[s]) for s in STATUSES))
+    total = summary_counts(records)
+    table.add_row("[bold]total", *(f"[bold]{total[s]}" for s in STATUSES))
+    console.print(table)
+    xf = [r for r in records if r.result.status == "xfail"]
+    if xf:
+        console.print(f"[yellow]{len(xf)} expected failure(s) (listed in verify/expected_failures.toml):")
+        for r in xf:
+            console.print(f"  {r.id}: {r.result.message}", highlight=False, soft_wrap=True)
+    bad = [r for r in records if r.result.status in ("fail", "error")]
+    for r in bad:
+        console.print(f"[red]{r.result.status.upper()}[/] {r.id}\n    {r.result.message}\n    reproduce: {r.repro}",
+                      highlight=False, soft_wrap=True)
+
+
+def check_writable(path: str | None, flag: str) -> None:
+    """Fail before any work when an output path cannot be written."""
+    if path is None:
+        return
+    parent = Path(path).resolve().parent
+    if not parent.is_dir():
+        raise UsageError(f"{flag} {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (Path(path).exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"{flag} {path}: not writable")
+
+
+def write_json(path: str, records: list[Record], ctx: Context) -> None:
+    doc = {"environment": {**environment.versions(), **environment.describe(ctx.device),
+                           "profile": ctx.profile, "seed": ctx.seed, "fp32_dot": ctx.fp32_dot,
+                           "kernel_root": ctx.kernel_root},
+           "checks": [r.as_json() for r in records],
+           "summary": summary_counts(records)}
+    tmp = Path(str(path) + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2))
+    tmp.replace(path)
+
+
+def write_junit(path: str, records: list[Record]) -> None:
+    counts = summary_counts(records)
+    suite = ET.Element("testsuite", name="verify", tests=str(len(records)),
+                       failures=str(counts["fail"]), errors=str(counts["error"]),
+                       skipped=str(counts["skip"] + counts["xfail"]))
+    for r in records:
+        case = ET.SubElement(suite, "testcase", classname=r.id.rsplit(".", 1)[0], name=r.id,
+                             time=f"{r.seconds:.3f}")
+        st = r.result.status
+        if st in ("fail", "error"):
+            el = ET.SubElement(case, "failure" if st == "fail" else "error", message=r.result.message)
+            el.text = f"reproduce: {r.repro}"
+        elif st in ("skip", "xfail"):
+            ET.SubElement(case, "skipped", message=f"{st}: {r.result.message}")
+    tmp = Path(str(path) + ".tmp")
+    ET.ElementTree(suite).write(tmp, encoding="utf-8", xml_declaration=True)
+    tmp.replace(path)
