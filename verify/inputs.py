@@ -1,0 +1,107 @@
+"""Input builders for PaTH / FoX cases, by named regime (DESIGN.md section 5).
+
+One place defines what "beta near 2" or "aligned w" means; the oracle checks call these builders with
+fixed seeds and the hypothesis strategies (property_tests, verify.kernel_checks) draw the case fields.
+Tensors are produced in float64 and then rounded to the requested dtype; `as_oracle` gives the rounded
+values back in float64 so that a comparison measures the kernel, not the rounding of its inputs.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+
+BETA_REGIMES = ("uniform", "near2_2", "near2_4", "near2_7", "two", "tiny")
+W_REGIMES = ("random", "aligned", "antialigned")
+GATE_REGIMES = ("none", "mixed", "weak", "strong")
+
+
+@dataclass(frozen=True)
+class PathCase:
+    """One PaTH / FoX input: shapes, regimes and seed.  cu_seqlens (varlen) requires B == 1."""
+    T: int = 16
+    D: int = 16
+    Dv: int = 16
+    B: int = 1
+    HQ: int = 1
+    H: int = 1
+    beta: str = "uniform"
+    w: str = "random"
+    gate: str = "none"
+    logit_gain: float = 1.0      # multiplies q and k: large values saturate the softmax
+    cu_seqlens: tuple[int, ...] | None = None
+    seed: int = 0
+
+    def label(self) -> str:
+        """The fields that differ from the defaults, plus T and seed: enough to rebuild the case."""
+        default = PathCase()
+        return " ".join(f"{k}={v}" for k, v in asdict(self).items()
+                        if k in ("T", "seed") or v != getattr(default, k))
+
+
+def _beta(regime: str, shape, gen) -> torch.Tensor:
+    u = torch.rand(shape, generator=gen, dtype=torch.float64)
+    if regime == "uniform":
+        return 2 * u.clamp_min(1e-3)
+    if regime.startswith("near2_"):
+        return torch.full(shape, 2 - 10.0 ** -int(regime.split("_")[1]), dtype=torch.float64)
+    if regime == "two":
+        return torch.full(shape, 2.0, dtype=torch.float64)
+    if regime == "tiny":
+        return 1e-8 * (1 + u)
+    raise ValueError(f"unknown beta regime {regime!r}; known: {BETA_REGIMES}")
+
+
+def _w(regime: str, shape, gen) -> torch.Tensor:
+    x = torch.randn(shape, generator=gen, dtype=torch.float64)
+    if regime == "random":
+        pass
+    elif regime in ("aligned", "antialigned"):
+        base = torch.randn(shape[:2] + (1,) + shape[3:], generator=gen, dtype=torch.float64)
+        x = base + 1e-3 * x                         # nearly parallel: ill-conditioned UT solve
+        if regime == "antialigned":
+            sign = torch.tensor([(-1.0) ** t for t in range(shape[1])], dtype=torch.float64)
+            x = x * sign[None, :, None, None]
+    else:
+        raise ValueError(f"unknown w regime {regime!r}; known: {W_REGIMES}")
+    return x / x.norm(dim=-1, keepdim=True)
+
+
+def _gate(regime: str, shape, gen) -> torch.Tensor | None:
+    if regime == "none":
+        return None
+    z = torch.randn(shape, generator=gen, dtype=torch.float64)
+    if regime == "mixed":
+        return F.logsigmoid(2 * z)
+    if regime == "weak":                            # f close to 1: log f ~ -1e-3
+        return F.logsigmoid(7 + z)
+    if regime == "strong":                          # f ~ 0.05: attention decays within a few tokens
+        return F.logsigmoid(-3 + z)
+    raise ValueError(f"unknown gate regime {regime!r}; known: {GATE_REGIMES}")
+
+
+def path_inputs(case: PathCase, dtype=torch.float64, device="cpu", gate_dtype=torch.float32,
+                w_dtype=torch.float32) -> dict:
+    """q, k, v in dtype; w, beta, g in their own dtypes (fla keeps them in fp32); cu_seqlens int32."""
+    if case.cu_seqlens is not None and case.B != 1:
+        raise ValueError("varlen (cu_seqlens) requires B == 1")
+    gen = torch.Generator().manual_seed(case.seed)
+    B, T = case.B, case.T
+    q = case.logit_gain * torch.randn(B, T, case.HQ, case.D, generator=gen, dtype=torch.float64)
+    k = case.logit_gain * torch.randn(B, T, case.H, case.D, generator=gen, dtype=torch.float64)
+    v = torch.randn(B, T, case.H, case.Dv, generator=gen, dtype=torch.float64)
+    w = _w(case.w, (B, T, case.H, case.D), gen)
+    beta = _beta(case.beta, (B, T, case.H), gen)
+    g = _gate(case.gate, (B, T, case.HQ), gen)
+    w = w.to(w_dtype)
+    out = {"q": q.to(dtype), "k": k.to(dtype), "v": v.to(dtype), "w": w / w.norm(dim=-1, keepdim=True),
+           "beta": beta.to(w_dtype), "g": None if g is None else g.to(gate_dtype),
+           "cu_seqlens": None if case.cu_seqlens is None else torch.tensor(case.cu_seqlens, dtype=torch.int32)}
+    return {k_: (x.to(device) if isinstance(x, torch.Tensor) else x) for k_, x in out.items()}
+
+
+def as_oracle(inputs: dict) -> dict:
+    """The same values in float64 (exact: every dtype here embeds in float64)."""
+    return {k: (x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x)
+            for k, x in inputs.items()}
