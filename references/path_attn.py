@@ -52,10 +52,10 @@ def lower(A: torch.Tensor) -> torch.Tensor:
     return torch.tril(A)
 
 
-def ut_factor(W: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
+def ut_factor(W: torch.Tensor, beta: torch.Tensor, mm=torch.matmul) -> torch.Tensor:
     """U = (I + strictLower(D W W^T))^{-1} D with D = diag(beta)."""
     D = torch.diag(beta)
-    L = torch.eye(W.shape[0], dtype=W.dtype, device=W.device) + strict_lower(D @ W @ W.T)
+    L = torch.eye(W.shape[0], dtype=W.dtype, device=W.device) + strict_lower(beta[:, None] * mm(W, W.T))
     return torch.linalg.solve_triangular(L, D, upper=False)
 
 
@@ -103,9 +103,9 @@ def path_logits_ut(q, k, w, beta) -> torch.Tensor:
     return causal_mask(lower(q @ k.T) - lower(q @ w.T) @ U @ strict_lower(w @ k.T))
 
 
-def plain_logits(q, k) -> torch.Tensor:
+def plain_logits(q, k, mm=torch.matmul) -> torch.Tensor:
     """FoX / softmax attention logits q_i . k_j for j <= i, -inf above the diagonal."""
-    return causal_mask(q @ k.T)
+    return causal_mask(mm(q, k.T))
 
 
 def gate_matrix(g: torch.Tensor) -> torch.Tensor:
@@ -121,17 +121,17 @@ def scores(logits, gate=None, scale=1.0, gate_scaled=False):
     return scale * (logits + gate) if gate_scaled else scale * logits + gate
 
 
-def attend(logits, v, g=None, scale=1.0, gate_scaled=False) -> torch.Tensor:
+def attend(logits, v, g=None, scale=1.0, gate_scaled=False, mm=torch.matmul) -> torch.Tensor:
     """softmax_j(scores_ij) @ v, rows normalised over j <= i (the -inf entries drop out)."""
     gate = None if g is None else gate_matrix(g)
-    return torch.softmax(scores(logits, gate, scale, gate_scaled), dim=-1) @ v
+    return mm(torch.softmax(scores(logits, gate, scale, gate_scaled), dim=-1), v)
 
 
 # ----------------------------------------------------------------------------------------------------
 # Blockwise algorithm (the structure of the fast kernels), every intermediate exposed by name
 
 
-def block_transform(q, k, w, beta) -> dict:
+def block_transform(q, k, w, beta, mm=torch.matmul) -> dict:
     """Per-block quantities for rows first..last of one block:
 
     U    = (I + strictLower(D W W^T))^{-1} D
@@ -139,19 +139,22 @@ def block_transform(q, k, w, beta) -> dict:
     Kbar = K - (U strictLower(W K^T))^T W        row j: H_last ... H_{j+1} k_j
     F    = I - W^T U^T W                         H_first ... H_last
     A    = lower(Q K^T) - lower(Q W^T) U strictLower(W K^T)   (the block's own causal logits)
+
+    mm is the matrix product (a low-precision reference passes one that rounds its operands).
     """
-    U = ut_factor(w, beta)
+    U = ut_factor(w, beta, mm)
     eye = torch.eye(w.shape[-1], dtype=w.dtype, device=w.device)
+    U_wk = mm(U, strict_lower(mm(w, k.T)))
     return {
         "U": U,
-        "Qbar": q - lower(q @ w.T) @ U @ w,
-        "Kbar": k - (U @ strict_lower(w @ k.T)).T @ w,
-        "F": eye - w.T @ U.T @ w,
-        "A_local": lower(q @ k.T) - lower(q @ w.T) @ U @ strict_lower(w @ k.T),
+        "Qbar": q - mm(mm(lower(mm(q, w.T)), U), w),
+        "Kbar": k - mm(U_wk.T, w),
+        "F": eye - mm(mm(w.T, U.T), w),
+        "A_local": lower(mm(q, k.T)) - mm(lower(mm(q, w.T)), U_wk),
     }
 
 
-def path_attn_blockwise_head(q, k, v, w, beta, g=None, scale=1.0, gate_scaled=False, block=64):
+def path_attn_blockwise_head(q, k, v, w, beta, g=None, scale=1.0, gate_scaled=False, block=64, mm=torch.matmul):
     """One head by blocks: local UT logits, then the right-to-left scan with online softmax.
 
     For query block b: Q_work = Qbar_b; for c = b-1 down to 0: logits_bc = Q_work Kbar_c^T, then
@@ -159,7 +162,7 @@ def path_attn_blockwise_head(q, k, v, w, beta, g=None, scale=1.0, gate_scaled=Fa
     """
     T = q.shape[0]
     starts = list(range(0, T, block))
-    blocks = [block_transform(q[s:s + block], k[s:s + block], w[s:s + block], beta[s:s + block])
+    blocks = [block_transform(q[s:s + block], k[s:s + block], w[s:s + block], beta[s:s + block], mm)
               for s in starts]
     G = torch.cumsum(g, 0) if g is not None else None
     logits = q.new_full((T, T), -math.inf)
@@ -174,8 +177,8 @@ def path_attn_blockwise_head(q, k, v, w, beta, g=None, scale=1.0, gate_scaled=Fa
             if c == b:
                 tile = A
             else:
-                tile = q_work @ blocks[c]["Kbar"].T
-                q_work = q_work @ blocks[c]["F"].T
+                tile = mm(q_work, blocks[c]["Kbar"].T)
+                q_work = mm(q_work, blocks[c]["F"].T)
             logits[sb:eb, sc:ec] = tile
             gate = None if G is None else G[sb:eb, None] - G[None, sc:ec]
             s = scores(tile, gate, scale, gate_scaled)
@@ -183,7 +186,8 @@ def path_attn_blockwise_head(q, k, v, w, beta, g=None, scale=1.0, gate_scaled=Fa
             p = torch.exp(s - m_new[:, None])
             corr = torch.ones_like(m_new) if m is None else torch.exp(m - m_new)
             l = p.sum(1) if l is None else l * corr + p.sum(1)
-            acc = p @ v[sc:ec] if acc is None else acc * corr[:, None] + p @ v[sc:ec]
+            pv = mm(p, v[sc:ec])
+            acc = pv if acc is None else acc * corr[:, None] + pv
             m = m_new
         out.append(acc / l[:, None])
     return torch.cat(out), {"blocks": blocks, "logits": logits}
@@ -200,6 +204,12 @@ def decode_keys(k, w, beta) -> torch.Tensor:
     for t in range(1, k.shape[0]):
         keys[:t] = keys[:t] - beta[t] * torch.outer(keys[:t] @ w[t], w[t])
     return keys
+
+
+def decode_cache(k, w, beta) -> torch.Tensor:
+    """decode_keys for every batch and head: [B, T, H, D] -> [B, T, H, D]."""
+    return torch.stack([torch.stack([decode_keys(k[b, :, h], w[b, :, h], beta[b, :, h])
+                                     for h in range(k.shape[2])], dim=1) for b in range(k.shape[0])])
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -264,17 +274,18 @@ def path_attn(q, k, v, w, beta, g=None, scale=None, gate_scaled=False, cu_seqlen
                      q, k, v, w, beta, g, cu_seqlens)
 
 
-def path_attn_blockwise(q, k, v, w, beta, g=None, scale=None, gate_scaled=False, cu_seqlens=None, block=64):
+def path_attn_blockwise(q, k, v, w, beta, g=None, scale=None, gate_scaled=False, cu_seqlens=None, block=64,
+                        mm=torch.matmul):
     """The blockwise algorithm, batched; output only (use path_attn_blockwise_head for intermediates)."""
     _check_shapes(q, k, v, w, beta, g, cu_seqlens)
     scale = default_scale(q) if scale is None else scale
     return _per_head(lambda q_, k_, v_, w_, b_, g_: path_attn_blockwise_head(
-        q_, k_, v_, w_, b_, g_, scale, gate_scaled, block)[0], q, k, v, w, beta, g, cu_seqlens)
+        q_, k_, v_, w_, b_, g_, scale, gate_scaled, block, mm)[0], q, k, v, w, beta, g, cu_seqlens)
 
 
-def fox_attn(q, k, v, g=None, scale=None, gate_scaled=False, cu_seqlens=None):
+def fox_attn(q, k, v, g=None, scale=None, gate_scaled=False, cu_seqlens=None, mm=torch.matmul):
     """FoX: A_ij proportional to (prod_{s=j+1..i} f_s) exp(scale q_i . k_j); softmax attention if g is None."""
     _check_shapes(q, k, v, g=g, cu_seqlens=cu_seqlens)
     scale = default_scale(q) if scale is None else scale
-    return _per_head(lambda q_, k_, v_, w_, b_, g_: attend(plain_logits(q_, k_), v_, g_, scale, gate_scaled),
+    return _per_head(lambda q_, k_, v_, w_, b_, g_: attend(plain_logits(q_, k_, mm), v_, g_, scale, gate_scaled, mm),
                      q, k, v, None, None, g, cu_seqlens)

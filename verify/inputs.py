@@ -105,3 +105,58 @@ def as_oracle(inputs: dict) -> dict:
     """The same values in float64 (exact: every dtype here embeds in float64)."""
     return {k: (x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x)
             for k, x in inputs.items()}
+
+
+# ------------------------------------------------------------------------------------------------ MDN
+
+@dataclass(frozen=True)
+class MdnCase:
+    """One MDN input.  Each gate is 'typical' or a hard value; the others stay typical."""
+    T: int = 16
+    Dk: int = 16
+    Dv: int = 16
+    B: int = 1
+    H: int = 1
+    log_mu: str = "typical"      # floor: log mu = -2 (the reported experiments' floor); below: -3
+    alpha: str = "typical"       # near1: log alpha ~ -1e-3; small: alpha ~ 0.1
+    beta: str = "typical"        # near_max: beta = (1 - alpha)(1 - 1e-3); near0: ~1e-4
+    eta: str = "typical"         # near0: ~1e-3; near2: 2 - 1e-3
+    initial_state: bool = False
+    seed: int = 0
+
+    def label(self) -> str:
+        default = MdnCase()
+        return " ".join(f"{k}={v}" for k, v in asdict(self).items()
+                        if k in ("T", "seed") or v != getattr(default, k))
+
+
+LOG_MU_FLOOR = -2.0
+
+
+def mdn_inputs(case: MdnCase, dtype=torch.float64, device="cpu") -> dict:
+    """q, k unit-norm (as an l2-normalising kernel would make them), v, p=None, gates in fp32, and
+    S0/M0 in fp32 when case.initial_state.  Gates satisfy alpha + beta <= 1, eta in (0, 2)."""
+    gen = torch.Generator().manual_seed(case.seed)
+    B, T, H = case.B, case.T, case.H
+
+    def u(lo, hi):
+        return lo + (hi - lo) * torch.rand(B, T, H, generator=gen, dtype=torch.float64)
+
+    q = torch.randn(B, T, H, case.Dk, generator=gen, dtype=torch.float64)
+    k = torch.randn(B, T, H, case.Dk, generator=gen, dtype=torch.float64)
+    v = torch.randn(B, T, H, case.Dv, generator=gen, dtype=torch.float64)
+    q, k = q / q.norm(dim=-1, keepdim=True), k / k.norm(dim=-1, keepdim=True)
+    log_alpha = {"typical": torch.log(u(0.5, 0.99)), "near1": -u(1e-4, 1e-3),
+                 "small": torch.log(u(0.05, 0.15))}[case.alpha]
+    one_minus_alpha = -torch.expm1(log_alpha)
+    beta = {"typical": u(0.05, 0.95) * one_minus_alpha, "near_max": (1 - 1e-3) * one_minus_alpha,
+            "near0": u(1e-5, 1e-4) * one_minus_alpha}[case.beta]
+    log_mu = {"typical": u(-1.0, -0.05), "floor": torch.full((B, T, H), LOG_MU_FLOOR, dtype=torch.float64),
+              "below": torch.full((B, T, H), LOG_MU_FLOOR - 1, dtype=torch.float64)}[case.log_mu]
+    eta = {"typical": u(0.5, 1.5), "near0": u(1e-3, 2e-3), "near2": 2 - u(1e-3, 2e-3)}[case.eta]
+    out = {"q": q.to(dtype), "k": k.to(dtype), "v": v.to(dtype), "log_alpha": log_alpha.float(),
+           "log_mu": log_mu.float(), "beta": beta.float(), "eta": eta.float(), "S0": None, "M0": None}
+    if case.initial_state:
+        out["S0"] = 0.5 * torch.randn(B, H, case.Dk, case.Dv, generator=gen, dtype=torch.float64).float()
+        out["M0"] = 0.5 * torch.randn(B, H, case.Dk, case.Dv, generator=gen, dtype=torch.float64).float()
+    return {n: (x.to(device) if isinstance(x, torch.Tensor) else x) for n, x in out.items()}

@@ -1,0 +1,134 @@
+"""Adapters that give fla's production kernels one canonical call each, with their conventions declared.
+
+Canonical conventions (DESIGN.md section 3): layout [B, T, H, D]; gates [B, T, H]; GQA by head groups;
+g is the log forget gate; MDN residual v~_t = v_t - S_{t-1}^T (alpha_t k_t) unless p is given.
+
+`fla` is imported inside the functions, never at module import, so that the CPU interpreter fidelity
+layer can be installed first.  With --kernel-root the same adapters verify a checkout of fla, or the
+MDN paper authors' fork (whose MDN entry points are named chunk_mode_rule / fused_recurrent_mode_rule).
+
+Every convention below was measured against the float64 oracles (see README, "Conventions"), not
+read off the docstrings.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Conventions:
+    scale_default: str                 # what scale=None means
+    gate_scaled: bool | None = None    # True: softmax(scale * (logit + gate)); False: scale * logit + gate
+    head_dims: tuple[int, ...] = ()    # supported D (and Dv)
+    dtypes: tuple[str, ...] = ()       # input dtypes q, k, v may have
+    varlen: bool = False               # cu_seqlens supported
+    chunk_sizes: tuple[int, ...] = ()  # MDN chunk sizes
+    residual: str = ""                 # MDN: what multiplies S_{t-1} in v~_t
+    eta_placement: str = ""            # MDN: where eta enters
+    final_state: str = ""              # MDN: final-state semantics
+    notes: str = ""
+
+
+class KernelUnavailable(RuntimeError):
+    """The kernel package or entry point cannot be used here (the CLI reports it with exit status 2)."""
+
+
+def _import(module: str):
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise KernelUnavailable(f"cannot import {module}: {exc}") from exc
+
+
+# ------------------------------------------------------------------------------------------- PaTH
+
+PATH_CONVENTIONS = Conventions(
+    scale_default="1/sqrt(D)",
+    gate_scaled=True,
+    head_dims=(16, 32, 64, 128),
+    dtypes=("bf16", "fp32"),
+    varlen=True,
+    notes="w and beta must be fp32, g fp32; w is used as given (not re-normalised); the log forget gate "
+          "is multiplied by the attention scale together with the path logit: softmax(scale*(A~ + gate)), "
+          "unlike the paper's softmax(A~ + gate) (with scale folded into q)",
+)
+
+
+def path_attn(q, k, v, w, beta, g=None, scale=None, cu_seqlens=None):
+    """fla.ops.path_attn.parallel_path_attn -> o [B, T, HQ, Dv]."""
+    mod = _import("fla.ops.path_attn")
+    o, _ = mod.parallel_path_attn(q, k, v, w, beta, g, scale, cu_seqlens, use_cache=False)
+    return o
+
+
+def path_attn_cache(q, k, v, w, beta, g=None, scale=None, cu_seqlens=None):
+    """The decode cache of parallel_path_attn(use_cache=True): keys after every later Householder
+    update, row j = H_T ... H_{j+1} k_j (measured: equals the oracle's decode_keys)."""
+    mod = _import("fla.ops.path_attn")
+    _, k_cache = mod.parallel_path_attn(q, k, v, w, beta, g, scale, cu_seqlens, use_cache=True)
+    return k_cache
+
+
+# -------------------------------------------------------------------------------------------- FoX
+
+FOX_CONVENTIONS = Conventions(
+    scale_default="1/sqrt(D)",
+    gate_scaled=False,
+    head_dims=(16, 32, 64, 128),
+    dtypes=("bf16", "fp32"),
+    varlen=True,
+    notes="g (log forget gate) is added to the scaled logit, as in the FoX paper",
+)
+
+
+def forgetting_attn(q, k, v, g, scale=None, cu_seqlens=None):
+    """fla.ops.forgetting_attn.parallel_forgetting_attn -> o [B, T, HQ, Dv]."""
+    mod = _import("fla.ops.forgetting_attn")
+    return mod.parallel_forgetting_attn(q, k, v, g, scale, cu_seqlens=cu_seqlens)
+
+
+# -------------------------------------------------------------------------------------------- MDN
+
+MDN_CONVENTIONS = Conventions(
+    scale_default="1/sqrt(Dk)",
+    dtypes=("bf16",),
+    varlen=False,
+    chunk_sizes=(16, 32, 64),
+    residual="p_t = alpha_t k_t (use_p_times_alpha=True, p defaults to k); rounded to the input dtype",
+    eta_placement="k^_t = eta_t k_t, rounded to the input dtype before use",
+    final_state="(S_T, M_T) stacked; for T not a multiple of the chunk, fla recomputes it by the recurrence",
+    notes="q, k used as given (use_qk_l2norm_in_kernel=False); the chunk path refuses fp32 inputs",
+)
+MDN_RECURRENT_CONVENTIONS = Conventions(
+    scale_default="1/sqrt(Dk)", dtypes=("bf16", "fp32"), varlen=False,
+    residual=MDN_CONVENTIONS.residual, eta_placement=MDN_CONVENTIONS.eta_placement,
+    final_state="(S_T, M_T) stacked", notes="q, k used as given (use_qk_l2norm_in_kernel=False)")
+
+
+def _mdn_entry(kind: str):
+    """fla-core names the entry points *_momentum_delta_rule; the authors' fork *_mode_rule."""
+    mod = _import("fla.ops.momentum_delta_rule")
+    for name in (f"{kind}_momentum_delta_rule", f"{kind}_mode_rule"):
+        if hasattr(mod, name):
+            return getattr(mod, name)
+    raise KernelUnavailable(f"fla.ops.momentum_delta_rule ({mod.__file__}) has neither {kind}_momentum_delta_rule "
+                     f"nor {kind}_mode_rule")
+
+
+def mdn(q, k, v, log_alpha, log_mu, beta, eta, p=None, scale=None, S0=None, M0=None, chunk=None):
+    """chunk (chunk=16|32|64) or fused recurrent (chunk=None) MDN -> (o, S_T, M_T)."""
+    init = None if S0 is None else (S0, M0)
+    kwargs = dict(p=p, beta=beta, eta=eta, scale=scale, initial_state=init, output_final_state=True,
+                  use_qk_l2norm_in_kernel=False, use_p_times_alpha=p is None)
+    if chunk is None:
+        o, state = _mdn_entry("fused_recurrent")(q, k, v, log_alpha, log_mu, **kwargs)
+    else:
+        fn = _mdn_entry("chunk")
+        if fn.__name__.endswith("_mode_rule"):
+            if chunk != 64:
+                raise KernelUnavailable("the authors' chunk_mode_rule has a fixed chunk size of 64")
+            o, state = fn(q, k, v, log_alpha, log_mu, **kwargs)
+        else:
+            o, state = fn(q, k, v, log_alpha, log_mu, chunk_size=chunk, **kwargs)
+    return o, state[0], state[1]

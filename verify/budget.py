@@ -1,0 +1,74 @@
+"""The kernel budget rule (DESIGN.md section 5).
+
+A kernel output passes when, against the float64 oracle, both
+    normwise relative error <= c * max(ref_rel, floor_rel) + TINY_REL   and
+    max absolute error      <= c * max(ref_abs, floor_abs) + max(TINY_ABS, u_fp32 * scale)
+where ref_* is the error of a plain PyTorch implementation in the same precision on the same input
+(verify.lowprec) and floor_* the error of merely rounding the oracle's output to the storage dtype.
+`scale` is the largest magnitude among the tensors compared together (one fp32 rounding of it is the
+absolute floor: a gradient that is exactly zero in the oracle may carry cancellation noise of that
+size).  A tensor whose oracle is exactly zero has no relative error; its max-abs error decides.
+Non-finite output where the oracle is finite always fails.  The result says which measure decided.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from verify.metrics import max_abs, rel_err
+from verify.precision import UNIT_ROUNDOFF, Precision
+
+TINY_REL = 1e-12
+TINY_ABS = 1e-12
+
+
+@dataclass
+class Verdict:
+    """One tensor's comparison.  ratio = worst of measured/budget over the two measures (<= 1 passes)."""
+    name: str
+    err_rel: float
+    err_abs: float
+    budget_rel: float
+    budget_abs: float
+    ref_rel: float
+    ref_abs: float
+
+    @property
+    def ratio(self) -> float:
+        r = max(self.err_rel / self.budget_rel, self.err_abs / self.budget_abs)
+        return r if math.isfinite(r) else math.inf
+
+    @property
+    def decided_by(self) -> str:
+        return "normwise-relative" if self.err_rel / self.budget_rel >= self.err_abs / self.budget_abs else "max-abs"
+
+    @property
+    def measured(self) -> float:
+        return self.err_rel if self.decided_by == "normwise-relative" else self.err_abs
+
+    @property
+    def budget(self) -> float:
+        return self.budget_rel if self.decided_by == "normwise-relative" else self.budget_abs
+
+    def summary(self) -> str:
+        return (f"{self.name}: rel {self.err_rel:.2e} (budget {self.budget_rel:.2e}, torch-ref {self.ref_rel:.2e}), "
+                f"max-abs {self.err_abs:.2e} (budget {self.budget_abs:.2e}); decided by {self.decided_by}")
+
+
+def judge(name: str, out: torch.Tensor, oracle: torch.Tensor, ref: torch.Tensor, prec: Precision, c: float,
+          scale: float = 0.0) -> Verdict:
+    """Compare one kernel tensor with the oracle under the budget rule."""
+    rounded = oracle.to(prec.torch_dtype).double()
+    ref_abs = max(max_abs(ref, oracle), max_abs(rounded, oracle))
+    budget_abs = c * ref_abs + max(TINY_ABS, UNIT_ROUNDOFF["fp32"] * scale)
+    err_abs = max_abs(out, oracle)
+    if not bool(oracle.ne(0).any()):
+        return Verdict(name, 0.0 if math.isfinite(err_abs) else math.inf, err_abs, 1.0, budget_abs, 0.0, ref_abs)
+    ref_rel = max(rel_err(ref, oracle), rel_err(rounded, oracle))
+    return Verdict(name, rel_err(out, oracle), err_abs, c * ref_rel + TINY_REL, budget_abs, ref_rel, ref_abs)
+
+
+def worst(verdicts: list[Verdict]) -> Verdict:
+    return max(verdicts, key=lambda v: v.ratio)

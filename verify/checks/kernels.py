@@ -1,0 +1,182 @@
+"""kernel.<impl>.<op>.<pass>.<dtype>.<regime>: production kernels against the float64 oracles.
+
+Each check runs a hypothesis search over cases of one regime (verify.strategies), climbing the
+error/budget ratio, under the budget rule of verify.budget.  The constants c (how many times the
+same-dtype PyTorch reference's error a kernel may make) are stated per family below, with the reason.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from hypothesis import strategies as st
+
+from kernels import fla_ops
+from references import mdn as MDN
+from references import path_attn as P
+from verify import lowprec
+from verify.budget import Verdict, judge, worst
+from verify.errors import UsageError
+from verify.inputs import MdnCase, PathCase, as_oracle, mdn_inputs, path_inputs
+from verify.precision import Precision
+from verify.registry import Context, Result, register
+from verify.search import Probe, search
+from verify.strategies import FOX_REGIMES, MDN_REGIMES, PATH_REGIMES, mdn_cases, path_cases
+
+# c per family.  Forward passes: the kernel performs the same rounded operations as the reference
+# (same block size, same operand formats) in a different order of accumulation, so its error should be
+# of the same size: c = 4 leaves a factor 2 for ordering and 2 for the spread between random inputs.
+# Backward passes chain several rounded stages (recomputed logits, dP, the UT-transform backward),
+# each of which can round where the reference does not: c = 8.
+C = {"fwd": 4.0, "bwd": 8.0, "decode": 4.0}
+
+
+def prepare(ctx: Context) -> None:
+    """On the CPU, install the interpreter fidelity layer before any kernel module is imported."""
+    if ctx.device == "cpu":
+        from verify import fidelity
+        if not fidelity.is_active():
+            fidelity.activate(fp32_dot=ctx.fp32_dot)
+
+
+def call_kernel(fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except fla_ops.KernelUnavailable as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _tuple(x) -> tuple:
+    return x if isinstance(x, tuple) else (x,)
+
+
+def grads_of(fn, leaves: dict, upstream: list) -> dict:
+    """Gradients of sum_i <out_i, upstream_i> with respect to every leaf."""
+    live = {n: t.detach().clone().requires_grad_() for n, t in leaves.items()}
+    outs = _tuple(fn(**live))
+    torch.autograd.backward(list(outs), [u.to(o.dtype) for o, u in zip(outs, upstream)])
+    return {n: t.grad for n, t in live.items()}
+
+
+def _upstream(like: torch.Tensor, dtype, seed: int) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed + 7919)
+    return torch.randn(like.shape, generator=gen, dtype=torch.float64).to(dtype).to(like.device)
+
+
+def compare(pass_: str, names: list[str], kernel_fn, oracle_fn, ref_fn, x: dict, prec: Precision,
+            c: float, seed: int, float_names: tuple[str, ...]) -> list[Verdict]:
+    """fwd: judge each output; bwd: judge the gradient of every present input in float_names, for one
+    random upstream gradient (in the kernel dtype, the same values for kernel, oracle and reference)."""
+    x64 = as_oracle(x)
+    x32 = {n: (t.float() if isinstance(t, torch.Tensor) and t.is_floating_point() else t) for n, t in x.items()}
+    with torch.no_grad():
+        oracle = _tuple(oracle_fn(**x64))
+    if pass_ == "fwd":
+        with torch.no_grad():
+            outs, ref = _tuple(call_kernel(kernel_fn, **x)), _tuple(ref_fn(**x32))
+        scale = max(float(o.abs().max()) if o.numel() else 0.0 for o in oracle)
+        return [judge(n, o, r64, r, prec, c, scale) for n, o, r64, r in zip(names, outs, oracle, ref)]
+    ups = [_upstream(o, prec.torch_dtype, seed + i) for i, o in enumerate(oracle)]
+    leaves = [n for n in float_names if x.get(n) is not None]
+    g_k = call_kernel(grads_of, lambda **kw: kernel_fn(**{**x, **kw}), {n: x[n] for n in leaves}, ups)
+    g_o = grads_of(lambda **kw: oracle_fn(**{**x64, **kw}), {n: x64[n] for n in leaves}, ups)
+    g_r = grads_of(lambda **kw: ref_fn(**{**x32, **kw}), {n: x32[n] for n in leaves}, ups)
+    scale = max(float(g.abs().max()) if g.numel() else 0.0 for g in g_o.values())
+    return [judge("d" + n, g_k[n], g_o[n], g_r[n], prec, c, scale) for n in leaves]
+
+
+# --------------------------------------------------------------------------------------------- PaTH
+
+
+def _path_probe(case: PathCase, dtype: str, pass_: str, ctx: Context, fox: bool) -> Probe:
+    prec = Precision.of(dtype, ctx.fp32_dot)
+    x = path_inputs(case, prec.torch_dtype, ctx.device)
+    scale = case.D ** -0.5
+    if fox:
+        conv = fla_ops.FOX_CONVENTIONS
+        x = {n: x[n] for n in ("q", "k", "v", "g", "cu_seqlens")}
+        kernel = lambda **a: fla_ops.forgetting_attn(**a, scale=scale)
+        oracle = lambda **a: P.fox_attn(**a, scale=scale, gate_scaled=conv.gate_scaled)
+        ref = lambda **a: lowprec.fox_attn(**a, prec=prec, scale=scale, gate_scaled=conv.gate_scaled)
+        floats = ("q", "k", "v", "g")
+    else:
+        conv = fla_ops.PATH_CONVENTIONS
+        kernel = lambda **a: fla_ops.path_attn(**a, scale=scale)
+        oracle = lambda **a: P.path_attn(**a, scale=scale, gate_scaled=conv.gate_scaled)
+        ref = lambda **a: lowprec.path_attn(**a, prec=prec, scale=scale, gate_scaled=conv.gate_scaled)
+        floats = ("q", "k", "v", "w", "beta", "g")
+    verdicts = compare(pass_, ["o"], kernel, oracle, ref, x, prec, C[pass_], case.seed, floats)
+    return Probe(worst(verdicts), case.label(), {"tensors": [v.summary() for v in verdicts]})
+
+
+def _register_path(op: str, regimes: dict, fox: bool) -> None:
+    for pass_ in ("fwd", "bwd"):
+        for dtype in ("bf16", "fp32"):
+            for regime, fields in regimes.items():
+                cid = f"kernel.fla.{op}.{pass_}.{dtype}.{regime}"
+
+                def run(ctx: Context, fields=fields, pass_=pass_, dtype=dtype, cid=cid) -> Result:
+                    prepare(ctx)
+                    strategy = path_cases(fields, ctx.profile, gated=True if fox else None)
+                    return search(strategy, lambda case: _path_probe(case, dtype, pass_, ctx, fox), ctx, cid)
+                what = "forward output" if pass_ == "fwd" else "gradients"
+                register(cid, f"fla {op} {what} in {dtype}, regime {regime}, within c={C[pass_]:g} x torch-{dtype} error",
+                         run)
+
+
+_register_path("path_attn", PATH_REGIMES, fox=False)
+_register_path("forgetting_attn", FOX_REGIMES, fox=True)
+
+
+def _decode_probe(case: PathCase, dtype: str, ctx: Context) -> Probe:
+    prec = Precision.of(dtype, ctx.fp32_dot)
+    x = path_inputs(case, prec.torch_dtype, ctx.device)
+    x64 = as_oracle(x)
+    out = call_kernel(fla_ops.path_attn_cache, **x)
+    oracle = P.decode_cache(x64["k"], x64["w"], x64["beta"])
+    ref = lowprec.decode_keys(x["k"].float(), x["w"].float(), x["beta"].float(), prec)
+    v = judge("k_cache", out, oracle, ref, prec, C["decode"])
+    return Probe(v, case.label(), {})
+
+
+for _dtype in ("bf16", "fp32"):
+    for _regime in ("beta_uniform", "beta_near2"):
+        _cid = f"kernel.fla.path_attn.decode.{_dtype}.{_regime}"
+
+        def _run_decode(ctx, dtype=_dtype, regime=_regime, cid=_cid):
+            prepare(ctx)
+            return search(path_cases(PATH_REGIMES[regime], ctx.profile, gated=False, varlen=False),
+                          lambda case: _decode_probe(case, dtype, ctx), ctx, cid)
+        register(_cid, f"fla path_attn decode cache (use_cache=True) in {_dtype}, regime {_regime}", _run_decode)
+
+
+# ---------------------------------------------------------------------------------------------- MDN
+
+MDN_OPS = {"mdn_chunk16": 16, "mdn_chunk32": 32, "mdn_chunk64": 64, "mdn_recurrent": None}
+
+
+def _mdn_probe(case: MdnCase, dtype: str, pass_: str, chunk, ctx: Context) -> Probe:
+    prec = Precision.of(dtype, ctx.fp32_dot)
+    x = mdn_inputs(case, prec.torch_dtype, ctx.device)
+    kernel = lambda **a: fla_ops.mdn(**a, chunk=chunk)
+    oracle = lambda **a: MDN.recurrence(**a)
+    ref = lambda **a: lowprec.mdn(**a, prec=prec)
+    floats = ("q", "k", "v", "log_alpha", "log_mu", "beta", "eta", "S0", "M0")
+    verdicts = compare(pass_, ["o", "S_T", "M_T"], kernel, oracle, ref, x, prec, C[pass_], case.seed, floats)
+    return Probe(worst(verdicts), case.label(), {"tensors": [v.summary() for v in verdicts]})
+
+
+for _op, _chunk in MDN_OPS.items():
+    conv = fla_ops.MDN_RECURRENT_CONVENTIONS if _chunk is None else fla_ops.MDN_CONVENTIONS
+    for _pass in ("fwd", "bwd"):
+        for _dtype in conv.dtypes:
+            for _regime, _fields in MDN_REGIMES.items():
+                _cid = f"kernel.fla.{_op}.{_pass}.{_dtype}.{_regime}"
+
+                def _run_mdn(ctx, fields=_fields, pass_=_pass, dtype=_dtype, chunk=_chunk, cid=_cid):
+                    prepare(ctx)
+                    return search(mdn_cases(fields, ctx.profile),
+                                  lambda case: _mdn_probe(case, dtype, pass_, chunk, ctx), ctx, cid)
+                what = "output and final states" if _pass == "fwd" else "gradients"
+                register(_cid, f"fla {_op} {what} in {_dtype}, regime {_regime}, within c={C[_pass]:g} x torch-{_dtype}",
+                         _run_mdn)

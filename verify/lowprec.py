@@ -1,0 +1,40 @@
+"""Plain PyTorch implementations in a working precision: the "same-dtype reference" of the budget rule.
+
+What a competent engineer writes in that dtype (DESIGN.md section 5): the blockwise / chunkwise
+matrix form, matmul operands rounded to the precision's dot format with fp32 accumulation
+(`Precision.mm`), stored results rounded to the storage dtype, softmax and solves in fp32 (there is
+no bf16 triangular solve).  Never a token-by-token walk in bf16.  Inputs are fp32 tensors holding the
+kernel's (already rounded) input values; everything is differentiable, for gradient budgets.
+"""
+from __future__ import annotations
+
+import torch
+
+from references import mdn as MDN
+from references import path_attn as P
+from verify.precision import Precision
+
+
+def path_attn(q, k, v, w, beta, g, cu_seqlens, prec: Precision, scale, gate_scaled, block=64):
+    """PaTH / PaTH-FoX by blocks of 64 (the kernels' block), in prec."""
+    return prec.store(P.path_attn_blockwise(q, k, v, w, beta, g, scale, gate_scaled, cu_seqlens, block, prec.mm))
+
+
+def fox_attn(q, k, v, g, cu_seqlens, prec: Precision, scale, gate_scaled):
+    """FoX as standard attention (logits, fp32 softmax, P rounded to the dot format before P V)."""
+    return prec.store(P.fox_attn(q, k, v, g, scale, gate_scaled, cu_seqlens, prec.mm))
+
+
+def decode_keys(k, w, beta, prec: Precision):
+    """The decode cache in fp32, stored in the kernel dtype."""
+    return prec.store(P.decode_cache(k, w, beta))
+
+
+def mdn(q, k, v, log_alpha, log_mu, beta, eta, S0, M0, prec: Precision, scale=None, chunk=64):
+    """The stable chunkwise MDN form in fp32, with the dot operands k^ = eta k and p = alpha k
+    rounded to the storage dtype as a bf16 implementation holds them.  Returns (o, S_T, M_T)."""
+    k_hat = prec.store(eta[..., None] * k)
+    p = prec.store(torch.exp(log_alpha)[..., None] * k)
+    o, S, M = MDN.chunk_forward(q, k_hat, v, log_alpha, log_mu, beta, torch.ones_like(eta), p=p, scale=scale,
+                                S0=S0, M0=M0, chunk=chunk, form="stable")
+    return prec.store(o), S, M

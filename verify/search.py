@@ -1,0 +1,76 @@
+"""Hypothesis-driven search for the worst error of a kernel under its budget.
+
+`search` runs a property over a strategy of cases, tells hypothesis to climb the error/budget ratio
+(`hypothesis.target`), and turns the outcome into a Result: the worst case seen when everything passed,
+or the minimal failing example hypothesis shrank to, with the measured error, the budget and the case.
+The seed comes from the CLI, the example database is off, so a run is reproducible from its repro line.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from hypothesis import HealthCheck, Phase, given, seed, settings, target
+from hypothesis import strategies as st
+
+from verify.budget import Verdict
+from verify.registry import Context, Result
+
+MAX_EXAMPLES = {"quick": 2, "ci": 4, "full": 40}
+
+
+@dataclass
+class Probe:
+    """What one evaluation returns: the worst tensor verdict and the case's one-line description."""
+    verdict: Verdict
+    label: str
+    details: dict
+
+
+class _Exceeded(AssertionError):
+    pass
+
+
+def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx: Context, what: str,
+           max_examples: int | None = None) -> Result:
+    worst: list[Probe] = []
+    failures: list[Probe] = []
+    n_examples = [0]
+    t0 = time.perf_counter()
+
+    @settings(max_examples=max_examples or MAX_EXAMPLES[ctx.profile], database=None, deadline=None,
+              derandomize=False, report_multiple_bugs=False, print_blob=False,
+              suppress_health_check=list(HealthCheck),
+              phases=(Phase.explicit, Phase.generate, Phase.target, Phase.shrink))
+    @seed(ctx.seed)
+    @given(strategy)
+    def prop(case):
+        n_examples[0] += 1
+        probe = evaluate(case)
+        ratio = probe.verdict.ratio
+        target(min(ratio, 1e6) if math.isfinite(ratio) else 1e6, label="error / budget")
+        if not worst or ratio > worst[0].verdict.ratio:
+            worst[:] = [probe]
+        if not ratio <= 1:
+            failures.append(probe)
+            raise _Exceeded(probe.label)
+
+    try:
+        prop()
+    except _Exceeded:
+        pass
+    elapsed = time.perf_counter() - t0
+    if failures:
+        p = failures[-1]   # hypothesis replays the minimal (shrunk) example last
+        v = p.verdict
+        return Result("fail", v.measured, v.budget,
+                      f"{what}: minimal failing example [{p.label}]: {v.summary()} "
+                      f"({n_examples[0]} examples, {elapsed:.0f}s)",
+                      details={"minimal_example": p.label, "worst_ratio": worst[0].verdict.ratio, **p.details})
+    p = worst[0]
+    v = p.verdict
+    return Result("pass", v.measured, v.budget,
+                  f"{what}: worst of {n_examples[0]} examples [{p.label}]: {v.summary()}",
+                  details={"worst_example": p.label, "worst_ratio": v.ratio, **p.details})
