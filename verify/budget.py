@@ -2,12 +2,14 @@
 
 A kernel output passes when, against the float64 oracle, both
     normwise relative error <= c * max(ref_rel, floor_rel) + TINY_REL   and
-    max absolute error      <= c * max(ref_abs, floor_abs) + max(TINY_ABS, u_fp32 * scale)
+    max absolute error      <= c * max(ref_abs, floor_abs, u * scale) + TINY_ABS
 where ref_* is the error of a plain PyTorch implementation in the same precision on the same input
 (verify.lowprec) and floor_* the error of merely rounding the oracle's output to the storage dtype.
-`scale` is the largest magnitude among the tensors compared together (one fp32 rounding of it is the
-absolute floor: a gradient that is exactly zero in the oracle may carry cancellation noise of that
-size).  A tensor whose oracle is exactly zero has no relative error; its max-abs error decides.
+u is the unit roundoff of the precision's dot format and `scale` the tensor's largest magnitude, or,
+for a tensor that is exactly zero in the oracle, the largest magnitude among the tensors compared
+together: one rounding of that quantity is the least absolute error any implementation in that
+precision can promise (a gradient that is exactly zero in the oracle, e.g. dk
+at T = 1, carries cancellation noise of that size in FlashAttention-style backward kernels).  A tensor whose oracle is exactly zero has no relative error; its max-abs error decides.
 Non-finite output where the oracle is finite always fails.  The result says which measure decided.
 """
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from verify.metrics import max_abs, rel_err
-from verify.precision import UNIT_ROUNDOFF, Precision
+from verify.precision import Precision
 
 TINY_REL = 1e-12
 TINY_ABS = 1e-12
@@ -61,10 +63,12 @@ def judge(name: str, out: torch.Tensor, oracle: torch.Tensor, ref: torch.Tensor,
           scale: float = 0.0) -> Verdict:
     """Compare one kernel tensor with the oracle under the budget rule."""
     rounded = oracle.to(prec.torch_dtype).double()
+    nonzero = bool(oracle.ne(0).any())
+    magnitude = float(oracle.abs().max()) if nonzero else scale
     ref_abs = max(max_abs(ref, oracle), max_abs(rounded, oracle))
-    budget_abs = c * ref_abs + max(TINY_ABS, UNIT_ROUNDOFF["fp32"] * scale)
+    budget_abs = c * max(ref_abs, prec.u * magnitude) + TINY_ABS
     err_abs = max_abs(out, oracle)
-    if not bool(oracle.ne(0).any()):
+    if not nonzero:
         return Verdict(name, 0.0 if math.isfinite(err_abs) else math.inf, err_abs, 1.0, budget_abs, 0.0, ref_abs)
     ref_rel = max(rel_err(ref, oracle), rel_err(rounded, oracle))
     return Verdict(name, rel_err(out, oracle), err_abs, c * ref_rel + TINY_REL, budget_abs, ref_rel, ref_abs)

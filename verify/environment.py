@@ -33,7 +33,10 @@ def resolve_device(requested: str | None) -> str:
 
 def describe(device: str) -> dict:
     import torch
-    info = {"device": device, "platform": platform.platform(), "cpu_count": _cpu_count()}
+    import importlib.util
+    spec = importlib.util.find_spec("fla")
+    info = {"device": device, "platform": platform.platform(), "cpu_count": _cpu_count(),
+            "fla_origin": None if spec is None else spec.origin}
     if device == "cuda":
         info["device_name"] = torch.cuda.get_device_name(0)
     else:

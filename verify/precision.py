@@ -54,17 +54,33 @@ class Precision:
         return UNIT_ROUNDOFF["fp32" if self.dot == "ieee" else self.dot]
 
     def operand(self, x: torch.Tensor) -> torch.Tensor:
+        """x rounded to the dot format, as fp32 (not differentiable: mm handles gradients)."""
         x = x.float()
         if self.dot == "bf16":
             return round_bf16(x)
         if self.dot == "tf32":
-            return x + (truncate_tf32(x) - x).detach()    # straight-through, so references stay differentiable
+            return truncate_tf32(x)
         return x
 
     def mm(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        """a @ b with operands rounded to the dot precision, fp32 accumulation, fp32 result."""
-        return self.operand(a) @ self.operand(b)
+        """a @ b with operands rounded to the dot format and fp32 accumulation; its backward rounds the
+        operands of the two gradient products the same way (as a kernel's backward dots do)."""
+        return _RoundedMatmul.apply(a, b, self)
 
     def store(self, x: torch.Tensor) -> torch.Tensor:
         """Round to the storage dtype (what writing a tensor of this dtype does), back as fp32."""
         return x.to(self.torch_dtype).float()
+
+
+class _RoundedMatmul(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b, prec):
+        ctx.save_for_backward(a, b)
+        ctx.prec = prec
+        return prec.operand(a) @ prec.operand(b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        r = ctx.prec.operand
+        return r(grad) @ r(b).T, r(a).T @ r(grad), None

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from verify import environment
@@ -105,8 +106,8 @@ def run_checks(checks: list[Check], ctx: Context, console: Console, debug: bool 
         records.append(rec)
         colour = {"pass": "green", "fail": "red", "error": "red", "xfail": "yellow", "skip": "dim"}
         st = rec.result.status
-        console.print(f"[{n:>{width}}/{len(checks)}] [{colour[st]}]{st:5}[/] {rec.id}  "
-                      f"{rec.result.message}  ({rec.seconds:.1f}s)", highlight=False, soft_wrap=True)
+        console.print(f"\\[{n:>{width}}/{len(checks)}] [{colour[st]}]{st:5}[/] {rec.id}  "
+                      f"{escape(rec.result.message)}  ({rec.seconds:.1f}s)", highlight=False, soft_wrap=True)
         if st in ("fail", "error"):
             console.print(f"    reproduce: {rec.repro}", highlight=False, soft_wrap=True)
             if debug and "traceback" in rec.result.details:
@@ -139,10 +140,10 @@ def print_summary(records: list[Record], console: Console) -> None:
     if xf:
         console.print(f"[yellow]{len(xf)} expected failure(s) (listed in verify/expected_failures.toml):")
         for r in xf:
-            console.print(f"  {r.id}: {r.result.message}", highlight=False, soft_wrap=True)
+            console.print(f"  {r.id}: {escape(r.result.message)}", highlight=False, soft_wrap=True)
     bad = [r for r in records if r.result.status in ("fail", "error")]
     for r in bad:
-        console.print(f"[red]{r.result.status.upper()}[/] {r.id}\n    {r.result.message}\n    reproduce: {r.repro}",
+        console.print(f"[red]{r.result.status.upper()}[/] {r.id}\n    {escape(r.result.message)}\n    reproduce: {r.repro}",
                       highlight=False, soft_wrap=True)
 
 

@@ -26,9 +26,11 @@ PATH_REGIMES = {
 }
 FOX_REGIMES = {k: PATH_REGIMES[k] for k in ("saturated", "gate_strong", "gate_weak")} | {"gate_mixed": {"gate": "mixed"}}
 
+# The first T of each profile spans several kernel blocks (PaTH 64, FoX's query block 128): hypothesis'
+# first examples, and its shrinking, favour the first element, and a bug in cross-block code needs it.
 SIZES = {   # (T values, head dims D, value dims Dv, (HQ, H) pairs, batch sizes)
-    "quick": ((1, 23, 64), (16,), (16,), ((1, 1), (2, 1)), (1,)),
-    "ci": ((1, 37, 64, 100), (16, 32), (16, 32), ((1, 1), (2, 1), (4, 2)), (1, 2)),
+    "quick": ((160, 1, 23), (16,), (16,), ((1, 1), (2, 1)), (1,)),
+    "ci": ((160, 1, 37, 100), (16, 32), (16, 32), ((1, 1), (2, 1), (4, 2)), (1, 2)),
     "full": ((1, 100, 1000, 4096, 8192), (16, 32, 64, 128), (16, 64, 128), ((1, 1), (4, 1), (8, 2)), (1, 2)),
 }
 
@@ -76,8 +78,8 @@ MDN_REGIMES = {
 }
 
 MDN_SIZES = {   # (T values, Dk, Dv, H, B)
-    "quick": ((1, 37), (16,), (16,), (1,), (1,)),
-    "ci": ((1, 37, 100, 128), (16, 32), (16, 32), (1, 2), (1, 2)),
+    "quick": ((100, 1, 37), (16,), (16,), (1,), (1,)),
+    "ci": ((100, 1, 37, 128), (16, 32), (16, 32), (1, 2), (1, 2)),
     "full": ((1, 100, 1000, 4096), (64, 128), (64, 128), (1, 4), (1, 2)),
 }
 

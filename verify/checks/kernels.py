@@ -18,6 +18,7 @@ from verify import lowprec
 from verify.budget import Verdict, judge, worst
 from verify.errors import UsageError
 from verify.inputs import MdnCase, PathCase, as_oracle, mdn_inputs, path_inputs
+from verify.metrics import rel_err
 from verify.precision import Precision
 from verify.registry import Context, Result, register
 from verify.search import Probe, search
@@ -55,7 +56,7 @@ def grads_of(fn, leaves: dict, upstream: list) -> dict:
     live = {n: t.detach().clone().requires_grad_() for n, t in leaves.items()}
     outs = _tuple(fn(**live))
     torch.autograd.backward(list(outs), [u.to(o.dtype) for o, u in zip(outs, upstream)])
-    return {n: t.grad for n, t in live.items()}
+    return {n: torch.zeros_like(t) if t.grad is None else t.grad for n, t in live.items()}   # unused: zero
 
 
 def _upstream(like: torch.Tensor, dtype, seed: int) -> torch.Tensor:
@@ -180,3 +181,81 @@ for _op, _chunk in MDN_OPS.items():
                 what = "output and final states" if _pass == "fwd" else "gradients"
                 register(_cid, f"fla {_op} {what} in {_dtype}, regime {_regime}, within c={C[_pass]:g} x torch-{_dtype}",
                          _run_mdn)
+
+
+# ------------------------------------------------------------------------------------- conventions
+# Each declared convention is measured: the kernel must agree with the oracle under the declared
+# convention (within its forward budget) and disagree with the alternative by more than 10x that budget.
+
+
+def _convention_check(cid: str, description: str, make):
+    """make(ctx) -> (kernel output, oracle under the declared convention, oracle under the alternative,
+    same-dtype reference, Precision, what the alternative is)."""
+    def run(ctx: Context) -> Result:
+        prepare(ctx)
+        out, declared, other, ref, prec, alternative = make(ctx)
+        v = judge("o", out, declared, ref, prec, C["fwd"])
+        other_ratio = rel_err(out, other) / v.budget_rel
+        ok = v.ratio <= 1 and other_ratio > 10
+        return Result("pass" if ok else "fail", v.measured, v.budget,
+                      f"declared convention: {v.summary()}; alternative ({alternative}): rel error "
+                      f"{rel_err(out, other):.2e} = {other_ratio:.0f}x the relative budget -> "
+                      + ("declared convention confirmed" if ok else "DECLARED CONVENTION NOT CONFIRMED"))
+    register(cid, description, run)
+
+
+def _path_convention(fox: bool, what: str):
+    def make(ctx):
+        prec = Precision.of("fp32", ctx.fp32_dot)
+        case = PathCase(T=64, D=16, Dv=16, gate="mixed", seed=3)
+        x = path_inputs(case, prec.torch_dtype, ctx.device)
+        x64, x32 = as_oracle(x), {n: (t.float() if isinstance(t, torch.Tensor) and t.is_floating_point() else t)
+                                  for n, t in x.items()}
+        conv = fla_ops.FOX_CONVENTIONS if fox else fla_ops.PATH_CONVENTIONS
+        s = case.D ** -0.5
+        if fox:
+            x, x64, x32 = ({n: d[n] for n in ("q", "k", "v", "g", "cu_seqlens")} for d in (x, x64, x32))
+            out = call_kernel(fla_ops.forgetting_attn, **x, scale=None if what == "scale" else s)
+            oracle = lambda scale, gs: P.fox_attn(**x64, scale=scale, gate_scaled=gs)
+            ref = lowprec.fox_attn(**x32, prec=prec, scale=s, gate_scaled=conv.gate_scaled)
+        else:
+            out = call_kernel(fla_ops.path_attn, **x, scale=None if what == "scale" else s)
+            oracle = lambda scale, gs: P.path_attn(**x64, scale=scale, gate_scaled=gs)
+            ref = lowprec.path_attn(**x32, prec=prec, scale=s, gate_scaled=conv.gate_scaled)
+        if what == "gate":
+            return (out, oracle(s, conv.gate_scaled), oracle(s, not conv.gate_scaled), ref, prec,
+                    f"gate_scaled={not conv.gate_scaled}")
+        return out, oracle(s, conv.gate_scaled), oracle(1.0, conv.gate_scaled), ref, prec, "scale=None means 1"
+    return make
+
+
+for _op, _fox in (("path_attn", False), ("forgetting_attn", True)):
+    _convention_check(f"kernel.fla.{_op}.convention.gate_scaled",
+                      f"measures whether fla {_op} multiplies the log forget gate by the attention scale",
+                      _path_convention(_fox, "gate"))
+    _convention_check(f"kernel.fla.{_op}.convention.scale_default",
+                      f"measures that fla {_op} with scale=None uses 1/sqrt(D)", _path_convention(_fox, "scale"))
+
+
+def _mdn_convention(what: str):
+    def make(ctx):
+        prec = Precision.of("fp32", ctx.fp32_dot)
+        case = MdnCase(T=40, Dk=16, Dv=16, seed=5)
+        x = mdn_inputs(case, torch.float32, ctx.device)
+        x64 = as_oracle(x)
+        s = case.Dk ** -0.5
+        out = call_kernel(fla_ops.mdn, **x, scale=None)[0]
+        ref = lowprec.mdn(**{n: (t.float() if isinstance(t, torch.Tensor) else t) for n, t in x.items()},
+                          prec=prec, scale=s)[0]
+        declared = MDN.recurrence(**x64, scale=s)[0]
+        if what == "residual":
+            return out, declared, MDN.recurrence(**x64, p=x64["k"], scale=s)[0], ref, prec, "p_t = k_t (no alpha)"
+        return out, declared, MDN.recurrence(**x64, scale=1.0)[0], ref, prec, "scale=None means 1"
+    return make
+
+
+_convention_check("kernel.fla.mdn_recurrent.convention.residual_alpha_k",
+                  "measures that fla's MDN residual uses p_t = alpha_t k_t by default (use_p_times_alpha)",
+                  _mdn_convention("residual"))
+_convention_check("kernel.fla.mdn_recurrent.convention.scale_default",
+                  "measures that fla's MDN with scale=None uses 1/sqrt(Dk)", _mdn_convention("scale"))
