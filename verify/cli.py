@@ -44,6 +44,8 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="CPU interpreter: emulate the GPU's TF32 fp32 dots (default) or run them in IEEE fp32")
     p.add_argument("--kernel-root", metavar="PATH",
                    help="import the kernel package (fla) from this checkout, in a fresh subprocess")
+    p.add_argument("--examples", type=int, metavar="N",
+                   help="hypothesis examples per kernel check (default: quick 2, ci 3, full 5)")
     p.add_argument("--debug", action="store_true", help="print tracebacks")
 
 
@@ -101,8 +103,10 @@ def _run(args, prefixes, REGISTRY, select) -> int:
     if not chosen:
         what = args.patterns or args.ids
         raise UsageError(f"no check of `verify {args.command}` matches {what}; see `verify list`")
+    if args.examples is not None and args.examples < 1:
+        raise UsageError(f"--examples {args.examples}: must be at least 1")
     ctx = Context(device=device, profile=args.profile, seed=args.seed, fp32_dot=args.fp32_dot,
-                  kernel_root=args.kernel_root)
+                  kernel_root=args.kernel_root, examples=args.examples)
     console = Console(highlight=False)
     env = environment.versions()
     console.print(f"verify {args.command}: {len(chosen)} checks, device={device}, profile={args.profile}, "

@@ -24,6 +24,7 @@ class Context:
     seed: int = 0
     fp32_dot: str = "tf32"
     kernel_root: str | None = None
+    examples: int | None = None       # hypothesis examples per kernel check (None: the profile's default)
 
     def pick(self, quick, ci, full):
         """The value for the current profile."""

@@ -62,6 +62,8 @@ def repro_command(check_id: str, ctx: Context) -> str:
              "--device", ctx.device]
     if ctx.fp32_dot != "tf32":
         parts += ["--fp32-dot", ctx.fp32_dot]
+    if ctx.examples:
+        parts += ["--examples", str(ctx.examples)]
     if ctx.kernel_root:
         parts += ["--kernel-root", ctx.kernel_root]
     return shlex.join(parts)
@@ -161,12 +163,19 @@ def check_writable(path: str | None, flag: str) -> None:
 def write_json(path: str, records: list[Record], ctx: Context) -> None:
     doc = {"environment": {**environment.versions(), **environment.describe(ctx.device),
                            "profile": ctx.profile, "seed": ctx.seed, "fp32_dot": ctx.fp32_dot,
-                           "kernel_root": ctx.kernel_root},
+                           "kernel_root": ctx.kernel_root, "interpreter_fidelity": _fidelity_parts()},
            "checks": [r.as_json() for r in records],
            "summary": summary_counts(records)}
     tmp = Path(str(path) + ".tmp")
     tmp.write_text(json.dumps(doc, indent=2))
     tmp.replace(path)
+
+
+def _fidelity_parts():
+    """The interpreter fidelity patches in force (None when kernels ran natively or none ran)."""
+    if "verify.fidelity" not in sys.modules:
+        return None
+    return sys.modules["verify.fidelity"].active_parts()
 
 
 def write_junit(path: str, records: list[Record]) -> None:

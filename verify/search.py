@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from verify.budget import Verdict
 from verify.registry import Context, Result
 
-MAX_EXAMPLES = {"quick": 2, "ci": 4, "full": 40}
+MAX_EXAMPLES = {"quick": 2, "ci": 3, "full": 5}
 
 
 @dataclass
@@ -40,7 +40,7 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
     n_examples = [0]
     t0 = time.perf_counter()
 
-    @settings(max_examples=max_examples or MAX_EXAMPLES[ctx.profile], database=None, deadline=None,
+    @settings(max_examples=max_examples or ctx.examples or MAX_EXAMPLES[ctx.profile], database=None, deadline=None,
               derandomize=False, report_multiple_bugs=False, print_blob=False,
               suppress_health_check=list(HealthCheck),
               phases=(Phase.explicit, Phase.generate, Phase.target, Phase.shrink))

@@ -22,7 +22,7 @@ from verify.metrics import rel_err
 from verify.precision import Precision
 from verify.registry import Context, Result, register
 from verify.search import Probe, search
-from verify.strategies import FOX_REGIMES, MDN_REGIMES, PATH_REGIMES, mdn_cases, path_cases
+from verify.strategies import BWD_MAX_T, FOX_REGIMES, MDN_REGIMES, PATH_REGIMES, mdn_cases, path_cases
 
 # c per family.  Forward passes: the kernel performs the same rounded operations as the reference
 # (same block size, same operand formats) in a different order of accumulation, so its error should be
@@ -118,7 +118,8 @@ def _register_path(op: str, regimes: dict, fox: bool) -> None:
 
                 def run(ctx: Context, fields=fields, pass_=pass_, dtype=dtype, cid=cid) -> Result:
                     prepare(ctx)
-                    strategy = path_cases(fields, ctx.profile, gated=True if fox else None)
+                    strategy = path_cases(fields, ctx.profile, gated=True if fox else None,
+                                          max_T=BWD_MAX_T[ctx.profile] if pass_ == "bwd" else None)
                     return search(strategy, lambda case: _path_probe(case, dtype, pass_, ctx, fox), ctx, cid)
                 what = "forward output" if pass_ == "fwd" else "gradients"
                 register(cid, f"fla {op} {what} in {dtype}, regime {regime}, within c={C[pass_]:g} x torch-{dtype} error",
@@ -176,7 +177,8 @@ for _op, _chunk in MDN_OPS.items():
 
                 def _run_mdn(ctx, fields=_fields, pass_=_pass, dtype=_dtype, chunk=_chunk, cid=_cid):
                     prepare(ctx)
-                    return search(mdn_cases(fields, ctx.profile),
+                    max_T = BWD_MAX_T[ctx.profile] if pass_ == "bwd" else None
+                    return search(mdn_cases(fields, ctx.profile, max_T),
                                   lambda case: _mdn_probe(case, dtype, pass_, chunk, ctx), ctx, cid)
                 what = "output and final states" if _pass == "fwd" else "gradients"
                 register(_cid, f"fla {_op} {what} in {_dtype}, regime {_regime}, within c={C[_pass]:g} x torch-{_dtype}",

@@ -1,0 +1,262 @@
+"""The Triton-interpreter fidelity layer (verify/fidelity.py) and its canaries.
+
+TRITON_INTERPRET and the patches are process-global, and another test module may already have
+imported triton, so everything that runs a kernel runs in a child process (three in all):
+  1. every env.interpreter.* canary with the whole layer on (fp32_dot tf32 and ieee), then with each
+     part switched off in turn (fidelity.restore() + activate(parts=...) in the same child);
+  2. fla's PaTH and FoX kernels end to end at a tiny size against the float64 references;
+  3. activation refused after triton was imported without the interpreter.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_child(code: str, timeout: float = 300) -> dict:
+    """Run code in a fresh interpreter at the repo root; it prints one JSON line last."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRITON_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, f"child failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-5000:]}"
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+# ------------------------------------------------------------------------------------------------
+# canaries, layer on and each part off
+
+PARTS = ("bf16_dot", "bf16_round", "autotune", "tf32", "numpy_index", "bf16_guard")
+# which canaries must turn red when a part is off
+RED_WHEN_OFF = {
+    "bf16_dot": ["env.interpreter.bf16_dot"],
+    "bf16_round": ["env.interpreter.bf16_round", "env.interpreter.bf16_cast_other"],
+    "autotune": ["env.interpreter.autotune"],
+    "tf32": ["env.interpreter.tf32_dot"],
+    "numpy_index": ["env.interpreter.numpy_index"],
+    "bf16_guard": ["env.interpreter.bf16_guard"],
+}
+
+CANARY_CHILD = """
+import json, warnings
+warnings.filterwarnings("ignore")
+from verify import fidelity
+import verify.checks.interpreter  # registers; defines no kernel
+from verify.registry import REGISTRY, Context
+runs = [("on", list(fidelity.PARTS), "tf32"), ("on_ieee", list(fidelity.PARTS), "ieee")]
+runs += [("off:" + p, [q for q in fidelity.PARTS if q != p], "tf32") for p in fidelity.PARTS]
+out = {}
+for label, parts, mode in runs:
+    fidelity.restore()
+    fidelity.activate(fp32_dot=mode, parts=parts)
+    ctx = Context(device="cpu", fp32_dot=mode)
+    for cid, c in REGISTRY.items():
+        if not cid.startswith("env.interpreter."):
+            continue
+        try:
+            r = c.run(ctx)
+            out[label + "|" + cid] = [r.status, r.message]
+        except Exception as exc:
+            out[label + "|" + cid] = ["error", repr(exc)]
+    out[label + "|active"] = fidelity.active_parts()
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def canaries():
+    return run_child(CANARY_CHILD)
+
+
+def canary_ids():
+    from verify.registry import REGISTRY
+    import verify.checks.interpreter  # noqa: F401
+    return sorted(c for c in REGISTRY if c.startswith("env.interpreter."))
+
+
+def test_import_is_cheap():
+    """Importing the family module defines no kernel, sets no env var, imports no triton."""
+    out = run_child("""
+        import json, os, sys
+        import verify.checks.interpreter
+        print(json.dumps({"triton": "triton" in sys.modules, "env": os.environ.get("TRITON_INTERPRET")}))
+    """)
+    assert out == {"triton": False, "env": None}
+
+
+@pytest.mark.parametrize("cid", canary_ids())
+def test_canary_passes_with_layer_on(canaries, cid):
+    status, msg = canaries["on|" + cid]
+    assert status == "pass", msg
+
+
+@pytest.mark.parametrize("cid", canary_ids())
+def test_canary_passes_in_ieee_mode(canaries, cid):
+    """fp32_dot="ieee": tf32_dot then expects exact fp32 dots; everything else is unchanged."""
+    status, msg = canaries["on_ieee|" + cid]
+    assert status == "pass", msg
+
+
+@pytest.mark.parametrize("part", PARTS)
+def test_canary_turns_red_with_part_off(canaries, part):
+    assert part not in canaries[f"off:{part}|active"]["parts"]
+    for cid in RED_WHEN_OFF[part]:
+        status, msg = canaries[f"off:{part}|{cid}"]
+        assert status in ("fail", "error"), f"{cid} stayed {status} with {part} off: {msg}"
+    # the other functional canaries stay green
+    others = [c for p, ids in RED_WHEN_OFF.items() if p != part for c in ids]
+    for cid in others:
+        status, msg = canaries[f"off:{part}|{cid}"]
+        assert status == "pass", f"{cid} went {status} with only {part} off: {msg}"
+
+
+def test_parts_list_matches_layer():
+    from verify import fidelity
+    assert fidelity.PARTS == PARTS
+
+
+def test_active_parts_recorded(canaries):
+    on = canaries["on|active"]
+    assert on["parts"] == list(PARTS) and on["fp32_dot"] == "tf32" and on["triton"].startswith("3.6.")
+    assert "tf32" not in canaries["on_ieee|active"]["parts"]
+
+
+def test_activation_refused_after_triton_import():
+    out = run_child("""
+        import json, triton
+        from verify import fidelity
+        from verify.errors import UsageError
+        try:
+            fidelity.activate(); print(json.dumps({"raised": None}))
+        except UsageError as e:
+            print(json.dumps({"raised": str(e)}))
+    """)
+    assert out["raised"] and "too late" in out["raised"] and "triton.language" in out["raised"]
+
+
+def test_bad_arguments_refused():
+    from verify import fidelity
+    from verify.errors import UsageError
+    with pytest.raises(UsageError):
+        fidelity.activate(fp32_dot="fp16")
+    with pytest.raises(UsageError):
+        fidelity.activate(parts=("bf16_dot", "no_such_part"))
+
+
+def test_exact_bf16_conversions():
+    """The numpy helpers the patches use, against the rational RNE oracle of the canaries."""
+    import math
+    import numpy as np
+    from verify.checks.interpreter import _F32_CAST_CASES, bf16_rne
+    from verify.fidelity import bf16_bits_to_f32, f32_to_bf16_bits, f64_to_bf16_bits
+    xs = np.array(_F32_CAST_CASES, dtype=np.float32)
+    got = bf16_bits_to_f32(f32_to_bf16_bits(xs))
+    assert [float(g) for g in got] == [bf16_rne(float(x)) for x in xs]
+    rng = np.random.default_rng(0)
+    ys = rng.standard_normal(2000) * np.exp2(rng.integers(-140, 130, 2000))
+    ys = np.concatenate([ys, [1 + 2.0 ** -8 + 2.0 ** -40, 3.5e38, -1e-45]])
+    got64 = bf16_bits_to_f32(f64_to_bf16_bits(ys))
+    want = [bf16_rne(float(y)) for y in ys]
+    assert all(float(g) == w or (math.isinf(w) and math.isinf(g)) for g, w in zip(got64, want))
+    assert np.isnan(bf16_bits_to_f32(f32_to_bf16_bits(np.array([np.nan], np.float32))))[0]
+
+
+# ------------------------------------------------------------------------------------------------
+# end to end: fla PaTH and FoX under the interpreter vs float64
+
+E2E_CHILD = """
+import json, time, warnings
+warnings.filterwarnings("ignore")
+from verify import fidelity
+fidelity.activate()
+import torch
+from fla.ops.path_attn import parallel_path_attn
+from fla.ops.forgetting_attn import parallel_forgetting_attn
+from references.path_attn import path_attn, fox_attn
+
+B, T, H, D = 1, 128, 1, 32
+torch.manual_seed(0)
+q, k, v, do = (torch.randn(B, T, H, D) for _ in range(4))
+w = torch.nn.functional.normalize(torch.randn(B, T, H, D), dim=-1)
+beta = torch.rand(B, T, H) * 1.5 + 0.25
+g = torch.nn.functional.logsigmoid(torch.randn(B, T, H) + 2)
+
+def rel(a, b):
+    return ((a.double() - b).norm() / b.norm()).item()
+
+def one(dt, backward=False):
+    qq, kk, vv = (x.to(dt).requires_grad_(backward) for x in (q, k, v))
+    o_p, _ = parallel_path_attn(qq, kk, vv, w, beta, g, use_cache=True)
+    o_f = parallel_forgetting_attn(qq, kk, vv, g)
+    ref_in = [x.to(dt).double().requires_grad_(backward) for x in (q, k, v)]
+    ref_p = path_attn(*ref_in, w.double(), beta.double(), g.double(), gate_scaled=True)
+    ref_f = fox_attn(*ref_in, g.double())
+    out = {"path": rel(o_p, ref_p), "fox": rel(o_f, ref_f),
+           "path_paper_gate": rel(o_p, path_attn(*(x.detach() for x in ref_in), w.double(), beta.double(),
+                                                  g.double()).detach())}
+    if backward:
+        o_p.backward(do.to(dt)); ref_p.backward(do.double())
+        out["path_dq"] = rel(qq.grad, ref_in[0].grad)
+        out["path_dk"] = rel(kk.grad, ref_in[1].grad)
+        out["path_dv"] = rel(vv.grad, ref_in[2].grad)
+    return out
+
+res = {}
+t = time.time()
+res["bf16"] = one(torch.bfloat16, backward=True)
+res["fp32_tf32"] = one(torch.float32)
+fidelity.activate(fp32_dot="ieee")                     # same parts, emulation off
+res["fp32_ieee"] = one(torch.float32)
+fidelity.restore(); fidelity.activate(parts=[p for p in fidelity.PARTS if p != "bf16_dot"])
+res["bf16_no_bf16_dot"] = one(torch.bfloat16)
+fidelity.restore(); fidelity.activate(parts=[p for p in fidelity.PARTS if p != "bf16_round"])
+res["bf16_no_bf16_round"] = one(torch.bfloat16)
+res["seconds"] = time.time() - t
+print(json.dumps(res))
+"""
+
+
+@pytest.fixture(scope="module")
+def e2e():
+    out = run_child(E2E_CHILD, timeout=600)
+    print("\nfla PaTH/FoX under the interpreter, normwise relative error vs float64:", json.dumps(out, indent=1))
+    return out
+
+
+def test_fla_bf16(e2e):
+    r = e2e["bf16"]
+    for key in ("path", "fox", "path_dq", "path_dk", "path_dv"):
+        assert 1e-4 < r[key] < 1e-2, (key, r)           # bf16 level: about 2e-3 measured
+    assert r["path_paper_gate"] > 0.1, r                # fla's PaTH scales the gate (gate_scaled=True)
+
+
+def test_fla_fp32_tf32(e2e):
+    r, ieee = e2e["fp32_tf32"], e2e["fp32_ieee"]
+    for key in ("path", "fox"):
+        assert 2e-4 < r[key] < 5e-3, (key, r)            # TF32 level: about 1e-3 measured
+        assert r[key] > 10 * ieee[key], (key, r, ieee)  # the emulation is really on
+
+
+def test_fla_fp32_ieee(e2e):
+    r = e2e["fp32_ieee"]
+    assert r["fox"] < 5e-6, r
+    # fla's PaTH forward casts w and the UT factor to fp16 (parallel.py: w_fp16, w2_fp16): ~5e-5, not 1e-6
+    assert r["path"] < 3e-4, r
+
+
+def test_fla_bf16_garbage_without_dot_fix(e2e):
+    r = e2e["bf16_no_bf16_dot"]
+    assert r["path"] > 1.0 and r["fox"] > 1.0, r
+
+
+def test_fla_bf16_truncating_casts_visible(e2e):
+    r, good = e2e["bf16_no_bf16_round"], e2e["bf16"]
+    assert r["path"] > 1.5 * good["path"], (r, good)

@@ -1,0 +1,542 @@
+"""Canaries for the interpreter fidelity layer (verify/fidelity.py, DESIGN.md section 6).
+
+env.interpreter.<part>: a tiny Triton kernel, run under the layer on the CPU (or natively with
+--device cuda), against the GPU behaviour computed exactly here.  Each fails when its part is off or
+when Triton changes underneath.  env.interpreter.upstream_bug.<part> (CPU only) runs the same kernel on
+the RAW interpreter (fidelity.bypassed()) and passes while the upstream bug is still there; when it
+fails, upstream has changed and the patch can probably go (its own canary says whether it still fits).
+
+Importing this module defines no kernel and sets nothing: kernels are built on first use, after the
+layer is active.
+"""
+from __future__ import annotations
+
+import math
+import os
+from fractions import Fraction
+
+from verify.errors import UsageError
+from verify.registry import Context, Result, check, rejects, within
+
+_KERNELS: dict = {}
+
+
+# ------------------------------------------------------------------------------------------------
+# set-up
+
+def _setup(ctx: Context):
+    """Activate the layer on cpu (ctx.fp32_dot gives the mode); on cuda require a native GPU run.
+    Returns (torch, device string)."""
+    from verify import fidelity
+    if ctx.device == "cpu":
+        if fidelity.is_active():
+            installed = fidelity._state["installed"]
+            fidelity.activate(fp32_dot=ctx.fp32_dot, parts=installed)   # only switches the fp32 mode
+        else:
+            fidelity.activate(fp32_dot=ctx.fp32_dot)
+        import torch
+        return torch, "cpu"
+    if ctx.device == "cuda":
+        if fidelity.is_active() or os.environ.get("TRITON_INTERPRET") == "1":
+            raise UsageError("--device cuda runs Triton natively, but the interpreter is on in this process")
+        import torch
+        if not torch.cuda.is_available():
+            raise UsageError("--device cuda: torch sees no CUDA device")
+        return torch, "cuda"
+    raise UsageError(f"unknown device {ctx.device!r}")
+
+
+def _k():
+    """The canary kernels, defined once, after _setup (so that they are interpreted on cpu)."""
+    if _KERNELS:
+        return _KERNELS
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr,
+                   PREC: tl.constexpr):
+        rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+        a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+        b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
+        if PREC == "default":
+            c = tl.dot(a, b)
+        elif PREC == "no_tf32":
+            c = tl.dot(a, b, allow_tf32=False)
+        else:
+            c = tl.dot(a, b, input_precision=PREC)
+        tl.store(c_ptr + rm[:, None] * N + rn[None, :], c)
+
+    @triton.jit
+    def cast_kernel(x_ptr, y_ptr, N: tl.constexpr, DST: tl.constexpr):
+        r = tl.arange(0, N)
+        tl.store(y_ptr + r, tl.load(x_ptr + r).to(DST))
+
+    @triton.jit
+    def double_kernel(x_ptr, o_ptr, n, BLOCK: tl.constexpr):
+        r = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(o_ptr + r, tl.load(x_ptr + r, mask=r < n) * 2, mask=r < n)
+
+    @triton.jit
+    def index_kernel(o_ptr, N: tl.constexpr):
+        pid = tl.program_id(0)
+        acc = tl.zeros([N], dtype=tl.int32)
+        for i in range(pid * 2, pid * 2 + 2):      # range() over a program_id-derived value
+            acc += i
+        tl.store(o_ptr + pid * N + tl.arange(0, N), acc)
+
+    @triton.jit
+    def bf16_arith_kernel(x_ptr, y_ptr, o_ptr, N: tl.constexpr, OP: tl.constexpr):
+        r = tl.arange(0, N)
+        x = tl.load(x_ptr + r)
+        y = tl.load(y_ptr + r)
+        if OP == 3:
+            tl.store(o_ptr, tl.sum(x, 0))                  # a bf16 reduction
+        else:
+            if OP == 0:
+                o = x + y
+            elif OP == 1:
+                o = x * y
+            elif OP == 2:
+                o = tl.where(x < y, x, y)                  # a bf16 comparison
+            else:
+                o = -x
+            tl.store(o_ptr + r, o)
+
+    _KERNELS.update(dot=dot_kernel, cast=cast_kernel, double=double_kernel, index=index_kernel,
+                    bf16_arith=bf16_arith_kernel, triton=triton, tl=tl)
+    return _KERNELS
+
+
+def _raw(ctx: Context):
+    """Context manager for the raw interpreter (cpu only)."""
+    from verify import fidelity
+    return fidelity.bypassed()
+
+
+# ------------------------------------------------------------------------------------------------
+# exact expected values
+
+def bf16_rne(x) -> float:
+    """The bf16 value nearest to x (int or float, finite), ties to even, overflow to inf: exact, by
+    rational arithmetic (bf16: 8 significant bits, exponent >= -126, subnormal spacing 2^-133)."""
+    f = Fraction(x)
+    if f == 0:
+        return math.copysign(0.0, x) if isinstance(x, float) else 0.0
+    sign, a = (-1 if f < 0 else 1), abs(f)
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    if Fraction(2) ** e > a:
+        e -= 1                                       # now 2^e <= a < 2^(e+1)
+    ulp = Fraction(2) ** (max(e, -126) - 7)
+    n, r = divmod(a, ulp)
+    n = int(n)
+    if r > ulp / 2 or (r == ulp / 2 and n % 2 == 1):
+        n += 1
+    v = n * ulp
+    if v >= Fraction(2) ** 128:
+        return sign * math.inf
+    return sign * float(v)
+
+
+def _bits_f32(x: float) -> int:
+    import struct
+    return struct.unpack("<I", struct.pack("<f", x))[0]
+
+
+def _f32(bits: int) -> float:
+    import struct
+    return struct.unpack("<f", struct.pack("<I", bits))[0]
+
+
+# fp32 values -> where a correct (RNE) and a truncating cast differ, plus the edge cases
+_F32_CAST_CASES = [
+    _f32(0x3F808000),          # 1 + 2^-8: tie, lower neighbour even -> 1.0 (truncation agrees)
+    _f32(0x3F818000),          # 1 + 3*2^-8: tie, upper neighbour even -> 1 + 2^-6 (truncation: 1 + 2^-7)
+    _f32(0x3F808001),          # just above a tie -> up
+    _f32(0xBF808001),          # negative, just above a tie -> away from zero
+    _f32(0x3F7FFFFF),          # 1 - 2^-24 -> 1.0 (carry into the exponent)
+    _f32(0x7F7FFFFF),          # FLT_MAX -> inf (above bf16 max + half ulp)
+    _f32(0x7F7F7FFF),          # just below the overflow threshold -> bf16 max
+    _f32(0x00018000),          # subnormal tie -> even
+    _f32(0x00028000),          # subnormal tie -> up to even
+    _f32(0x807FFFFF),          # largest negative subnormal -> -2^-126 (carry into normal)
+    1.0 / 3.0, -math.pi, 1e-30, 65504.0, 0.0, -0.0,
+]
+_SPECIALS = [math.inf, -math.inf, math.nan]
+
+
+def _bf16_bits_of(torch, t) -> list[int]:
+    return (t.view(torch.int16).to(torch.int32) & 0xFFFF).tolist()
+
+
+# ------------------------------------------------------------------------------------------------
+# bf16 dot
+
+def _bf16_dot_error(ctx: Context, raw: bool = False) -> tuple[float, dict]:
+    torch, dev = _setup(ctx)
+    k = _k()
+    M = N = 16 if dev == "cpu" else ctx.pick(64, 64, 128)
+    K = 32 if dev == "cpu" else ctx.pick(64, 128, 256)
+    g = torch.Generator().manual_seed(ctx.seed)
+    a = torch.randn(M, K, generator=g).to(torch.bfloat16)
+    b = torch.randn(K, N, generator=g).to(torch.bfloat16)
+    c = torch.empty(M, N, dtype=torch.float32, device=dev)
+    if raw:
+        with _raw(ctx):
+            k["dot"][(1,)](a.to(dev), b.to(dev), c, M, N, K, "default")
+    else:
+        k["dot"][(1,)](a.to(dev), b.to(dev), c, M, N, K, "default")
+    exact = a.double() @ b.double()
+    bound = a.double().abs() @ b.double().abs()
+    err = ((c.cpu().double() - exact).abs() / bound).max().item()
+    return err, {"M": M, "N": N, "K": K, "max_abs_result": exact.abs().max().item()}
+
+
+@check("env.interpreter.bf16_dot",
+       "bf16 tl.dot equals the float64 product of the bf16 operands up to fp32 accumulation")
+def bf16_dot(ctx: Context) -> Result:
+    err, det = _bf16_dot_error(ctx)
+    budget = det["K"] * 2.0 ** -24          # fp32 accumulation of K exact products, elementwise vs |A||B|
+    r = within(err, budget, "bf16 dot, max |C - A@B| / (|A|@|B|)")
+    r.details.update(det)
+    return r
+
+
+@check("env.interpreter.upstream_bug.bf16_dot",
+       "raw interpreter still multiplies bf16 bit patterns in tl.dot (triton#11584): patch bf16_dot needed",
+       devices=("cpu",))
+def upstream_bf16_dot(ctx: Context) -> Result:
+    err, det = _bf16_dot_error(ctx, raw=True)
+    r = rejects(err, 1e-2, "raw interpreter bf16 dot vs exact")
+    r.message += (" (bug still present: keep patch bf16_dot)" if r.status == "pass"
+                  else " (raw interpreter now right: patch bf16_dot can go)")
+    r.details.update(det)
+    return r
+
+
+# ------------------------------------------------------------------------------------------------
+# casts to and from bf16
+
+def _cast_mismatches(ctx: Context, raw: bool = False) -> tuple[int, dict]:
+    """fp32 -> bf16 (default rounding, the GPU's cvt.rn): bit-exact against bf16_rne."""
+    torch, dev = _setup(ctx)
+    k = _k()
+    vals = _F32_CAST_CASES + _SPECIALS
+    n = 32
+    x = torch.zeros(n, dtype=torch.float32)
+    x[:len(vals)] = torch.tensor(vals, dtype=torch.float32)
+    y = torch.empty(n, dtype=torch.bfloat16, device=dev)
+    if raw:
+        with _raw(ctx):
+            k["cast"][(1,)](x.to(dev), y, n, k["tl"].bfloat16)
+    else:
+        k["cast"][(1,)](x.to(dev), y, n, k["tl"].bfloat16)
+    got = y.cpu().float().tolist()
+    bad = []
+    for i, v in enumerate(x.tolist()):
+        want = v if math.isnan(v) or math.isinf(v) else bf16_rne(v)
+        same = (math.isnan(want) and math.isnan(got[i])) or (want == got[i] and
+                                                              math.copysign(1, want) == math.copysign(1, got[i]))
+        if not same:
+            bad.append({"x_bits": hex(_bits_f32(v)), "want": want, "got": got[i]})
+    torch_agrees = all((math.isnan(a) and math.isnan(b)) or a == b for a, b in
+                       zip(x.to(torch.bfloat16).float().tolist(), [v if math.isnan(v) or math.isinf(v) else bf16_rne(v)
+                                                                   for v in x.tolist()]))
+    return len(bad), {"cases": len(vals), "mismatches": bad[:8], "torch_cpu_rne_agrees": torch_agrees}
+
+
+@check("env.interpreter.bf16_round",
+       "fp32 -> bf16 cast rounds to nearest even (ties, carries, overflow, subnormals) bit-exactly")
+def bf16_round(ctx: Context) -> Result:
+    bad, det = _cast_mismatches(ctx)
+    r = within(bad, 0, f"fp32->bf16 cast, values differing from round-to-nearest-even (of {det['cases']})")
+    r.details.update(det)
+    return r
+
+
+@check("env.interpreter.upstream_bug.bf16_round",
+       "raw interpreter still truncates fp32 -> bf16 casts: patch bf16_round needed", devices=("cpu",))
+def upstream_bf16_round(ctx: Context) -> Result:
+    bad, det = _cast_mismatches(ctx, raw=True)
+    r = rejects(bad, 0, "raw interpreter fp32->bf16 cast, values differing from RNE")
+    r.message += (" (bug still present: keep patch bf16_round)" if r.status == "pass"
+                  else " (raw interpreter now rounds: patch bf16_round can go)")
+    r.details.update(det)
+    return r
+
+
+@check("env.interpreter.bf16_cast_other",
+       "fp64 -> bf16 and int32 -> bf16 round once to nearest even; bf16 -> int32 truncates the bf16 value")
+def bf16_cast_other(ctx: Context) -> Result:
+    torch, dev = _setup(ctx)
+    k = _k()
+    tl = k["tl"]
+    bad = []
+    # fp64 -> bf16: 1 + 2^-8 + 2^-40 rounds UP (a float32 detour would make it a tie and round down)
+    f64 = [1 + 2.0 ** -8 + 2.0 ** -40, -(1 + 3 * 2.0 ** -8 - 2.0 ** -40), 1.0 / 3.0, 1e300, 1e-300, -2.5, 3.0e38]
+    f64 += [0.0] * (16 - len(f64))
+    i32 = [257, 259, 16777217, -33554435, 123456789, -7, 0, 2 ** 31 - 1] + [1] * 8
+    bfv = [-2.5, 300.0, 0.99609375, -0.5, 1e9, -3.75, 65280.0, 2.0 ** 30] + [0.0] * 8
+    for src, dst, vals, want in [
+        (torch.float64, torch.bfloat16, f64, [bf16_rne(v) for v in f64]),
+        (torch.int32, torch.bfloat16, i32, [bf16_rne(v) for v in i32]),
+        (torch.bfloat16, torch.int32, bfv, [int(bf16_rne(v)) for v in bfv]),
+    ]:
+        x = torch.tensor(vals, dtype=src).to(dev)
+        y = torch.empty(16, dtype=dst, device=dev)
+        k["cast"][(1,)](x, y, 16, tl.bfloat16 if dst == torch.bfloat16 else tl.int32)
+        got = y.cpu().double().tolist()
+        for v, w_, g_ in zip(vals, want, got):
+            if float(w_) != g_:
+                bad.append({"cast": f"{src}->{dst}", "x": v, "want": w_, "got": g_})
+    r = within(len(bad), 0, "fp64/int32 -> bf16 and bf16 -> int32 casts, wrong values (of 48)")
+    r.details["mismatches"] = bad[:8]
+    return r
+
+
+# ------------------------------------------------------------------------------------------------
+# autotuning without a driver
+
+def _autotuned(k):
+    """A fresh Autotuner over double_kernel (fresh, so no cached choice from an earlier call)."""
+    triton = k["triton"]
+    configs = [triton.Config({"BLOCK": b}) for b in (16, 32, 64)]
+    return triton.autotune(configs=configs, key=["n"])(k["double"]), configs
+
+
+def _autotune_run(ctx: Context, raw: bool = False):
+    torch, dev = _setup(ctx)
+    k = _k()
+    kern, configs = _autotuned(k)
+    n = 100
+    x = torch.arange(n, dtype=torch.float32, device=dev)
+    o = torch.zeros(n, dtype=torch.float32, device=dev)
+    grid = lambda meta: (k["triton"].cdiv(n, meta["BLOCK"]),)   # noqa: E731
+    try:
+        if raw:
+            with _raw(ctx):
+                kern[grid](x, o, n)
+        else:
+            kern[grid](x, o, n)
+    except Exception as exc:  # reported, never hidden
+        return None, f"{type(exc).__name__}: {exc}", configs
+    wrong = int((o != 2 * x).sum().item())
+    return (wrong, kern.best_config), "", configs
+
+
+@check("env.interpreter.autotune",
+       "an autotuned kernel with 3 configs runs (cpu: picks the first config without timing)")
+def autotune(ctx: Context) -> Result:
+    out, err, configs = _autotune_run(ctx)
+    if out is None:
+        return Result("fail", message=f"autotuned launch raised {err}")
+    wrong, best = out
+    picked_first = best.kwargs == configs[0].kwargs
+    if ctx.device == "cpu" and not picked_first:
+        return Result("fail", 1.0, 0.0, f"autotuner picked {best.kwargs}, not the first config {configs[0].kwargs}")
+    r = within(wrong, 0, f"autotuned launch (config {best.kwargs}), wrong outputs")
+    r.details["best_config"] = dict(best.kwargs)
+    return r
+
+
+@check("env.interpreter.upstream_bug.autotune",
+       "raw interpreter's autotuner still needs a driver to benchmark: patch autotune needed", devices=("cpu",))
+def upstream_autotune(ctx: Context) -> Result:
+    out, err, _ = _autotune_run(ctx, raw=True)
+    if out is None:
+        return Result("pass", message=f"raw autotuner still raises {err[:160]} (keep patch autotune)")
+    return Result("fail", message=f"raw autotuner ran without a driver (wrong outputs {out[0]}, "
+                                  f"config {out[1].kwargs}): patch autotune can go")
+
+
+# ------------------------------------------------------------------------------------------------
+# fp32 dot: TF32 truncation, and the dots that ask for ieee
+
+def _fp32_dot(ctx: Context, prec: str, raw: bool = False, env: dict | None = None):
+    """Run an fp32 dot with the given precision; return distances (max |C - model| / (|A|@|B|)) to
+    the three models: operands truncated to TF32, operands rounded to TF32, exact (ieee)."""
+    torch, dev = _setup(ctx)
+    k = _k()
+    M = N = 16 if dev == "cpu" else ctx.pick(64, 64, 128)
+    K = 32 if dev == "cpu" else ctx.pick(64, 128, 128)    # one fp32 block: 128x256 overflows shared memory
+    g = torch.Generator().manual_seed(ctx.seed + 1)
+    a = torch.randn(M, K, generator=g)
+    b = torch.randn(K, N, generator=g)
+    c = torch.empty(M, N, dtype=torch.float32, device=dev)
+    saved = {name: os.environ.get(name) for name in (env or {})}
+    os.environ.update(env or {})
+    try:
+        if raw:
+            with _raw(ctx):
+                k["dot"][(1,)](a.to(dev), b.to(dev), c, M, N, K, prec)
+        else:
+            k["dot"][(1,)](a.to(dev), b.to(dev), c, M, N, K, prec)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+    def trunc(t):
+        return (t.view(torch.int32) & ~0x1FFF).view(torch.float32)
+
+    def rnd(t):      # round half away on the 13 dropped bits (ties are rare with randn)
+        return ((t.view(torch.int32) + 0x1000) & ~0x1FFF).view(torch.float32)
+
+    bound = a.double().abs() @ b.double().abs()
+    got = c.cpu().double()
+    dist = {name: ((got - fa(a).double() @ fb(b).double()).abs() / bound).max().item()
+            for name, fa, fb in (("tf32_trunc", trunc, trunc), ("tf32_round", rnd, rnd),
+                                 ("ieee", lambda t: t, lambda t: t))}
+    return dist, K
+
+
+def _nearest(dist: dict) -> str:
+    return min(dist, key=dist.get)
+
+
+@check("env.interpreter.tf32_dot",
+       "fp32 tl.dot at default precision matches operands truncated to TF32 (cpu --fp32-dot ieee: exact)")
+def tf32_dot(ctx: Context) -> Result:
+    dist, K = _fp32_dot(ctx, "default")
+    want = "ieee" if (ctx.device == "cpu" and ctx.fp32_dot == "ieee") else "tf32_trunc"
+    budget = K * 2.0 ** -24
+    r = within(dist[want], budget, f"fp32 dot (default precision) vs {want} model")
+    if r.status == "pass" and _nearest(dist) != want:
+        r = Result("fail", dist[want], budget, f"fp32 dot is nearest the {_nearest(dist)} model, not {want}")
+    r.details.update(dist)
+    r.details["K"] = K
+    return r
+
+
+@check("env.interpreter.tf32_dot_ieee_honoured",
+       "fp32 tl.dot with input_precision ieee / tf32x3 / allow_tf32=False (and TRITON_F32_DEFAULT=ieee) is exact")
+def tf32_dot_ieee_honoured(ctx: Context) -> Result:
+    runs = {p: _fp32_dot(ctx, p)[0] for p in ("ieee", "tf32x3", "no_tf32")}
+    if ctx.device == "cpu":          # the default comes from the environment (compiled kernels cache it)
+        runs["env_default"] = _fp32_dot(ctx, "default", env={"TRITON_F32_DEFAULT": "ieee"})[0]
+    K = 32 if ctx.device == "cpu" else ctx.pick(64, 128, 128)
+    worst_name = max(runs, key=lambda p: runs[p]["ieee"])
+    budget = K * 2.0 ** -24
+    r = within(runs[worst_name]["ieee"], budget, f"fp32 dots that ask for ieee, worst ({worst_name}) vs exact")
+    r.details.update({p: d["ieee"] for p, d in runs.items()})
+    r.details["tf32_trunc_distance_of_ieee"] = runs["ieee"]["tf32_trunc"]
+    return r
+
+
+@check("env.interpreter.upstream_bug.tf32",
+       "raw interpreter still computes default-precision fp32 dots exactly (no TF32): patch tf32 needed",
+       devices=("cpu",))
+def upstream_tf32(ctx: Context) -> Result:
+    dist, K = _fp32_dot(ctx, "default", raw=True)
+    r = rejects(dist["tf32_trunc"], K * 2.0 ** -24, "raw interpreter fp32 dot vs TF32-truncation model")
+    r.message += (" (raw is not TF32: keep patch tf32)" if r.status == "pass"
+                  else " (raw interpreter now emulates TF32: patch tf32 can go)")
+    r.details.update(dist)
+    return r
+
+
+# ------------------------------------------------------------------------------------------------
+# tensor.__index__ under numpy >= 2.4
+
+def _index_run(ctx: Context, raw: bool = False):
+    torch, dev = _setup(ctx)
+    k = _k()
+    P, N = 4, 16
+    o = torch.zeros(P * N, dtype=torch.int32, device=dev)
+    try:
+        if raw:
+            with _raw(ctx):
+                k["index"][(P,)](o, N)
+        else:
+            k["index"][(P,)](o, N)
+    except Exception as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+    want = torch.arange(P, dtype=torch.int32).repeat_interleave(N) * 4 + 1
+    return int((o.cpu() != want).sum().item()), ""
+
+
+@check("env.interpreter.numpy_index",
+       "range() over a program_id-derived tensor runs (tensor.__index__; numpy >= 2.4 crash fix)")
+def numpy_index(ctx: Context) -> Result:
+    wrong, err = _index_run(ctx)
+    if wrong is None:
+        return Result("fail", message=f"range(program_id ...) raised {err[:200]}")
+    return within(wrong, 0, "range(program_id ...) loop, wrong outputs")
+
+
+@check("env.interpreter.upstream_bug.numpy_index",
+       "raw interpreter's tensor.__index__ still fails under numpy >= 2.4 (triton#9171): patch numpy_index needed",
+       devices=("cpu",))
+def upstream_numpy_index(ctx: Context) -> Result:
+    import numpy as np
+    wrong, err = _index_run(ctx, raw=True)
+    if wrong is None:
+        return Result("pass", message=f"raw interpreter still raises {err[:120]} with numpy {np.__version__} "
+                                      "(keep patch numpy_index)")
+    return Result("fail", float(wrong), 0.0,
+                  f"raw interpreter ran range(program_id) with numpy {np.__version__} "
+                  f"(wrong outputs {wrong}): patch numpy_index is not needed here")
+
+
+# ------------------------------------------------------------------------------------------------
+# bf16 arithmetic: refused on the cpu (not emulated), exact on the GPU
+
+_ARITH_OPS = {0: "x + y", 1: "x * y", 2: "where(x < y, x, y)", 3: "sum(x)", 4: "-x"}
+
+
+def _bf16_arith(ctx: Context, raw: bool = False) -> dict:
+    """Run each op; per op: 'refused' (guard error), 'right' (equals the exact bf16 result) or 'wrong'."""
+    torch, dev = _setup(ctx)
+    k = _k()
+    n = 16
+    g = torch.Generator().manual_seed(ctx.seed + 2)
+    x = torch.randn(n, generator=g).to(torch.bfloat16)
+    y = torch.randn(n, generator=g).to(torch.bfloat16)
+    xi = torch.randint(-8, 9, (n,), generator=g).to(torch.bfloat16)   # sums of these are exact in any order
+    xs, ys = x.double().tolist(), y.double().tolist()
+    want = {0: [bf16_rne(a + b) for a, b in zip(xs, ys)], 1: [bf16_rne(a * b) for a, b in zip(xs, ys)],
+            2: [min(a, b) if a < b else b for a, b in zip(xs, ys)], 3: [float(xi.double().sum())],
+            4: [-a for a in xs]}
+    out = {}
+    for op, expected in want.items():
+        o = torch.zeros(n, dtype=torch.bfloat16, device=dev)
+        src = xi if op == 3 else x
+        try:
+            if raw:
+                with _raw(ctx):
+                    k["bf16_arith"][(1,)](src.to(dev), y.to(dev), o, n, op)
+            else:
+                k["bf16_arith"][(1,)](src.to(dev), y.to(dev), o, n, op)
+        except Exception as exc:
+            out[_ARITH_OPS[op]] = "refused" if "Bf16ArithmeticNotEmulated" in repr(exc) else f"raised {exc!r}"[:200]
+            continue
+        got = o.cpu().double().tolist()[:len(expected)]
+        out[_ARITH_OPS[op]] = "right" if got == expected else f"wrong (got {got[:3]}, want {expected[:3]})"
+    return out
+
+
+@check("env.interpreter.bf16_guard",
+       "bf16 add/mul/compare/neg/sum: exact on the GPU; on the cpu refused loudly (never a silent wrong value)")
+def bf16_guard(ctx: Context) -> Result:
+    out = _bf16_arith(ctx)
+    ok = ("refused", "right") if ctx.device == "cpu" else ("right",)
+    bad = {op: v for op, v in out.items() if v not in ok}
+    what = "neither refused nor exact" if ctx.device == "cpu" else "not exact"
+    r = within(len(bad), 0, f"bf16 arithmetic ops {what} (of {len(out)})")
+    r.details.update(out)
+    return r
+
+
+@check("env.interpreter.upstream_bug.bf16_arith",
+       "raw interpreter still computes bf16 arithmetic on the uint16 bit patterns: keep bf16_guard",
+       devices=("cpu",))
+def upstream_bf16_arith(ctx: Context) -> Result:
+    out = _bf16_arith(ctx, raw=True)
+    wrong = sum(1 for v in out.values() if v != "right")
+    r = rejects(wrong, 0, f"raw interpreter bf16 ops not right (of {len(out)})")
+    r.message += (" (bug still present: keep bf16_guard)" if r.status == "pass"
+                  else " (raw interpreter now right: bf16_guard can go)")
+    r.details.update(out)
+    return r

@@ -1,0 +1,353 @@
+"""CPU interpreter fidelity layer (DESIGN.md section 6).
+
+Triton's interpreter (``TRITON_INTERPRET=1``) runs kernels on the CPU but differs from the GPU.  This
+module sets the interpreter on and, at activation time, replaces a few methods of the interpreter's
+builder and of the autotuner (never a file in site-packages) so that a kernel behaves as it does on an
+NVIDIA H200.  Each part can be left out; ``verify/checks/interpreter.py`` holds a canary for each.
+
+    from verify import fidelity
+    fidelity.activate()                    # before any Triton kernel module is imported
+    fidelity.active_parts()                # what was applied, for reports
+
+Patch points (triton 3.6, ``triton/runtime/interpreter.py`` and ``triton/runtime/autotuner.py``):
+  bf16_dot    InterpreterBuilder.create_dot   (wrapped: operands decoded before the original runs)
+  tf32        InterpreterBuilder.create_dot   (same wrapper: fp32 operands truncated for tf32 dots)
+  bf16_round  InterpreterBuilder.cast_impl    (wrapped: every cast to or from bf16 handled here;
+              create_fp_trunc / create_fp_ext / create_si_to_fp / ... all call cast_impl)
+  autotune    Autotuner._bench                (replaced: returns a zero timing without running)
+  numpy_index interpreter._patch_lang_tensor  (wrapped: tensor.__index__ via .item(); a crash fix for
+              numpy >= 2.4, not a numerical one)
+  bf16_guard  InterpreterBuilder.binary_op / unary_op / ternary_op / create_fma, ReduceOps.apply,
+              ScanOps.apply  (wrapped: raise on bf16 arithmetic, which the raw interpreter does on the
+              uint16 bit patterns; a loud refusal, not an emulation)
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+
+from verify.errors import UsageError
+
+PARTS = ("bf16_dot", "bf16_round", "autotune", "tf32", "numpy_index", "bf16_guard")
+FP32_DOT_MODES = ("tf32", "ieee")
+TESTED_TRITON = ("3.6.",)          # version prefixes the patches were written and measured against
+ALLOW_UNTESTED_ENV = "VERIFY_ALLOW_UNTESTED_TRITON"
+
+_state: dict | None = None          # set by activate(): parts, fp32_dot, triton version
+_originals: dict = {}               # (class, name) -> original attribute, for restore()
+_INHERITED = object()              # marks a patched attribute that the class only inherited
+_bypass = False                     # True inside bypassed(): wrappers fall through to the raw interpreter
+
+
+# ------------------------------------------------------------------------------------------------
+# bit-exact numpy conversions (bf16 is stored by the interpreter as its uint16 bit pattern)
+
+def bf16_bits_to_f32(bits):
+    """bf16 bit patterns (uint16) -> float32, exactly (bf16 is the top half of a float32)."""
+    import numpy as np
+    return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32)
+
+
+def f32_to_bf16_bits(x):
+    """float32 -> bf16 bit patterns, round to nearest even; NaN stays NaN (quiet, sign kept)."""
+    import numpy as np
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    rounded = (u + (np.uint32(0x7FFF) + ((u >> 16) & np.uint32(1)))) >> 16   # wraps only for NaNs
+    is_nan = (u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+    return np.where(is_nan, (u >> 16) | np.uint32(0x0040), rounded).astype(np.uint16)
+
+
+def f64_to_bf16_bits(x):
+    """float64 -> bf16 bit patterns, one correct rounding to nearest even (via round-to-odd float32,
+    which has 16 spare bits, so the second rounding cannot double-round)."""
+    import numpy as np
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        f = x.astype(np.float32)
+        too_far = np.abs(f.astype(np.float64)) > np.abs(x)
+        f = np.where(too_far, np.nextafter(f, np.float32(0)), f).astype(np.float32)
+        sticky = (f.astype(np.float64) != x) & ~np.isnan(x)
+    u = f.view(np.uint32) | sticky.astype(np.uint32)
+    return f32_to_bf16_bits(u.view(np.float32))
+
+
+def truncate_to_tf32(x):
+    """float32 -> float32 with the 13 low mantissa bits cleared (TF32 keeps 10 explicit bits)."""
+    import numpy as np
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    return (u & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+# ------------------------------------------------------------------------------------------------
+# the patches
+
+def _make_create_dot(original, fix_bf16: bool, tf32: bool):
+    """bf16_dot: the raw interpreter hands bf16 operands to numpy as their uint16 bit patterns, so
+    np.matmul multiplies integers (triton-lang/triton#11584).  On the GPU the tensor core multiplies
+    the bf16 values exactly and accumulates in fp32; here the operands are decoded exactly to float32
+    first.  Measured: 16x16 bf16 dot of randn values, raw error 2.4e10 (values ~16), patched error at
+    fp32 rounding level vs float64 of the bf16 operands.
+
+    tf32: with input_precision "tf32" (the NVIDIA default, also after TRITON_F32_DEFAULT) the GPU's
+    fp32 dot reads each operand with 10 explicit mantissa bits; on an H200 the result matches operands
+    TRUNCATED (not rounded) to TF32.  Measured on an H200 with triton 3.6.0 (env.interpreter.tf32_dot
+    run natively): a 64x64x64 fp32 dot is 1.7e-7 (relative to |A||B|) from the truncated-operand
+    product and 5.8e-4 from the rounded-operand one; with this emulation fla's PaTH / FoX forward
+    errors on the CPU match the H200's within 2.3% (without it they are 50x-2500x too small).  The raw
+    interpreter computes the dot in full fp32 whatever the precision.  "ieee" and "tf32x3" (measured
+    on the H200 at fp32 accuracy, 1.5e-7 / 1.9e-7) are left alone.
+    """
+    import numpy as np
+    import triton.language as tl
+    from triton._C.libtriton import ir
+    from triton.runtime.interpreter import TensorHandle
+    TF32 = ir.INPUT_PRECISION.TF32
+
+    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        if not _bypass:
+            if fix_bf16:
+                if a.dtype.scalar == tl.bfloat16:
+                    a = TensorHandle(bf16_bits_to_f32(a.data), tl.float32)
+                if b.dtype.scalar == tl.bfloat16:
+                    b = TensorHandle(bf16_bits_to_f32(b.data), tl.float32)
+            if (tf32 and _state is not None and _state["fp32_dot"] == "tf32" and input_precision == TF32
+                    and a.data.dtype == np.float32 and b.data.dtype == np.float32):
+                a = TensorHandle(truncate_to_tf32(a.data), a.dtype)
+                b = TensorHandle(truncate_to_tf32(b.data), b.dtype)
+        return original(self, a, b, d, input_precision, max_num_imprecise_acc)
+    return create_dot
+
+
+def _make_cast_impl(original):
+    """bf16_round: the raw interpreter's fp32 -> bf16 cast (create_fp_trunc, Triton's default rounding
+    "rtne") keeps the top 16 bits, i.e. truncates; the GPU (cvt.rn.bf16.f32) rounds to nearest even.
+    Measured: 1 + 3*2^-8 (a tie) cast to 1.0078125 instead of 1.015625; 1 - 2^-20 to 0.99609375
+    instead of 1.0.  The raw casts fp64 -> bf16, int -> bf16 and bf16 -> int reinterpret the uint16
+    storage with numpy astype (garbage); they are made exact here too (fp64 and int -> bf16 with one
+    rounding to nearest even, as the H200 does, measured; ints beyond 2^53 round twice; bf16 -> int
+    through the exact float32 value).  Explicit
+    fp_downcast_rounding="rtz" goes through create_fp_to_fp (already truncation), not through here.
+    """
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime.interpreter import TensorHandle
+
+    def cast_impl(self, src, dst_type):
+        if _bypass:
+            return original(self, src, dst_type)
+        s, d = src.dtype.scalar, dst_type.scalar
+        if d == tl.bfloat16 and s != tl.bfloat16:
+            data = src.data
+            bits = f32_to_bf16_bits(data) if data.dtype == np.float32 else f64_to_bf16_bits(data.astype(np.float64))
+            return TensorHandle(bits.reshape(np.shape(data)), tl.bfloat16)
+        if s == tl.bfloat16 and d != tl.bfloat16:
+            src = TensorHandle(bf16_bits_to_f32(src.data), tl.float32)
+            if d == tl.float32:
+                return src
+        return original(self, src, dst_type)
+    return cast_impl
+
+
+def _make_bench(original):
+    """autotune: Autotuner._bench times each config with the active driver's benchmarker; with no GPU
+    the interpreter has none and the first multi-config autotuned launch raises.  Replaced by a zero
+    timing that runs nothing: every config ties and builtins.min keeps the FIRST config after
+    prune_configs (early_config_prune / perf_model still apply), deterministically.  The GPU would
+    pick the fastest config, which can change block sizes and so rounding; that difference is not
+    reproduced (the chosen config is recorded in Autotuner.best_config)."""
+    def _bench(self, *args, config, **meta):
+        if _bypass:
+            return original(self, *args, config=config, **meta)
+        return [0.0, 0.0, 0.0]
+    return _bench
+
+
+def _make_patch_lang_tensor(original):
+    """numpy_index (not a GPU behaviour, a crash fix): the raw interpreter's tl.tensor.__index__ is
+    int(self.handle.data) on a shape-(1,) array, which numpy >= 2.4 refuses ("only 0-dimensional arrays
+    can be converted to Python scalars", triton-lang/triton#9171, fixed upstream after 3.6).  Any kernel
+    that feeds a program_id-derived value to range() (fla's parallel_path_fwd_kernel does) then dies.
+    Re-set after the original so that __index__ uses .item(); restored with the kernel's patch scope."""
+    def _patch_lang_tensor(tensor, scope):
+        original(tensor, scope)
+        if not _bypass:
+            scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.item()))
+    return _patch_lang_tensor
+
+
+class Bf16ArithmeticNotEmulated(NotImplementedError):
+    """Raised (inside the interpreter, so it arrives wrapped in InterpreterError) by bf16_guard."""
+
+
+def _make_bf16_guard(original, what: str):
+    """bf16_guard: the raw interpreter does bf16 elementwise arithmetic, comparisons, min/max and
+    reductions (tl.sum / tl.max / tl.cumsum of a bf16 tensor) with numpy on the uint16 storage, so
+    x + y, x * y, x < y, -x, tl.sum(x) of bf16 tensors are silently garbage (measured: [1.5, -2.0] +
+    [0.5, 1.0] gave [1.3e38, -inf]).  The GPU computes them in bf16 with round-to-nearest-even.  This
+    is not emulated; the guard makes it an error instead of a wrong number.  fla's PaTH, FoX, attention
+    and MDN kernels (forward and backward) were measured to do none of it (they compute in fp32).
+    tl.where on bf16 (np.where on the bit patterns) is exact and stays allowed."""
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime.interpreter import TensorHandle
+
+    def is_bf16(x):
+        if isinstance(x, TensorHandle):
+            return x.dtype.scalar == tl.bfloat16
+        if isinstance(x, tuple):
+            return any(is_bf16(t) for t in x)
+        return getattr(x, "dtype", None) == tl.bfloat16        # tl.tensor (reductions, scans)
+
+    def guarded(self, *args, **kwargs):
+        if not _bypass and not (what == "ternary_op" and args[-1] is np.where) \
+                and any(is_bf16(a) for a in args):
+            op = getattr(args[-1], "__name__", "") if what in ("binary_op", "unary_op", "ternary_op") else ""
+            raise Bf16ArithmeticNotEmulated(
+                f"bf16 arithmetic ({what} {op}) is not emulated by the Triton interpreter (it would compute "
+                "on the uint16 bit patterns); the fidelity layer refuses it (part bf16_guard). Cast to "
+                "tl.float32 in the kernel, or extend verify/fidelity.py")
+        return original(self, *args, **kwargs)
+    return guarded
+
+
+# ------------------------------------------------------------------------------------------------
+# activation
+
+def _kernels_defined_without_interpreter() -> list[str]:
+    """Modules that already hold a compiled-mode @triton.jit function (defined before TRITON_INTERPRET
+    was set): those functions cannot run on the CPU, and Triton's own tl.softmax & co. are among them
+    when triton was imported first."""
+    if "triton.runtime.jit" not in sys.modules:
+        return []
+    from triton.runtime.jit import JITFunction
+    bad = []
+    for name, mod in list(sys.modules.items()):
+        d = getattr(mod, "__dict__", None)
+        if not d:
+            continue
+        for obj in list(d.values()):
+            try:
+                base, hops = obj, 0
+                while not isinstance(base, JITFunction) and hops < 4 and "fn" in getattr(base, "__dict__", ()):
+                    base, hops = base.__dict__["fn"], hops + 1    # Autotuner / Heuristics wrap a JITFunction
+            except Exception:  # odd module attributes: not a kernel
+                continue
+            if isinstance(base, JITFunction):
+                bad.append(name)
+                break
+    return sorted(bad)
+
+
+def activate(fp32_dot: str = "tf32", parts=PARTS, allow_untested_triton: bool | None = None) -> dict:
+    """Turn the interpreter on and install the selected parts; returns :func:`active_parts`.
+
+    Must run before any Triton kernel module is imported (and best before triton itself).  Calling it
+    again with the same parts is a no-op apart from switching fp32_dot; other parts need a new process.
+    On a triton other than 3.6.x it refuses unless allow_untested_triton (or the environment variable
+    VERIFY_ALLOW_UNTESTED_TRITON=1) says to patch anyway and let the env.interpreter canaries decide.
+    """
+    global _state
+    parts = tuple(parts)
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown:
+        raise UsageError(f"unknown fidelity part(s) {unknown}; known: {list(PARTS)}")
+    if fp32_dot not in FP32_DOT_MODES:
+        raise UsageError(f"fp32_dot must be one of {list(FP32_DOT_MODES)}, not {fp32_dot!r}")
+    if _state is not None:
+        if set(parts) != set(_state["installed"]):
+            raise UsageError(f"fidelity layer already active with parts {list(_state['installed'])}; "
+                             f"patches are process-global: use a new process for parts {list(parts)}")
+        _state["fp32_dot"] = fp32_dot
+        return active_parts()
+
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        early = [m for m in sys.modules if m == "fla.ops" or m.startswith("fla.ops.")]
+        early += _kernels_defined_without_interpreter()
+        if early:
+            shown = sorted(set(early))
+            raise UsageError("fidelity.activate() came too late: Triton kernels were already defined "
+                             "without TRITON_INTERPRET=1 in " + ", ".join(shown[:8])
+                             + (" ..." if len(shown) > 8 else "")
+                             + "; call it before importing triton / fla / kernel modules")
+    os.environ["TRITON_INTERPRET"] = "1"
+
+    import triton
+    version = triton.__version__
+    if allow_untested_triton is None:
+        allow_untested_triton = os.environ.get(ALLOW_UNTESTED_ENV) == "1"
+    tested = version.startswith(TESTED_TRITON)
+    if not tested and not allow_untested_triton:
+        raise UsageError(f"triton {version}: the interpreter fidelity patches were written for triton "
+                         f"{'/'.join(v + 'x' for v in TESTED_TRITON)}; refusing to patch an unknown "
+                         f"version. Set {ALLOW_UNTESTED_ENV}=1 to patch anyway and let the "
+                         "env.interpreter.* canaries decide")
+
+    from triton.runtime import autotuner, interpreter
+    builder = interpreter.InterpreterBuilder
+    needed = [(builder, "create_dot"), (builder, "cast_impl"), (autotuner.Autotuner, "_bench"),
+              (interpreter, "_patch_lang_tensor"), (builder, "binary_op"), (builder, "unary_op"),
+              (builder, "ternary_op"), (builder, "create_fma")]
+    needed += [(getattr(interpreter, c, None), "apply") for c in ("ReduceOps", "ScanOps")]
+    for owner, name in needed:
+        if owner is None or not callable(getattr(owner, name, None)):
+            raise UsageError(f"triton {version}: {getattr(owner, '__name__', owner)}.{name} not found; "
+                             "the fidelity patches do not fit this triton")
+
+    def install(owner, name, new):
+        _originals[(owner, name)] = owner.__dict__.get(name, _INHERITED)
+        setattr(owner, name, new)
+
+    if "bf16_dot" in parts or "tf32" in parts:
+        install(builder, "create_dot", _make_create_dot(builder.create_dot, "bf16_dot" in parts, "tf32" in parts))
+    if "bf16_round" in parts:
+        install(builder, "cast_impl", _make_cast_impl(builder.cast_impl))
+    if "autotune" in parts:
+        install(autotuner.Autotuner, "_bench", _make_bench(autotuner.Autotuner._bench))
+    if "numpy_index" in parts:
+        install(interpreter, "_patch_lang_tensor", _make_patch_lang_tensor(interpreter._patch_lang_tensor))
+    if "bf16_guard" in parts:
+        for owner, name in ((builder, "binary_op"), (builder, "unary_op"), (builder, "ternary_op"),
+                            (builder, "create_fma"), (interpreter.ReduceOps, "apply"),
+                            (interpreter.ScanOps, "apply")):
+            install(owner, name, _make_bf16_guard(getattr(owner, name), name))
+    _state = {"installed": parts, "fp32_dot": fp32_dot, "triton": version, "tested": tested}
+    return active_parts()
+
+
+def is_active() -> bool:
+    return _state is not None
+
+
+def active_parts() -> dict | None:
+    """None when inactive, else {parts: effective parts, fp32_dot, triton, tested_version}.
+    "tf32" is listed only while fp32_dot == "tf32" (fp32_dot="ieee" turns the emulation off)."""
+    if _state is None:
+        return None
+    parts = [p for p in PARTS if p in _state["installed"] and not (p == "tf32" and _state["fp32_dot"] != "tf32")]
+    return {"parts": parts, "fp32_dot": _state["fp32_dot"], "triton": _state["triton"],
+            "tested_version": _state["tested"]}
+
+
+@contextlib.contextmanager
+def bypassed():
+    """Within this block the installed patches fall through to the raw interpreter (for the canaries
+    that watch whether the upstream bugs still exist).  Not thread-safe."""
+    global _bypass
+    old, _bypass = _bypass, True
+    try:
+        yield
+    finally:
+        _bypass = old
+
+
+def restore() -> None:
+    """Remove every installed patch (the interpreter stays on: TRITON_INTERPRET is not unset)."""
+    global _state
+    for (owner, name), original in _originals.items():
+        if original is _INHERITED:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, original)
+    _originals.clear()
+    _state = None
