@@ -3,6 +3,12 @@ import importlib
 
 FAMILY_MODULES = [
     "verify.checks.oracles_path",
+    "verify.checks.oracles_mdn",
+    "verify.checks.spectra",
+    "verify.checks.symbolic",
+    "verify.checks.kernels",
+    "verify.checks.state_tracking",
+    "verify.checks.interpreter",
 ]
 
 

@@ -1,0 +1,221 @@
+"""Float64 oracles for Momentum DeltaNet (torch; CPU or CUDA): the token recurrence, the gates, and the
+chunkwise algorithm with every intermediate exposed by name.
+
+Conventions (DESIGN.md section 3): q, k, p [B, T, H, Dk], v [B, T, H, Dv], gates [B, T, H], states S, M
+[B, H, Dk, Dv].  Per head, with S_0 and M_0 given (zero by default):
+
+    v~_t = v_t - S_{t-1}^T p_t          p_t = alpha_t k_t (the paper), or a given p_t (fla's p_eff)
+    M_t  = mu_t M_{t-1} - eta_t k_t v~_t^T
+    S_t  = alpha_t S_{t-1} - beta_t M_t
+    o_t  = scale S_t^T q_t
+
+Gates arrive as log alpha, log mu (<= 0), beta and eta.  Every function computes in the dtype of its
+inputs, so the float32 variants used for the failure map are the same code.  Per-head functions take
+[T, d] tensors; the batched functions loop over batch and heads.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+# ----------------------------------------------------------------------------------------------------
+# The token recurrence
+
+
+def recurrence_head(q, k, v, log_alpha, log_mu, beta, eta, p=None, scale=1.0, S0=None, M0=None):
+    """One head, token by token, literally as above.  Returns (o [T, Dv], S_T, M_T)."""
+    Dk, Dv = k.shape[-1], v.shape[-1]
+    S = k.new_zeros(Dk, Dv) if S0 is None else S0
+    M = k.new_zeros(Dk, Dv) if M0 is None else M0
+    out = []
+    for t in range(k.shape[0]):
+        alpha, mu = torch.exp(log_alpha[t]), torch.exp(log_mu[t])
+        p_t = alpha * k[t] if p is None else p[t]
+        v_res = v[t] - S.T @ p_t
+        M = mu * M - eta[t] * torch.outer(k[t], v_res)
+        S = alpha * S - beta[t] * M
+        out.append(scale * (S.T @ q[t]))
+    o = torch.stack(out) if out else v.new_zeros(0, Dv)
+    return o, S, M
+
+
+def recurrence(q, k, v, log_alpha, log_mu, beta, eta, p=None, scale=None, S0=None, M0=None):
+    """Batched token recurrence; scale None means Dk^-1/2 (fla's default).  Returns (o, S_T, M_T)."""
+    return _per_head(recurrence_head, q, k, v, log_alpha, log_mu, beta, eta, p, scale, S0, M0)
+
+
+def _per_head(head_fn, q, k, v, log_alpha, log_mu, beta, eta, p, scale, S0, M0, **kw):
+    B, T, H, Dk = k.shape
+    if q.shape != k.shape or v.shape[:3] != (B, T, H) or (p is not None and p.shape != k.shape):
+        raise ValueError(f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} do not match")
+    for name, g in (("log_alpha", log_alpha), ("log_mu", log_mu), ("beta", beta), ("eta", eta)):
+        if g.shape != (B, T, H):
+            raise ValueError(f"{name} {tuple(g.shape)} must be [B, T, H] = {(B, T, H)}")
+    scale = Dk ** -0.5 if scale is None else scale
+    o = v.new_zeros(B, T, H, v.shape[-1])
+    S = v.new_zeros(B, H, Dk, v.shape[-1])
+    M = torch.zeros_like(S)
+    for b in range(B):
+        for h in range(H):
+            o[b, :, h], S[b, h], M[b, h] = head_fn(
+                q[b, :, h], k[b, :, h], v[b, :, h], log_alpha[b, :, h], log_mu[b, :, h], beta[b, :, h],
+                eta[b, :, h], None if p is None else p[b, :, h], scale,
+                None if S0 is None else S0[b, h], None if M0 is None else M0[b, h], **kw)[:3]
+    return o, S, M
+
+
+# ----------------------------------------------------------------------------------------------------
+# Gates (paper Sec. 3.3)
+
+# The paper gives no values for tau, s, a, b.  The defaults are the centres of the initialisation in the
+# authors' layer (HuuYuLong/MomentumDeltaNet, fla/layers/momentum_deltanet.py): tau = sqrt(hidden_size)
+# = 32 for the 400M/1.3B configs (hidden_size 1024, tau_factor 1); s = exp(log_factor), log_factor =
+# log U(0, 4) -> 2; a = exp(A_log), A = U(0, 16) -> 8; b = dt_bias = softplus^-1(dt), dt log-uniform on
+# [1e-3, 1e-1] -> softplus^-1(0.01).  The authors initialise mu's (a, b) (Mu_log, mu_bias) the same way,
+# so a_mu, b_mu default to a, b.  floor = -2 is the reported experiments' min_log_mu (Tables 4 and 6).
+TAU, S_FACTOR, A_SCALE, B_SHIFT = 32.0, 2.0, 8.0, math.log(math.expm1(0.01))
+
+
+def gates(x_eta, x_a, x_b, x_mu, tau=TAU, s=S_FACTOR, a=A_SCALE, b=B_SHIFT, floor=-2.0, a_mu=None, b_mu=None):
+    """Raw projections (W x) -> (log alpha, beta, log mu, eta):
+
+    eta = 1 + tanh(x_eta / tau) in (0, 2);  theta = arctan(s eta);
+    alpha_max = cos^2 theta, beta_max = sin^2 theta (so alpha + beta <= 1);
+    log alpha = f(x_a) + log alpha_max;  beta = sigmoid(x_b) beta_max;  log mu = max(f_mu(x_mu), floor);
+    f(z) = -a softplus(z + b).  floor=None leaves log mu unclamped.  (In floating point eta reaches 0 or 2
+    exactly once |x_eta / tau| > ~19.)
+    """
+    a_mu = a if a_mu is None else a_mu
+    b_mu = b if b_mu is None else b_mu
+    eta = 1 + torch.tanh(x_eta / tau)
+    theta = torch.atan(s * eta)
+    alpha_max, beta_max = torch.cos(theta) ** 2, torch.sin(theta) ** 2
+    log_alpha = -a * F.softplus(x_a + b) + torch.log(alpha_max)
+    beta = torch.sigmoid(x_b) * beta_max
+    log_mu = -a_mu * F.softplus(x_mu + b_mu)
+    if floor is not None:
+        log_mu = torch.clamp(log_mu, min=floor)
+    return log_alpha, beta, log_mu, eta
+
+
+# ----------------------------------------------------------------------------------------------------
+# Chunk coefficients, two ways
+
+
+def chunk_coefficients(log_alpha, log_mu, beta, form="stable") -> dict:
+    """Coefficients of one chunk (1-D gates of length L), indices 1..L as rows 0..L-1:
+
+    abar_i = prod_{r<=i} alpha_r,  mubar_i = prod_{r<=i} mu_r,  c_i = sum_{r<=i} beta_r mubar_r / abar_r,
+    b_i = abar_i c_i,  gamma_{i,j} = sum_{r=j..i} beta_r (abar_i/abar_r)(mubar_r/mubar_j)  (j <= i, else 0),
+    R_{i,j} = mubar_i / mubar_j (j <= i, else 0): M_i = mubar_i M_0 - sum_{j<=i} R_{i,j} k^_j v~_j^T.
+
+    form="stable": over rows, R_i = mu_i R_{i-1} + e_i and gamma_i = alpha_i gamma_{i-1} + beta_i R_i,
+    with an extra column 0 for a virtual token carrying mubar_0 = 1, so that column 0 of R is mubar and
+    column 0 of gamma is b (b_i = alpha_i b_{i-1} + beta_i mubar_i).  Every factor is at most 1 and every
+    term non-negative, so each entry carries a relative error of O(L u).  O(L^2) flops per chunk (L row
+    updates of length L + 1), the same order as the log form.
+    form="log" (the paper, Appendix C/E): A = cumsum log alpha, U = cumsum log mu,
+    l = logcumsumexp(log beta + U - A), l_0 = -inf, b = exp(A + l),
+    gamma_{i,j} = exp(A_i + l_i - U_j)(1 - exp(l_{j-1} - l_i)), R_{i,j} = exp(U_i - U_j).
+    It cancels catastrophically when mu decays faster than alpha (c_i - c_{i-1} << c_i).
+    """
+    L = beta.shape[0]
+    alpha, mu = torch.exp(log_alpha), torch.exp(log_mu)
+    if form == "stable":
+        eye = torch.eye(L + 1, dtype=beta.dtype, device=beta.device)
+        R_row, g_row = eye[0], beta.new_zeros(L + 1)
+        R, gamma = [], []
+        for i in range(L):
+            R_row = mu[i] * R_row + eye[i + 1]
+            g_row = alpha[i] * g_row + beta[i] * R_row
+            R.append(R_row), gamma.append(g_row)
+        R, gamma = torch.stack(R), torch.stack(gamma)
+        abar = torch.cumprod(alpha, 0)
+        return {"abar": abar, "mubar": R[:, 0], "c": gamma[:, 0] / abar, "b": gamma[:, 0],
+                "gamma": gamma[:, 1:], "R": R[:, 1:]}
+    if form == "log":
+        idx = torch.arange(L, device=beta.device)
+        causal = idx[:, None] >= idx[None, :]
+        A, U = torch.cumsum(log_alpha, 0), torch.cumsum(log_mu, 0)
+        l = torch.logcumsumexp(torch.log(beta) + U - A, 0)
+        l_prev = torch.cat([l.new_full((1,), -math.inf), l[:-1]])
+        zero = beta.new_zeros(())
+        gamma = torch.where(causal, torch.exp(A[:, None] + l[:, None] - U[None, :])
+                            * (1 - torch.exp(l_prev[None, :] - l[:, None])), zero)
+        return {"A": A, "U": U, "l": l, "abar": torch.exp(A), "mubar": torch.exp(U), "c": torch.exp(l),
+                "b": torch.exp(A + l), "gamma": gamma,
+                "R": torch.where(causal, torch.exp(U[:, None] - U[None, :]), zero)}
+    raise ValueError(f"form must be 'stable' or 'log', not {form!r}")
+
+
+def gamma_shifted(gamma: torch.Tensor) -> torch.Tensor:
+    """Gamma^-: row i is row i-1 of Gamma, row 0 is zero (v~_i reads S_{i-1})."""
+    return torch.cat([torch.zeros_like(gamma[:1]), gamma[:-1]])
+
+
+# ----------------------------------------------------------------------------------------------------
+# The chunkwise algorithm
+
+
+def chunk_step(q, k, v, log_alpha, log_mu, beta, eta, p, scale, S0, M0, form="stable", shift=None):
+    """One chunk of length L from incoming states (S0, M0).  Returns a dict of every intermediate:
+
+    coefficients (chunk_coefficients' dict), k^_j = eta_j k_j, p_i = alpha_i k_i (or given),
+    Gamma, Gamma^- = gamma_shifted(Gamma), system = I + (P K^^T) .* Gamma^-, T = system^-1 (unit lower),
+    U = T V, Y = T Diag(abar^-) P, Z = T Diag(b^-) P  (abar^- = (1, abar_1, ...), b^- = (0, b_1, ...)),
+    V~ = U - Y S_0 + Z M_0,  O = scale (Diag(abar) Q S_0 - Diag(b) Q M_0 + [(Q K^^T) .* Gamma] V~),
+    S = abar_L S_0 - b_L M_0 + sum_j gamma_{L,j} k^_j v~_j^T,  M = mubar_L M_0 - sum_j R_{L,j} k^_j v~_j^T.
+    form may also be a function (log_alpha, log_mu, beta) -> coefficient dict, and shift a row shift other
+    than gamma_shifted: that is how negative controls substitute a wrong variant.  (Both default to the
+    module's functions looked up at call time, so a monkeypatched module function reaches this step.)
+    """
+    L = k.shape[0]
+    coef = form(log_alpha, log_mu, beta) if callable(form) else chunk_coefficients(log_alpha, log_mu, beta, form)
+    k_hat = eta[:, None] * k
+    P = torch.exp(log_alpha)[:, None] * k if p is None else p
+    Gamma = coef["gamma"]
+    Gamma_minus = (gamma_shifted if shift is None else shift)(Gamma)
+    eye = torch.eye(L, dtype=k.dtype, device=k.device)
+    system = eye + (P @ k_hat.T) * Gamma_minus
+    T = torch.linalg.solve_triangular(system, eye, upper=False, unitriangular=True)
+    one, zero = k.new_ones(1), k.new_zeros(1)
+    abar_minus = torch.cat([one, coef["abar"][:-1]])
+    b_minus = torch.cat([zero, coef["b"][:-1]])
+    U = T @ v
+    Y = T @ (abar_minus[:, None] * P)
+    Z = T @ (b_minus[:, None] * P)
+    V_tilde = U - Y @ S0 + Z @ M0
+    O = scale * ((coef["abar"][:, None] * q) @ S0 - (coef["b"][:, None] * q) @ M0
+                 + ((q @ k_hat.T) * Gamma) @ V_tilde)
+    S = coef["abar"][-1] * S0 - coef["b"][-1] * M0 + (Gamma[-1][:, None] * k_hat).T @ V_tilde
+    M = coef["mubar"][-1] * M0 - (coef["R"][-1][:, None] * k_hat).T @ V_tilde
+    return {"coefficients": coef, "k_hat": k_hat, "P": P, "Gamma": Gamma, "Gamma_minus": Gamma_minus,
+            "system": system, "T": T, "U": U, "Y": Y, "Z": Z, "V_tilde": V_tilde, "O": O,
+            "S0": S0, "M0": M0, "S": S, "M": M}
+
+
+def chunk_forward_head(q, k, v, log_alpha, log_mu, beta, eta, p=None, scale=1.0, S0=None, M0=None, chunk=64,
+                       form="stable", shift=None):
+    """One head by chunks of `chunk` tokens (the last one may be shorter).  Returns
+    (o [T, Dv], S_T, M_T, intermediates): one chunk_step dict per chunk, in order."""
+    Dk, Dv = k.shape[-1], v.shape[-1]
+    S = k.new_zeros(Dk, Dv) if S0 is None else S0
+    M = k.new_zeros(Dk, Dv) if M0 is None else M0
+    steps = []
+    for s in range(0, k.shape[0], chunk):
+        e = s + chunk
+        st = chunk_step(q[s:e], k[s:e], v[s:e], log_alpha[s:e], log_mu[s:e], beta[s:e], eta[s:e],
+                        None if p is None else p[s:e], scale, S, M, form, shift)
+        steps.append(st)
+        S, M = st["S"], st["M"]
+    o = torch.cat([st["O"] for st in steps]) if steps else v.new_zeros(0, Dv)
+    return o, S, M, steps
+
+
+def chunk_forward(q, k, v, log_alpha, log_mu, beta, eta, p=None, scale=None, S0=None, M0=None, chunk=64,
+                  form="stable"):
+    """Batched chunkwise algorithm; returns (o, S_T, M_T) (chunk_forward_head gives the intermediates)."""
+    return _per_head(chunk_forward_head, q, k, v, log_alpha, log_mu, beta, eta, p, scale, S0, M0,
+                     chunk=chunk, form=form)
