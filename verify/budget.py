@@ -36,9 +36,12 @@ class Verdict:
     budget_abs: float
     ref_rel: float
     ref_abs: float
+    error: str | None = None     # the kernel raised instead of returning (always a failure)
 
     @property
     def ratio(self) -> float:
+        if self.error:
+            return math.inf
         r = max(self.err_rel / self.budget_rel, self.err_abs / self.budget_abs)
         return r if math.isfinite(r) else math.inf
 
@@ -54,7 +57,13 @@ class Verdict:
     def budget(self) -> float:
         return self.budget_rel if self.decided_by == "normwise-relative" else self.budget_abs
 
+    @classmethod
+    def raised(cls, exc: Exception) -> "Verdict":
+        return cls("kernel", math.inf, math.inf, 1.0, 1.0, 0.0, 0.0, f"{type(exc).__name__}: {exc}".splitlines()[0])
+
     def summary(self) -> str:
+        if self.error:
+            return f"{self.name} raised {self.error}"
         return (f"{self.name}: rel {self.err_rel:.2e} (budget {self.budget_rel:.2e}, torch-ref {self.ref_rel:.2e}), "
                 f"max-abs {self.err_abs:.2e} (budget {self.budget_abs:.2e}); decided by {self.decided_by}")
 

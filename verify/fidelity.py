@@ -326,7 +326,7 @@ def active_parts() -> dict | None:
         return None
     parts = [p for p in PARTS if p in _state["installed"] and not (p == "tf32" and _state["fp32_dot"] != "tf32")]
     return {"parts": parts, "fp32_dot": _state["fp32_dot"], "triton": _state["triton"],
-            "tested_version": _state["tested"]}
+            "tested_version": _state["tested"], "device_properties": _state.get("device_properties")}
 
 
 @contextlib.contextmanager
@@ -351,3 +351,19 @@ def restore() -> None:
             setattr(owner, name, original)
     _originals.clear()
     _state = None
+
+
+H200_MAX_SHARED_MEM = 232448       # bytes per block, what triton reports for an H200
+
+
+def emulate_h200_tiles() -> None:
+    """Make fla choose the tile sizes it chooses on an H200.  fla asks the driver for the shared memory
+    per block (fla.utils.hardware.get_all_max_shared_mem); without a GPU it gets -1 and falls back to
+    smaller tiles (PaTH: BT 64 / BS 32 instead of 128 / 64), which changes the rounding: measured, the
+    state-tracking construction at n = 256 failed on the H200 and passed on the CPU until the CPU used
+    the H200's tiles.  Shared-memory limits themselves are not emulated (the interpreter has none)."""
+    import fla.utils.hardware as hw
+    hw.get_all_max_shared_mem = lambda: [H200_MAX_SHARED_MEM]
+    hw.check_shared_mem.cache_clear()
+    if _state is not None:
+        _state["device_properties"] = f"H200 (max_shared_mem {H200_MAX_SHARED_MEM})"

@@ -25,9 +25,20 @@ def fox_attn(q, k, v, g, cu_seqlens, prec: Precision, scale, gate_scaled):
     return prec.store(P.fox_attn(q, k, v, g, scale, gate_scaled, cu_seqlens, prec.mm))
 
 
-def decode_keys(k, w, beta, prec: Precision):
-    """The decode cache in fp32, stored in the kernel dtype."""
-    return prec.store(P.decode_cache(k, w, beta))
+def decode_keys(k, w, beta, prec: Precision, block=64):
+    """The decode cache by blocks, as a kernel builds it: row j of block c is
+    Kbar_j^T F_{c+1} ... F_last (H_T ... H_{j+1} k_j), products in prec, stored in the kernel dtype."""
+    out = torch.empty_like(k)
+    T = k.shape[1]
+    for b in range(k.shape[0]):
+        for h in range(k.shape[2]):
+            kk, ww, bb = k[b, :, h], w[b, :, h], beta[b, :, h]
+            later = torch.eye(k.shape[-1], dtype=k.dtype, device=k.device)    # F_{c+1} ... F_last
+            for s in reversed(range(0, T, block)):
+                blk = P.block_transform(kk[s:s + block], kk[s:s + block], ww[s:s + block], bb[s:s + block], prec.mm)
+                out[b, s:s + block, h] = prec.mm(blk["Kbar"], later)
+                later = prec.mm(blk["F"], later)
+    return prec.store(out)
 
 
 def mdn(q, k, v, log_alpha, log_mu, beta, eta, S0, M0, prec: Precision, scale=None, chunk=64):

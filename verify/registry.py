@@ -90,15 +90,13 @@ def check(check_id: str, description: str, devices: tuple[str, ...] = ("cpu", "c
 
 def select(patterns: list[str] | None, ids: list[str] | None = None,
            prefixes: tuple[str, ...] | None = None) -> list[Check]:
-    """Checks whose id starts with one of prefixes and matches any -k pattern (substring, or glob
-    when the pattern has * ? or [) or equals one of ids."""
+    """Checks whose id starts with one of prefixes and, when any selector is given, matches a -k
+    pattern (substring, or glob when the pattern has * ? or [) or equals one of ids (a union)."""
     chosen = []
     for cid, c in REGISTRY.items():
         if prefixes and not cid.startswith(prefixes):
             continue
-        if ids and cid not in ids:
-            continue
-        if patterns and not any(_matches(cid, p) for p in patterns):
+        if (patterns or ids) and not (cid in (ids or ()) or any(_matches(cid, p) for p in patterns or ())):
             continue
         chosen.append(c)
     return chosen

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings, target
 from hypothesis import strategies as st
 
 from verify.budget import Verdict
+from verify.errors import UsageError
 from verify.registry import Context, Result
 
 MAX_EXAMPLES = {"quick": 2, "ci": 3, "full": 5}
@@ -48,7 +49,12 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
     @given(strategy)
     def prop(case):
         n_examples[0] += 1
-        probe = evaluate(case)
+        try:
+            probe = evaluate(case)
+        except UsageError:
+            raise
+        except Exception as exc:    # a kernel that raises on valid input fails this example
+            probe = Probe(Verdict.raised(exc), case.label() if hasattr(case, "label") else repr(case), {})
         ratio = probe.verdict.ratio
         target(min(ratio, 1e6) if math.isfinite(ratio) else 1e6, label="error / budget")
         if not worst or ratio > worst[0].verdict.ratio:

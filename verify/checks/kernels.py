@@ -33,11 +33,16 @@ C = {"fwd": 4.0, "bwd": 8.0, "decode": 4.0}
 
 
 def prepare(ctx: Context) -> None:
-    """On the CPU, install the interpreter fidelity layer before any kernel module is imported."""
+    """On the CPU, install the interpreter fidelity layer before any kernel module is imported, and
+    make fla pick the H200's tile sizes."""
     if ctx.device == "cpu":
         from verify import fidelity
         if not fidelity.is_active():
             fidelity.activate(fp32_dot=ctx.fp32_dot)
+            try:
+                fidelity.emulate_h200_tiles()
+            except ImportError as exc:
+                raise UsageError(f"cannot import fla: {exc}") from exc
 
 
 def call_kernel(fn, *args, **kwargs):
@@ -209,7 +214,7 @@ def _convention_check(cid: str, description: str, make):
 def _path_convention(fox: bool, what: str):
     def make(ctx):
         prec = Precision.of("fp32", ctx.fp32_dot)
-        case = PathCase(T=64, D=16, Dv=16, gate="mixed", seed=3)
+        case = PathCase(T=64, D=16, Dv=32, gate="mixed", seed=3)   # Dv != D: shows a K/V head-dim mix-up
         x = path_inputs(case, prec.torch_dtype, ctx.device)
         x64, x32 = as_oracle(x), {n: (t.float() if isinstance(t, torch.Tensor) and t.is_floating_point() else t)
                                   for n, t in x.items()}
