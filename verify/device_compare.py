@@ -28,6 +28,7 @@ def measure(device: str, fp32_dot: str = "tf32") -> list[dict]:
     if device == "cpu":
         from verify import fidelity
         fidelity.activate(fp32_dot=fp32_dot)
+        fidelity.emulate_h200_tiles()
     from kernels import fla_ops
     from references import path_attn as P
     from verify.inputs import as_oracle, path_inputs
