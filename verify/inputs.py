@@ -12,6 +12,12 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
+def case_label(case) -> str:
+    """The fields of a case dataclass that differ from the defaults, plus T and seed: enough to rebuild it."""
+    default = type(case)()
+    return " ".join(f"{k}={v}" for k, v in asdict(case).items() if k in ("T", "seed") or v != getattr(default, k))
+
+
 BETA_REGIMES = ("uniform", "near2_2", "near2_4", "near2_7", "two", "tiny")
 W_REGIMES = ("random", "aligned", "antialigned")
 GATE_REGIMES = ("none", "mixed", "weak", "strong")
@@ -34,10 +40,7 @@ class PathCase:
     seed: int = 0
 
     def label(self) -> str:
-        """The fields that differ from the defaults, plus T and seed: enough to rebuild the case."""
-        default = PathCase()
-        return " ".join(f"{k}={v}" for k, v in asdict(self).items()
-                        if k in ("T", "seed") or v != getattr(default, k))
+        return case_label(self)
 
 
 def _beta(regime: str, shape, gen) -> torch.Tensor:
@@ -125,9 +128,7 @@ class MdnCase:
     seed: int = 0
 
     def label(self) -> str:
-        default = MdnCase()
-        return " ".join(f"{k}={v}" for k, v in asdict(self).items()
-                        if k in ("T", "seed") or v != getattr(default, k))
+        return case_label(self)
 
 
 LOG_MU_FLOOR = -2.0

@@ -49,6 +49,11 @@ def _mp_truth(q, k, v, w, beta, g, scale, gate_scaled):
     return o, A
 
 
+def _mp_case_head(name: str, ctx: Context) -> tuple:
+    """q, k, v, w, beta, g of an MP_CASES case, on the CPU (mpmath reads them there)."""
+    return tuple(None if t is None else t.cpu() for t in _head(_inputs(MP_CASES[name], ctx)))
+
+
 def _finite_rel(x, ref):
     mask = torch.isfinite(ref)
     return rel_err(x[mask], ref[mask])
@@ -58,7 +63,7 @@ def _literal_vs_mp(name: str, case: PathCase):
     gate_scaled = name == "gated_scaled"
 
     def run(ctx: Context):
-        q, k, v, w, beta, g = (None if t is None else t.cpu() for t in _head(_inputs(case, ctx)))
+        q, k, v, w, beta, g = _mp_case_head(name, ctx)
         scale = 0.7
         o_mp, A_mp = _mp_truth(q, k, v, w, beta, g, scale, gate_scaled)
         A = P.path_logits(q, k, w, beta)
@@ -76,7 +81,7 @@ for _name, _case in MP_CASES.items():
 @check("oracle.path.literal_vs_mpmath.negative.reversed_order",
        "rejects the reversed Householder order H_i ... H_{j+1} against the mpmath oracle")
 def _reversed(ctx: Context):
-    q, k, v, w, beta, g = (None if t is None else t.cpu() for t in _head(_inputs(MP_CASES["uniform"], ctx)))
+    q, k, v, w, beta, g = _mp_case_head("uniform", ctx)
     _, A_mp = _mp_truth(q, k, v, w, beta, None, 1.0, False)
     T = q.shape[0]
     A = torch.full((T, T), float("-inf"), dtype=torch.float64)
@@ -89,7 +94,7 @@ def _reversed(ctx: Context):
 @check("oracle.path.literal_vs_mpmath.negative.zero_mask",
        "rejects a zero causal mask (instead of -inf) against the mpmath oracle")
 def _zero_mask(ctx: Context):
-    q, k, v, w, beta, g = (None if t is None else t.cpu() for t in _head(_inputs(MP_CASES["uniform"], ctx)))
+    q, k, v, w, beta, g = _mp_case_head("uniform", ctx)
     o_mp, _ = _mp_truth(q, k, v, w, beta, None, 0.7, False)
     A = P.path_logits(q, k, w, beta)
     o = P.attend(A.nan_to_num(neginf=0.0), v, None, 0.7)
@@ -99,7 +104,7 @@ def _zero_mask(ctx: Context):
 @check("oracle.path.literal_vs_mpmath.negative.gate_misshifted",
        "rejects the gate sum over s = j..i (one step too many) against the mpmath oracle")
 def _gate_shift(ctx: Context):
-    q, k, v, w, beta, g = (None if t is None else t.cpu() for t in _head(_inputs(MP_CASES["gated"], ctx)))
+    q, k, v, w, beta, g = _mp_case_head("gated", ctx)
     o_mp, _ = _mp_truth(q, k, v, w, beta, g, 0.7, False)
     G = torch.cumsum(g, 0)
     Gm = torch.cat([G.new_zeros(1), G[:-1]])      # sum_{s=j..i} g_s = G_i - G_{j-1}
@@ -111,7 +116,7 @@ def _gate_shift(ctx: Context):
 @check("oracle.path.literal_vs_mpmath.negative.gate_dropped",
        "rejects dropping the forget gate against the mpmath PaTH-FoX oracle")
 def _gate_drop(ctx: Context):
-    q, k, v, w, beta, g = (None if t is None else t.cpu() for t in _head(_inputs(MP_CASES["gated"], ctx)))
+    q, k, v, w, beta, g = _mp_case_head("gated", ctx)
     o_mp, _ = _mp_truth(q, k, v, w, beta, g, 0.7, False)
     o = P.attend(P.path_logits(q, k, w, beta), v, None, 0.7)
     return rejects(rel_err(o, o_mp), WRONG, "gate-free output vs mpmath PaTH-FoX")
