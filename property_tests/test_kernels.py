@@ -46,3 +46,16 @@ def test_kernel_root_without_package_is_usage_error(tmp_path):
     r = subprocess.run([sys.executable, "-m", "verify", "kernels", "--device", "cpu", "--kernel-root", str(tmp_path)],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "fla/__init__.py" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_cpu_runs_pick_the_h200_tile_sizes():
+    """fla asks the driver for shared memory; on the CPU it must get the H200's answer (tile sizes change
+    the rounding: the state-tracking construction at n = 256 fails with H200 tiles and passed without)."""
+    import subprocess
+    import sys
+    code = ("from verify.checks.kernels import prepare; from verify.registry import Context; prepare(Context()); "
+            "import fla.utils; from verify import fidelity; "
+            "print(fla.utils.check_shared_mem('hopper'), fidelity.active_parts()['device_properties'])")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip().splitlines()[-1] == "True H200 (max_shared_mem 232448)"

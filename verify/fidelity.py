@@ -362,8 +362,21 @@ def emulate_h200_tiles() -> None:
     smaller tiles (PaTH: BT 64 / BS 32 instead of 128 / 64), which changes the rounding: measured, the
     state-tracking construction at n = 256 failed on the H200 and passed on the CPU until the CPU used
     the H200's tiles.  Shared-memory limits themselves are not emulated (the interpreter has none)."""
-    import fla.utils.hardware as hw
-    hw.get_all_max_shared_mem = lambda: [H200_MAX_SHARED_MEM]
-    hw.check_shared_mem.cache_clear()
+    import importlib
+    hw = importlib.import_module("fla.utils.hardware" if _has_module("fla.utils.hardware") else "fla.utils")
+    if hasattr(hw, "get_all_max_shared_mem") and hasattr(getattr(hw, "check_shared_mem", None), "cache_clear"):
+        hw.get_all_max_shared_mem = lambda: [H200_MAX_SHARED_MEM]
+        hw.check_shared_mem.cache_clear()
+        note = f"H200 (max_shared_mem {H200_MAX_SHARED_MEM})"
+    else:   # an older fla or a fork without this query: say so in the results, do not guess
+        note = f"not emulated: {hw.__name__} has no get_all_max_shared_mem / cached check_shared_mem"
     if _state is not None:
-        _state["device_properties"] = f"H200 (max_shared_mem {H200_MAX_SHARED_MEM})"
+        _state["device_properties"] = note
+
+
+def _has_module(name: str) -> bool:
+    import importlib.util
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
