@@ -53,6 +53,10 @@ class Precision:
         """Unit roundoff of the dot operands (the a-priori bound's u)."""
         return UNIT_ROUNDOFF["fp32" if self.dot == "ieee" else self.dot]
 
+    @property
+    def unit_roundoff_storage(self) -> float:
+        return UNIT_ROUNDOFF[self.storage]
+
     def operand(self, x: torch.Tensor) -> torch.Tensor:
         """x rounded to the dot format, as fp32 (not differentiable: mm handles gradients)."""
         x = x.float()
