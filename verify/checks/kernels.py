@@ -160,10 +160,11 @@ for _dtype in ("bf16", "fp32"):
 # ---------------------------------------------------------------------------------------------- MDN
 
 MDN_OPS = {"mdn_chunk16": 16, "mdn_chunk32": 32, "mdn_chunk64": 64, "mdn_recurrent": None}
+MDN_DOT = "ieee"    # fla's MDN is PyTorch code: its fp32 matmuls are IEEE (torch's default), not Triton TF32 dots
 
 
 def _mdn_probe(case: MdnCase, dtype: str, pass_: str, chunk, ctx: Context) -> Probe:
-    prec = Precision.of(dtype, ctx.fp32_dot)
+    prec = Precision.of(dtype, MDN_DOT)
     x = mdn_inputs(case, prec.torch_dtype, ctx.device)
     kernel = lambda **a: fla_ops.mdn(**a, chunk=chunk)
     oracle = lambda **a: MDN.recurrence(**a)
@@ -246,7 +247,7 @@ for _op, _fox in (("path_attn", False), ("forgetting_attn", True)):
 
 def _mdn_convention(what: str):
     def make(ctx):
-        prec = Precision.of("fp32", ctx.fp32_dot)
+        prec = Precision.of("fp32", MDN_DOT)
         case = MdnCase(T=40, Dk=16, Dv=16, seed=5)
         x = mdn_inputs(case, torch.float32, ctx.device)
         x64 = as_oracle(x)
