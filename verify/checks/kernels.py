@@ -30,6 +30,13 @@ from verify.strategies import BWD_MAX_T, FOX_REGIMES, MDN_REGIMES, PATH_REGIMES,
 # Backward passes chain several rounded stages (recomputed logits, dP, the UT-transform backward),
 # each of which can round where the reference does not: c = 8.
 C = {"fwd": 4.0, "bwd": 8.0, "decode": 4.0}
+# A token-by-token recurrence (fla's fused_recurrent MDN) is a different algorithm class from the
+# chunkwise reference: its rounding errors accumulate over T sequential state updates instead of
+# within one chunk, so the same constant would judge the algorithm, not the implementation.  Measured
+# before choosing: over 20 seeds at T <= 160 its fp32 error reached 10 u normwise and 9x the chunkwise
+# reference's max-abs error (deta); c doubles for this family.  Bugs of the kind the checks exist for
+# (wrong coefficient, dropped state, wrong gate) give errors of order 1.
+C_SEQUENTIAL = {"fwd": 8.0, "bwd": 16.0}
 
 
 def prepare(ctx: Context) -> None:
@@ -170,7 +177,8 @@ def _mdn_probe(case: MdnCase, dtype: str, pass_: str, chunk, ctx: Context) -> Pr
     oracle = lambda **a: MDN.recurrence(**a)
     ref = lambda **a: lowprec.mdn(**a, prec=prec)
     floats = ("q", "k", "v", "log_alpha", "log_mu", "beta", "eta", "S0", "M0")
-    verdicts = compare(pass_, ["o", "S_T", "M_T"], kernel, oracle, ref, x, prec, C[pass_], case.seed, floats)
+    c = (C if chunk else C_SEQUENTIAL)[pass_]
+    verdicts = compare(pass_, ["o", "S_T", "M_T"], kernel, oracle, ref, x, prec, c, case.seed, floats)
     return Probe(worst(verdicts), case.label(), {"tensors": [v.summary() for v in verdicts]})
 
 
@@ -187,7 +195,8 @@ for _op, _chunk in MDN_OPS.items():
                     return search(mdn_cases(fields, ctx.profile, max_T),
                                   lambda case: _mdn_probe(case, dtype, pass_, chunk, ctx), ctx, cid)
                 what = "output and final states" if _pass == "fwd" else "gradients"
-                register(_cid, f"fla {_op} {what} in {_dtype}, regime {_regime}, within c={C[_pass]:g} x torch-{_dtype}",
+                _c = (C if _chunk else C_SEQUENTIAL)[_pass]
+                register(_cid, f"fla {_op} {what} in {_dtype}, regime {_regime}, within c={_c:g} x torch-{_dtype}",
                          _run_mdn)
 
 
