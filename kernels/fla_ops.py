@@ -13,7 +13,14 @@ read off the docstrings.
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import re
 from dataclasses import dataclass
+from pathlib import Path
+
+# fla versions these adapters were written and measured against: fla-core 0.6.0, and the MDN paper
+# authors' fork (HuuYuLong/MomentumDeltaNet, whose fla/__init__.py says 0.3.2).
+SUPPORTED_FLA = ("0.6.0", "0.3.2")
 
 
 @dataclass(frozen=True)
@@ -32,6 +39,21 @@ class Conventions:
 
 class KernelUnavailable(RuntimeError):
     """The kernel package or entry point cannot be used here (the CLI reports it with exit status 2)."""
+
+
+def check_fla_version() -> str:
+    """The version of the fla that `import fla` would load, read from its fla/__init__.py without importing
+    it (a --kernel-root checkout has no installed metadata); KernelUnavailable if fla is missing or the
+    version is not one of SUPPORTED_FLA."""
+    spec = importlib.util.find_spec("fla")
+    if spec is None or spec.origin is None:
+        raise KernelUnavailable("the kernel package fla is not importable: install fla-core==0.6.0 or give --kernel-root")
+    found = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", Path(spec.origin).read_text(), re.M)
+    version = found.group(1) if found else "without __version__"
+    if version not in SUPPORTED_FLA:
+        raise KernelUnavailable(f"fla {version} at {Path(spec.origin).parent}: the adapters support fla "
+                                f"{' or '.join(SUPPORTED_FLA)}")
+    return version
 
 
 def _import(module: str):

@@ -3,7 +3,10 @@ then verify through --kernel-root in a fresh subprocess.  A mutant is killed whe
 
 Each mutant is one real kind of mistake in these kernels, registered once here; adding one is a few lines.
 A patch whose target text is not found exactly `count` times raises: the mutant is out of date, which is
-an error, never a silent survivor.
+an error, never a silent survivor.  Killers are checks that take seconds at the quick and ci profiles and
+are green on the unmodified kernels; the mutant.* checks (verify/checks/mutants.py) run them, and
+`verify mutants` prints which one killed each mutant.  A bug that hides while K == V needs a case with
+D != Dv: the PaTH and FoX convention checks use D = 16, Dv = 32.
 """
 from __future__ import annotations
 
@@ -29,28 +32,96 @@ class Mutant:
     count: int = 1               # occurrences of `old` the patch replaces
 
 
+PATH_FWD, PATH_PRE, PATH_API = ("ops/path_attn/parallel_path_fwd.py", "ops/path_attn/intra_chunk_preprocess_fwd.py",
+                                "ops/path_attn/parallel.py")
+FOX, MDN = "ops/attn/parallel.py", "ops/momentum_delta_rule/naive.py"
+
 MUTANTS = {m.name: m for m in [
-    Mutant("path_zero_mask", "PaTH forward: a zero causal mask instead of -inf inside the diagonal block",
-           "ops/path_attn/parallel_path_fwd.py",
+    # PaTH (Triton)
+    Mutant("path_zero_mask", "PaTH forward: a zero causal mask instead of -inf inside the diagonal block", PATH_FWD,
            'b_s = tl.where(m_s[:, None], b_s * sm_scale, float("-inf"))',
            "b_s = tl.where(m_s[:, None], b_s * sm_scale, 0.0)",
            ("kernel.fla.path_attn.fwd.bf16.beta_uniform",)),
-    Mutant("path_beta_clipped", "PaTH: beta clipped below 2 (no exact reflections)",
-           "ops/path_attn/parallel.py",
+    Mutant("path_beta_clipped", "PaTH: beta clipped below 2 (no exact reflections)", PATH_API,
            "o, k_cache = ParallelPATHAttentionFunction.apply(q, k, v, w, beta, g, scale, cu_seqlens, use_cache)",
            "o, k_cache = ParallelPATHAttentionFunction.apply(q, k, v, w, beta.clamp(max=1.99), g, scale, "
            "cu_seqlens, use_cache)",
            ("kernel.fla.path_attn.state_tracking.fp32", "kernel.fla.path_attn.fwd.fp32.beta_two")),
-    Mutant("fox_gate_dropped_offdiag", "FoX: the forget gate dropped from the off-diagonal key blocks (forward and backward)",
-           "ops/attn/parallel.py",
+    Mutant("path_householder_reversed", "PaTH forward: in-block query transform uses U^T, i.e. the Householder "
+           "product in reversed order", PATH_PRE,
+           "b_qwT = tl.dot(b_qw, b_T.to(b_q.dtype))", "b_qwT = tl.dot(b_qw, tl.trans(b_T).to(b_q.dtype))",
+           ("kernel.fla.path_attn.fwd.fp32.beta_uniform",)),
+    Mutant("path_transition_ut_untransposed", "PaTH forward: block transition F_b built from U instead of U^T "
+           "(the UT factor without its transpose)", PATH_PRE,
+           "b_Twb = tl.dot(b_T, b_w)", "b_Twb = tl.dot(tl.trans(b_T), b_w)",
+           ("kernel.fla.path_attn.fwd.fp32.beta_uniform",)),
+    Mutant("path_transition_no_identity", "PaTH forward: cross-block transition F_b = -W^T U^T W (the \"I -\" "
+           "dropped, as printed in the paper)", PATH_FWD,
+           "        b_s2 = tl.dot(b_q.to(b_w1.dtype), b_w1)\n        b_q -= tl.dot(b_s2.to(b_w2.dtype), b_w2)\n\n",
+           "        b_s2 = tl.dot(b_q.to(b_w1.dtype), b_w1)\n        b_q = -tl.dot(b_s2.to(b_w2.dtype), b_w2)\n\n",
+           ("kernel.fla.path_attn.fwd.fp32.beta_uniform",)),
+    Mutant("path_transition_mask_dropped", "PaTH forward: in the diagonal block, the Householders of a key sub-block "
+           "also applied to the queries that precede it (mask dropped)", PATH_FWD,
+           "        b_s2 = tl.where(m_s[:, None], b_s2, 0)\n", "",
+           ("kernel.fla.path_attn.fwd.fp32.beta_uniform",)),
+    Mutant("path_gate_unscaled", "PaTH forward: in-block forget gate added after the attention scale (FoX's "
+           "convention, not PaTH's declared gate_scaled=True)", PATH_PRE,
+           "b_A = b_A + (b_g_cumsum[:, None] - b_g_cumsum[None, :])",
+           "b_A = b_A + (b_g_cumsum[:, None] - b_g_cumsum[None, :]) / scale",
+           ("kernel.fla.path_attn.convention.gate_scaled",)),
+    Mutant("path_gate_cumsum_off_by_one", "PaTH: exclusive instead of inclusive cumsum of the log forget gate "
+           "(gate sums over s = j..i-1)", PATH_API,
+           "g_cumsum = chunk_global_cumsum(g, cu_seqlens=cu_seqlens, output_dtype=torch.float32) if g is not None",
+           "g_cumsum = chunk_global_cumsum(g, cu_seqlens=cu_seqlens, output_dtype=torch.float32) - g if g is not None",
+           ("kernel.fla.path_attn.fwd.fp32.gate_strong",)),
+    Mutant("path_kv_dims_swapped", "PaTH forward: the in-block output is read with the key head dim K as its row "
+           "stride instead of V (hides while K == V)", PATH_FWD,
+           "p_o = o + (bos * HQ + i_hq) * V + o_q[:, None] * (HQ*V)",
+           "p_o = o + (bos * HQ + i_hq) * K + o_q[:, None] * (HQ*K)",
+           ("kernel.fla.path_attn.convention.gate_scaled",)),
+    Mutant("path_tail_block_dropped", "PaTH forward: T // BT query blocks instead of cdiv(T, BT): the rows past the "
+           "last full block are never computed when T is not a multiple of the block", PATH_FWD,
+           "NT = triton.cdiv(T, BT) if cu_seqlens is None", "NT = T // BT if cu_seqlens is None",
+           ("kernel.fla.path_attn.fwd.fp32.beta_uniform",)),
+    # FoX (Triton)
+    Mutant("fox_gate_dropped_offdiag", "FoX: the forget gate dropped from the off-diagonal key blocks (forward and "
+           "backward)", FOX,
            "            b_s += b_gq[:, None] - b_gk[None, :]\n\n        if USE_WINDOW:",
            "            pass\n\n        if USE_WINDOW:",
            ("kernel.fla.forgetting_attn.fwd.fp32.gate_strong",), count=2),
-    Mutant("mdn_b_noncumulative", "MDN chunk: b_i = alpha_i c_i (non-cumulative alpha) instead of abar_i c_i",
-           "ops/momentum_delta_rule/naive.py",
-           "b_t = (log_a_cum + log_ct).exp()",
-           "b_t = (log_alpha.squeeze(-1) + log_ct).exp()",
+    Mutant("fox_gate_scaled", "FoX: forget gate multiplied by the attention scale in the forward and dq kernels "
+           "(against the declared gate_scaled=False)", FOX,
+           "b_s += b_gq[:, None] - b_gk[None, :]", "b_s += (b_gq[:, None] - b_gk[None, :]) * scale",
+           ("kernel.fla.forgetting_attn.convention.gate_scaled",), count=4),
+    Mutant("fox_gate_cumsum_off_by_one", "FoX: exclusive instead of inclusive cumsum of the log forget gate", FOX,
+           "g_cumsum = chunk_global_cumsum(g, cu_seqlens=cu_seqlens, scale=RCP_LN2) if g is not None",
+           "g_cumsum = chunk_global_cumsum(g, cu_seqlens=cu_seqlens, scale=RCP_LN2) - g * RCP_LN2 if g is not None",
+           ("kernel.fla.forgetting_attn.fwd.fp32.gate_strong",)),
+    # MDN (PyTorch)
+    Mutant("mdn_b_noncumulative", "MDN chunk: b_i = alpha_i c_i (non-cumulative alpha) instead of abar_i c_i", MDN,
+           "b_t = (log_a_cum + log_ct).exp()", "b_t = (log_alpha.squeeze(-1) + log_ct).exp()",
            ("kernel.fla.mdn_chunk16.fwd.bf16.initial_state",)),
+    Mutant("mdn_gamma_diag_deleted", "MDN chunk: Gamma^- with its diagonal deleted instead of its rows shifted", MDN,
+           "gamma_mask = torch.cat(\n        [torch.zeros_like(gamma_mask_q[:, :, :, :1]), gamma_mask_q[:, :, :, :-1]],"
+           " dim=3,\n    )",
+           "gamma_mask = gamma_mask_q.tril(-1)",
+           ("kernel.fla.mdn_chunk16.fwd.bf16.typical",)),
+    Mutant("mdn_mu_cumsum_off_by_one", "MDN chunk: exclusive instead of inclusive cumsum of log mu", MDN,
+           "log_m_cum = log_mu.squeeze(-1).cumsum(-1)",
+           "log_m_cum = log_mu.squeeze(-1).cumsum(-1) - log_mu.squeeze(-1)",
+           ("kernel.fla.mdn_chunk16.fwd.bf16.typical",)),
+    Mutant("mdn_state_bf16", "MDN recurrent: the state S rounded to bf16 after every step", MDN,
+           "M_prev = Mt\n        S_prev = St", "M_prev = Mt\n        S_prev = St.bfloat16().float()",
+           ("kernel.fla.mdn_recurrent.fwd.fp32.typical",)),
+    Mutant("mdn_final_state_dropped", "MDN: the final state (S_T, M_T) never written (zeros returned)", MDN,
+           "final_state = torch.stack([S_prev, M_prev], dim=0)",
+           "final_state = torch.zeros_like(torch.stack([S_prev, M_prev], dim=0))",
+           ("kernel.fla.mdn_recurrent.fwd.fp32.typical",)),
+    Mutant("mdn_residual_no_alpha", "MDN recurrent: residual reads S with p_t = k_t instead of the declared "
+           "alpha_t k_t", "ops/momentum_delta_rule/fused_recurrent.py",
+           "p_eff = p if not use_p_times_alpha else (p * log_alpha.exp().unsqueeze(-1)).to(q.dtype)",
+           "p_eff = p",
+           ("kernel.fla.mdn_recurrent.convention.residual_alpha_k",)),
 ]}
 
 
@@ -75,12 +146,12 @@ def materialize(mutant: Mutant, dest: Path, source: Path | None = None) -> Path:
     return dest
 
 
-def run_checks(kernel_root: Path | None, ids: tuple[str, ...], profile: str = "quick", seed: int = 0,
-               extra: tuple[str, ...] = ()) -> tuple[int, dict]:
+def run_checks(kernel_root: Path | str | None, ids: tuple[str, ...], profile: str = "quick", seed: int = 0,
+               device: str = "cpu", extra: tuple[str, ...] = ()) -> tuple[int, dict]:
     """Run `verify all --id ...` in a fresh interpreter; returns (exit status, JSON document)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out.json"
-        cmd = [sys.executable, "-m", "verify", "all", "--device", "cpu", "--profile", profile,
+        cmd = [sys.executable, "-m", "verify", "all", "--device", device, "--profile", profile,
                "--seed", str(seed), "--json", str(out), *extra]
         for i in ids:
             cmd += ["--id", i]

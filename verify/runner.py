@@ -170,7 +170,7 @@ def print_repeat_summary(runs: dict[int, list[Record]], console: Console) -> Non
                for s, r in seen if r.result.status not in ("pass", "skip")]
         table.add_row(cid, *(f"{statuses.count(st)}/{len(seen)}" for st in ("fail", "error", "xfail")),
                       "yes" if len(set(statuses)) > 1 else "", escape("; ".join(bad)))
-    console.print(table)
+    console.print(table, width=None if console.is_terminal else 200)     # logs: keep check ids whole
 
 
 def _fmt(x: float | None) -> str:

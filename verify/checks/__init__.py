@@ -9,6 +9,7 @@ FAMILY_MODULES = [
     "verify.checks.kernels",
     "verify.checks.state_tracking",
     "verify.checks.interpreter",
+    "verify.checks.mutants",
 ]
 
 

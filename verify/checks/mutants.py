@@ -1,0 +1,88 @@
+"""mutant.<name>: each planted bug of verify.mutants must turn at least one of its killer checks red.
+
+The check copies the kernel package with the mutant's patch into a temporary directory and runs the
+mutant's killer checks against it through --kernel-root in a fresh process, at the run's profile, seed
+and device.  A killer must be green on the unmodified kernels, or a red killer proves nothing: that is
+measured once per run for all killers (cached), and a killer that is not green makes the check an error.
+`verify all` skips this family unless it is named (verify.cli.OPT_IN); `verify mutants` runs it.
+"""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from rich.markup import escape
+from rich.table import Table
+
+from verify.mutants import MUTANTS, Mutant, materialize, run_checks
+from verify.registry import Context, Result, register
+
+_CLEAN: dict[tuple, dict[str, dict]] = {}   # run settings -> killer id -> its JSON record on the unmodified kernels
+
+
+def _options(ctx: Context) -> tuple[str, ...]:
+    return ("--fp32-dot", ctx.fp32_dot) + (("--examples", str(ctx.examples)) if ctx.examples else ())
+
+
+def _run(root: str | Path | None, ids: tuple[str, ...], ctx: Context) -> dict[str, dict]:
+    _, doc = run_checks(root, ids, ctx.profile, ctx.seed, ctx.device, _options(ctx))
+    return {c["id"]: c for c in doc["checks"]}
+
+
+def _clean(ctx: Context) -> dict[str, dict]:
+    """Every killer's record on the unmodified kernels (ctx.kernel_root, or the installed package)."""
+    key = (ctx.kernel_root, ctx.profile, ctx.seed, ctx.device, _options(ctx))
+    if key not in _CLEAN:
+        ids = tuple(sorted({i for m in MUTANTS.values() for i in m.killers}))
+        _CLEAN[key] = _run(ctx.kernel_root, ids, ctx)
+    return _CLEAN[key]
+
+
+def _num(x) -> float | None:
+    return None if x is None else float(x)     # JSON writes non-finite numbers as strings
+
+
+def _summary(c: dict) -> str:
+    return f"{c['id']} {c['status']} ({_num(c['measured']):.3g} vs budget {_num(c['budget']):.3g})" \
+        if c["measured"] is not None and c["budget"] is not None else f"{c['id']} {c['status']}"
+
+
+def check_mutant(mutant: Mutant, ctx: Context) -> Result:
+    clean = _clean(ctx)
+    not_green = [clean[i] for i in mutant.killers if clean[i]["status"] != "pass"]
+    if not_green:
+        return Result("error", message="killer not green on the unmodified kernels, so it proves nothing: "
+                      + "; ".join(_summary(c) for c in not_green))
+    with tempfile.TemporaryDirectory(prefix=f"mutant_{mutant.name}_") as tmp:
+        seen = _run(materialize(mutant, Path(tmp)), mutant.killers, ctx)
+    details = {"change": mutant.description, "killers": {i: c["status"] for i, c in seen.items()}}
+    killed = [c for c in seen.values() if c["status"] == "fail"]
+    if killed:
+        c = killed[0]
+        return Result("pass", _num(c["measured"]), _num(c["budget"]), f"killed by {_summary(c)}",
+                      {**details, "killed_by": c["id"]})
+    errored = [c for c in seen.values() if c["status"] == "error"]
+    if errored:
+        return Result("error", message="killer errored on the mutant: " + "; ".join(
+            f"{c['id']}: {c['message']}" for c in errored), details=details)
+    return Result("fail", message=f"SURVIVED ({mutant.description}): " + "; ".join(_summary(c) for c in seen.values()),
+                  details=details)
+
+
+def table(records) -> Table:
+    """The `verify mutants` table: mutant, what it changes, which check killed it, measured vs budget."""
+    t = Table(title="mutation self-test")
+    for col in ("mutant", "what it changes", "killed by", "measured vs budget"):
+        t.add_column(col)
+    for r in records:
+        res = r.result
+        killer = res.details.get("killed_by", {"fail": "SURVIVED", "error": "ERROR"}.get(res.status, res.status))
+        numbers = f"{res.measured:.3g} vs {res.budget:.3g}" if res.measured is not None and res.budget is not None else ""
+        t.add_row(r.id.removeprefix("mutant."), escape(MUTANTS[r.id.removeprefix("mutant.")].description),
+                  escape(killer), numbers)
+    return t
+
+
+for _m in MUTANTS.values():
+    register(f"mutant.{_m.name}", f"planted bug is caught: {_m.description}",
+             lambda ctx, m=_m: check_mutant(m, ctx))
