@@ -27,8 +27,7 @@ CASES = [
 def measure(device: str, fp32_dot: str = "tf32") -> list[dict]:
     if device == "cpu":
         from verify import fidelity
-        fidelity.activate(fp32_dot=fp32_dot)
-        fidelity.emulate_h200_tiles()
+        fidelity.prepare_cpu_kernels(fp32_dot)
     from kernels import fla_ops
     from references import path_attn as P
     from verify.inputs import as_oracle, path_inputs

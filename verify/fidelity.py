@@ -384,3 +384,14 @@ def _has_module(name: str) -> bool:
         return importlib.util.find_spec(name) is not None
     except ModuleNotFoundError:
         return False
+
+
+def prepare_cpu_kernels(fp32_dot: str = "tf32") -> None:
+    """What every CPU kernel run needs, once per process: the layer on, fla on the H200's tiles."""
+    if is_active():
+        return
+    activate(fp32_dot=fp32_dot)
+    try:
+        emulate_h200_tiles()
+    except ImportError as exc:
+        raise UsageError(f"cannot import fla: {exc}") from exc

@@ -104,10 +104,15 @@ def path_inputs(case: PathCase, dtype=torch.float64, device="cpu", gate_dtype=to
     return {k_: (x.to(device) if isinstance(x, torch.Tensor) else x) for k_, x in out.items()}
 
 
+def floats_as(inputs: dict, dtype: torch.dtype) -> dict:
+    """The same inputs with every floating tensor converted to dtype (integer tensors and None kept)."""
+    return {k: (x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x)
+            for k, x in inputs.items()}
+
+
 def as_oracle(inputs: dict) -> dict:
     """The same values in float64 (exact: every dtype here embeds in float64)."""
-    return {k: (x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x)
-            for k, x in inputs.items()}
+    return floats_as(inputs, torch.float64)
 
 
 # ------------------------------------------------------------------------------------------------ MDN

@@ -26,6 +26,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 EXPECTED_FAILURES_FILE = Path(__file__).with_name("expected_failures.toml")
+NOT_REPRODUCED = "NOT REPRODUCED"    # marks a listed expected failure that passed
+COLOURS = {"pass": "green", "fail": "red", "error": "red", "xfail": "yellow", "skip": "dim"}
 
 
 def expected_failures(path: Path = EXPECTED_FAILURES_FILE) -> dict[str, dict]:
@@ -90,7 +92,7 @@ def run_one(check: Check, ctx: Context, xfails: dict[str, dict], debug: bool = F
             result.status = "xfail"
             result.message += f" [expected failure, listed with {entry['measured']}; cause: {entry['cause']}]"
         elif result.status == "pass":   # not strict: a marginal regime may pass on some draws
-            result.message += " [listed in expected_failures.toml but NOT REPRODUCED in this run]"
+            result.message += f" [listed in expected_failures.toml but {NOT_REPRODUCED} in this run]"
     return Record(check.id, check.description, result, time.perf_counter() - t0, repro_command(check.id, ctx))
 
 
@@ -100,14 +102,13 @@ def run_checks(checks: list[Check], ctx: Context, console: Console, debug: bool 
     width = len(str(len(checks)))
     for n, chk in enumerate(checks, 1):
         if console.is_terminal:
-            with console.status(f"[{n}/{len(checks)}] {chk.id}"):
+            with console.status(escape(f"[{n}/{len(checks)}] {chk.id}")):
                 rec = run_one(chk, ctx, xfails, debug)
         else:
             rec = run_one(chk, ctx, xfails, debug)
         records.append(rec)
-        colour = {"pass": "green", "fail": "red", "error": "red", "xfail": "yellow", "skip": "dim"}
         st = rec.result.status
-        console.print(f"\\[{n:>{width}}/{len(checks)}] [{colour[st]}]{st:5}[/] {rec.id}  "
+        console.print(f"\\[{n:>{width}}/{len(checks)}] [{COLOURS[st]}]{st:5}[/] {rec.id}  "
                       f"{escape(rec.result.message)}  ({rec.seconds:.1f}s)", highlight=False, soft_wrap=True)
         if st in ("fail", "error"):
             console.print(f"    reproduce: {rec.repro}", highlight=False, soft_wrap=True)
@@ -142,7 +143,7 @@ def print_summary(records: list[Record], console: Console) -> None:
         console.print(f"[yellow]{len(xf)} expected failure(s) (listed in verify/expected_failures.toml):")
         for r in xf:
             console.print(f"  {r.id}: {escape(r.result.message)}", highlight=False, soft_wrap=True)
-    stale = [r for r in records if r.result.status == "pass" and "NOT REPRODUCED" in r.result.message]
+    stale = [r for r in records if r.result.status == "pass" and NOT_REPRODUCED in r.result.message]
     for r in stale:
         console.print(f"[yellow]expected failure not reproduced[/] {r.id} (check verify/expected_failures.toml)",
                       highlight=False)

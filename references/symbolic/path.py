@@ -217,7 +217,6 @@ def _scan_logits(S: PathSymbols, block: int, read_first: bool = True):
     blk = [_block_formulas(S, s, min(s + block, T)) for s in starts]
     out = [[A.R.zero] * T for _ in range(T)]
     for b, sb in enumerate(starts):
-        eb = min(sb + block, T)
         for ii, row in enumerate(blk[b]["A_local"].to_list()):
             for jj, e in enumerate(row):
                 out[sb + ii][sb + jj] = e

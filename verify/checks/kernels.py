@@ -6,10 +6,7 @@ same-dtype PyTorch reference's error a kernel may make) are stated per family be
 """
 from __future__ import annotations
 
-import math
-
 import torch
-from hypothesis import strategies as st
 
 from kernels import fla_ops
 from references import mdn as MDN
@@ -17,7 +14,7 @@ from references import path_attn as P
 from verify import lowprec
 from verify.budget import Verdict, judge, worst
 from verify.errors import UsageError
-from verify.inputs import MdnCase, PathCase, as_oracle, mdn_inputs, path_inputs
+from verify.inputs import MdnCase, PathCase, as_oracle, floats_as, mdn_inputs, path_inputs
 from verify.metrics import rel_err
 from verify.precision import Precision
 from verify.registry import Context, Result, register
@@ -44,12 +41,7 @@ def prepare(ctx: Context) -> None:
     make fla pick the H200's tile sizes."""
     if ctx.device == "cpu":
         from verify import fidelity
-        if not fidelity.is_active():
-            fidelity.activate(fp32_dot=ctx.fp32_dot)
-            try:
-                fidelity.emulate_h200_tiles()
-            except ImportError as exc:
-                raise UsageError(f"cannot import fla: {exc}") from exc
+        fidelity.prepare_cpu_kernels(ctx.fp32_dot)
 
 
 def call_kernel(fn, *args, **kwargs):
@@ -81,7 +73,7 @@ def compare(pass_: str, names: list[str], kernel_fn, oracle_fn, ref_fn, x: dict,
     """fwd: judge each output; bwd: judge the gradient of every present input in float_names, for one
     random upstream gradient (in the kernel dtype, the same values for kernel, oracle and reference)."""
     x64 = as_oracle(x)
-    x32 = {n: (t.float() if isinstance(t, torch.Tensor) and t.is_floating_point() else t) for n, t in x.items()}
+    x32 = floats_as(x, torch.float32)
     with torch.no_grad():
         oracle = _tuple(oracle_fn(**x64))
     if pass_ == "fwd":
@@ -170,6 +162,10 @@ MDN_OPS = {"mdn_chunk16": 16, "mdn_chunk32": 32, "mdn_chunk64": 64, "mdn_recurre
 MDN_DOT = "ieee"    # fla's MDN is PyTorch code: its fp32 matmuls are IEEE (torch's default), not Triton TF32 dots
 
 
+def _mdn_c(chunk, pass_: str) -> float:
+    return (C if chunk else C_SEQUENTIAL)[pass_]
+
+
 def _mdn_probe(case: MdnCase, dtype: str, pass_: str, chunk, ctx: Context) -> Probe:
     prec = Precision.of(dtype, MDN_DOT)
     x = mdn_inputs(case, prec.torch_dtype, ctx.device)
@@ -177,15 +173,15 @@ def _mdn_probe(case: MdnCase, dtype: str, pass_: str, chunk, ctx: Context) -> Pr
     oracle = lambda **a: MDN.recurrence(**a)
     ref = lambda **a: lowprec.mdn(**a, prec=prec)
     floats = ("q", "k", "v", "log_alpha", "log_mu", "beta", "eta", "S0", "M0")
-    c = (C if chunk else C_SEQUENTIAL)[pass_]
-    verdicts = compare(pass_, ["o", "S_T", "M_T"], kernel, oracle, ref, x, prec, c, case.seed, floats)
+    verdicts = compare(pass_, ["o", "S_T", "M_T"], kernel, oracle, ref, x, prec, _mdn_c(chunk, pass_), case.seed,
+                       floats)
     return Probe(worst(verdicts), case.label(), {"tensors": [v.summary() for v in verdicts]})
 
 
 for _op, _chunk in MDN_OPS.items():
-    conv = fla_ops.MDN_RECURRENT_CONVENTIONS if _chunk is None else fla_ops.MDN_CONVENTIONS
+    _conv = fla_ops.MDN_RECURRENT_CONVENTIONS if _chunk is None else fla_ops.MDN_CONVENTIONS
     for _pass in ("fwd", "bwd"):
-        for _dtype in conv.dtypes:
+        for _dtype in _conv.dtypes:
             for _regime, _fields in MDN_REGIMES.items():
                 _cid = f"kernel.fla.{_op}.{_pass}.{_dtype}.{_regime}"
 
@@ -195,8 +191,8 @@ for _op, _chunk in MDN_OPS.items():
                     return search(mdn_cases(fields, ctx.profile, max_T),
                                   lambda case: _mdn_probe(case, dtype, pass_, chunk, ctx), ctx, cid)
                 what = "output and final states" if _pass == "fwd" else "gradients"
-                _c = (C if _chunk else C_SEQUENTIAL)[_pass]
-                register(_cid, f"fla {_op} {what} in {_dtype}, regime {_regime}, within c={_c:g} x torch-{_dtype}",
+                register(_cid, f"fla {_op} {what} in {_dtype}, regime {_regime}, "
+                               f"within c={_mdn_c(_chunk, _pass):g} x torch-{_dtype}",
                          _run_mdn)
 
 
@@ -226,8 +222,7 @@ def _path_convention(fox: bool, what: str):
         prec = Precision.of("fp32", ctx.fp32_dot)
         case = PathCase(T=64, D=16, Dv=32, gate="mixed", seed=3)   # Dv != D: shows a K/V head-dim mix-up
         x = path_inputs(case, prec.torch_dtype, ctx.device)
-        x64, x32 = as_oracle(x), {n: (t.float() if isinstance(t, torch.Tensor) and t.is_floating_point() else t)
-                                  for n, t in x.items()}
+        x64, x32 = as_oracle(x), floats_as(x, torch.float32)
         conv = fla_ops.FOX_CONVENTIONS if fox else fla_ops.PATH_CONVENTIONS
         s = case.D ** -0.5
         if fox:
@@ -262,8 +257,7 @@ def _mdn_convention(what: str):
         x64 = as_oracle(x)
         s = case.Dk ** -0.5
         out = call_kernel(fla_ops.mdn, **x, scale=None)[0]
-        ref = lowprec.mdn(**{n: (t.float() if isinstance(t, torch.Tensor) else t) for n, t in x.items()},
-                          prec=prec, scale=s)[0]
+        ref = lowprec.mdn(**floats_as(x, torch.float32), prec=prec, scale=s)[0]
         declared = MDN.recurrence(**x64, scale=s)[0]
         if what == "residual":
             return out, declared, MDN.recurrence(**x64, p=x64["k"], scale=s)[0], ref, prec, "p_t = k_t (no alpha)"

@@ -366,7 +366,7 @@ _negative("symbolic.mdn.coefficients.negative",
 
 def _tie_expansion(proofs, ctx):
     t, pr = _Tie(), proofs[0]
-    C, dk, dv = pr.sizes["C"], pr.sizes["dk"], pr.sizes["dv"]
+    C, dk = pr.sizes["C"], pr.sizes["dk"]
     g = SM.gate_symbols(C)
     x = pr.extra
     rng = _rng(ctx, "expansion")
