@@ -24,8 +24,10 @@ import torch.nn.functional as F
 # The token recurrence
 
 
-def recurrence_head(q, k, v, log_alpha, log_mu, beta, eta, p=None, scale=1.0, S0=None, M0=None):
-    """One head, token by token, literally as above.  Returns (o [T, Dv], S_T, M_T)."""
+def recurrence_head(q, k, v, log_alpha, log_mu, beta, eta, p=None, scale=1.0, S0=None, M0=None,
+                    abs_output=False):
+    """One head, token by token, literally as above.  Returns (o [T, Dv], S_T, M_T).
+    With abs_output, o_t is replaced by scale |S_t|^T |q_t|: the magnitude of the terms summed into o_t."""
     Dk, Dv = k.shape[-1], v.shape[-1]
     S = k.new_zeros(Dk, Dv) if S0 is None else S0
     M = k.new_zeros(Dk, Dv) if M0 is None else M0
@@ -36,14 +38,15 @@ def recurrence_head(q, k, v, log_alpha, log_mu, beta, eta, p=None, scale=1.0, S0
         v_res = v[t] - S.T @ p_t
         M = mu * M - eta[t] * torch.outer(k[t], v_res)
         S = alpha * S - beta[t] * M
-        out.append(scale * (S.T @ q[t]))
+        out.append(scale * (S.abs().T @ q[t].abs() if abs_output else S.T @ q[t]))
     o = torch.stack(out) if out else v.new_zeros(0, Dv)
     return o, S, M
 
 
-def recurrence(q, k, v, log_alpha, log_mu, beta, eta, p=None, scale=None, S0=None, M0=None):
+def recurrence(q, k, v, log_alpha, log_mu, beta, eta, p=None, scale=None, S0=None, M0=None, abs_output=False):
     """Batched token recurrence; scale None means Dk^-1/2 (fla's default).  Returns (o, S_T, M_T)."""
-    return _per_head(recurrence_head, q, k, v, log_alpha, log_mu, beta, eta, p, scale, S0, M0)
+    return _per_head(recurrence_head, q, k, v, log_alpha, log_mu, beta, eta, p, scale, S0, M0,
+                     abs_output=abs_output)
 
 
 def _per_head(head_fn, q, k, v, log_alpha, log_mu, beta, eta, p, scale, S0, M0, **kw):

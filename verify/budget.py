@@ -13,6 +13,12 @@ for a tensor that is exactly zero in the oracle, the largest magnitude among the
 together: one rounding of that quantity is the least absolute error any implementation in that
 precision can promise (a gradient that is exactly zero in the oracle, e.g. dk
 at T = 1, carries cancellation noise of that size in FlashAttention-style backward kernels).  A tensor whose oracle is exactly zero has no relative error; its max-abs error decides.
+An output that is a cancelling sum (an MDN output o_t = scale S_t^T q_t at T = 1, say) is no more
+accurate than its summands: where the caller gives `terms`, the elementwise magnitude of the summed
+terms (scale |S_t|^T |q_t|), one rounding of each term, u * terms, is also a floor, normwise
+(u ||terms|| / ||oracle||) and in max-abs (u max terms).  Without it, an fp32 check flaked at
+8.2 u at T = 1, where o_1 is proportional to k.q and the summands |k|.|q| were 16x larger (seed 7 at the
+quick profile, found by --repeat).
 Non-finite output where the oracle is finite always fails.  The result says which measure decided.
 """
 from __future__ import annotations
@@ -72,17 +78,22 @@ class Verdict:
 
 
 def judge(name: str, out: torch.Tensor, oracle: torch.Tensor, ref: torch.Tensor, prec: Precision, c: float,
-          scale: float = 0.0) -> Verdict:
+          scale: float = 0.0, terms: torch.Tensor | None = None) -> Verdict:
     """Compare one kernel tensor with the oracle under the budget rule."""
     rounded = oracle.to(prec.torch_dtype).double()
     nonzero = bool(oracle.ne(0).any())
     magnitude = float(oracle.abs().max()) if nonzero else scale
+    floor_rel = prec.unit_roundoff_storage
+    if terms is not None:
+        magnitude = max(magnitude, float(terms.abs().max()))
+        if nonzero:
+            floor_rel = max(floor_rel, prec.u * float(terms.norm() / oracle.norm()))
     ref_abs = max(max_abs(ref, oracle), max_abs(rounded, oracle))
     budget_abs = c * max(ref_abs, prec.u * magnitude) + TINY_ABS
     err_abs = max_abs(out, oracle)
     if not nonzero:
         return Verdict(name, 0.0 if math.isfinite(err_abs) else math.inf, err_abs, 1.0, budget_abs, 0.0, ref_abs)
-    ref_rel = max(rel_err(ref, oracle), rel_err(rounded, oracle), prec.unit_roundoff_storage)
+    ref_rel = max(rel_err(ref, oracle), rel_err(rounded, oracle), floor_rel)
     return Verdict(name, rel_err(out, oracle), err_abs, c * ref_rel + TINY_REL, budget_abs, ref_rel, ref_abs)
 
 

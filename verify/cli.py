@@ -9,6 +9,7 @@ import argparse
 import os
 import subprocess
 import sys
+import time
 
 from kernels.fla_ops import KernelUnavailable, check_fla_version
 from verify import compare
@@ -61,6 +62,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="import the kernel package (fla) from this checkout, in a fresh subprocess")
     p.add_argument("--examples", type=int, metavar="N",
                    help="hypothesis examples per kernel check (default: quick 2, ci 3, full 5)")
+    p.add_argument("--time-limit", type=float, metavar="SECONDS",
+                   help="start no check after SECONDS; the ones left are recorded as skipped ('not run: time "
+                        "limit') and listed, so a time-boxed run still writes its JSON")
     p.add_argument("--debug", action="store_true", help="print tracebacks")
 
 
@@ -128,6 +132,9 @@ def _run(args, prefixes, REGISTRY, select) -> int:
         raise UsageError(f"--examples {args.examples}: must be at least 1")
     if args.repeat < 1:
         raise UsageError(f"--repeat {args.repeat}: must be at least 1")
+    if args.time_limit is not None and not args.time_limit > 0:
+        raise UsageError(f"--time-limit {args.time_limit}: must be positive")
+    deadline = None if args.time_limit is None else time.monotonic() + args.time_limit
     if any(c.id.startswith(("kernel.", OPT_IN)) for c in chosen):
         check_fla_version()
     first = args.seed if args.seed_from is None else args.seed_from
@@ -143,7 +150,7 @@ def _run(args, prefixes, REGISTRY, select) -> int:
                       kernel_root=args.kernel_root, examples=args.examples)
         if len(seeds) > 1:
             console.rule(f"run {n}/{len(seeds)}: seed {seed}")
-        runs[seed] = runner.run_checks(chosen, ctx, console, args.debug)
+        runs[seed] = runner.run_checks(chosen, ctx, console, args.debug, deadline)
     records = [r for rs in runs.values() for r in rs]
     runner.print_summary(records, console)
     if len(seeds) > 1:

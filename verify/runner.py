@@ -27,6 +27,7 @@ else:  # pragma: no cover
 
 EXPECTED_FAILURES_FILE = Path(__file__).with_name("expected_failures.toml")
 NOT_REPRODUCED = "NOT REPRODUCED"    # marks a listed expected failure that passed
+TIME_LIMIT = "not run: --time-limit reached"
 COLOURS = {"pass": "green", "fail": "red", "error": "red", "xfail": "yellow", "skip": "dim"}
 
 
@@ -96,11 +97,17 @@ def run_one(check: Check, ctx: Context, xfails: dict[str, dict], debug: bool = F
     return Record(check.id, check.description, result, time.perf_counter() - t0, repro_command(check.id, ctx))
 
 
-def run_checks(checks: list[Check], ctx: Context, console: Console, debug: bool = False) -> list[Record]:
+def run_checks(checks: list[Check], ctx: Context, console: Console, debug: bool = False,
+               deadline: float | None = None) -> list[Record]:
+    """Run each check in turn; after `deadline` (time.monotonic()) the rest are recorded as skipped."""
     xfails = expected_failures()
     records = []
     width = len(str(len(checks)))
     for n, chk in enumerate(checks, 1):
+        if deadline is not None and time.monotonic() > deadline:
+            records.append(Record(chk.id, chk.description, Result("skip", message=TIME_LIMIT), 0.0,
+                                  repro_command(chk.id, ctx)))
+            continue
         if console.is_terminal:
             with console.status(escape(f"[{n}/{len(checks)}] {chk.id}")):
                 rec = run_one(chk, ctx, xfails, debug)
@@ -147,6 +154,10 @@ def print_summary(records: list[Record], console: Console) -> None:
     for r in stale:
         console.print(f"[yellow]expected failure not reproduced[/] {r.id} (check verify/expected_failures.toml)",
                       highlight=False)
+    not_run = [r for r in records if r.result.message == TIME_LIMIT]
+    if not_run:
+        console.print(f"[yellow]{len(not_run)} check(s) not run: --time-limit reached[/] "
+                      f"(first: {not_run[0].id}); run them with --id or -k", highlight=False, soft_wrap=True)
     bad = [r for r in records if r.result.status in ("fail", "error")]
     for r in bad:
         console.print(f"[red]{r.result.status.upper()}[/] {r.id}\n    {escape(r.result.message)}\n    reproduce: {r.repro}",

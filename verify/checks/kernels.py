@@ -69,9 +69,10 @@ def _upstream(like: torch.Tensor, dtype, seed: int) -> torch.Tensor:
 
 
 def compare(pass_: str, names: list[str], kernel_fn, oracle_fn, ref_fn, x: dict, prec: Precision,
-            c: float, seed: int, float_names: tuple[str, ...]) -> list[Verdict]:
+            c: float, seed: int, float_names: tuple[str, ...], terms_fn=None) -> list[Verdict]:
     """fwd: judge each output; bwd: judge the gradient of every present input in float_names, for one
-    random upstream gradient (in the kernel dtype, the same values for kernel, oracle and reference)."""
+    random upstream gradient (in the kernel dtype, the same values for kernel, oracle and reference).
+    terms_fn(**float64 inputs) -> {output name: magnitude of the terms summed into it} (verify.budget)."""
     x64 = as_oracle(x)
     x32 = floats_as(x, torch.float32)
     with torch.no_grad():
@@ -80,7 +81,8 @@ def compare(pass_: str, names: list[str], kernel_fn, oracle_fn, ref_fn, x: dict,
         with torch.no_grad():
             outs, ref = _tuple(call_kernel(kernel_fn, **x)), _tuple(ref_fn(**x32))
         scale = max(float(o.abs().max()) if o.numel() else 0.0 for o in oracle)
-        return [judge(n, o, r64, r, prec, c, scale) for n, o, r64, r in zip(names, outs, oracle, ref)]
+        terms = terms_fn(**x64) if terms_fn else {}
+        return [judge(n, o, r64, r, prec, c, scale, terms.get(n)) for n, o, r64, r in zip(names, outs, oracle, ref)]
     ups = [_upstream(o, prec.torch_dtype, seed + i) for i, o in enumerate(oracle)]
     leaves = [n for n in float_names if x.get(n) is not None]
     g_k = call_kernel(grads_of, lambda **kw: kernel_fn(**{**x, **kw}), {n: x[n] for n in leaves}, ups)
@@ -172,9 +174,10 @@ def _mdn_probe(case: MdnCase, dtype: str, pass_: str, chunk, ctx: Context) -> Pr
     kernel = lambda **a: fla_ops.mdn(**a, chunk=chunk)
     oracle = lambda **a: MDN.recurrence(**a)
     ref = lambda **a: lowprec.mdn(**a, prec=prec)
+    terms = lambda **a: {"o": MDN.recurrence(**a, abs_output=True)[0]}
     floats = ("q", "k", "v", "log_alpha", "log_mu", "beta", "eta", "S0", "M0")
     verdicts = compare(pass_, ["o", "S_T", "M_T"], kernel, oracle, ref, x, prec, _mdn_c(chunk, pass_), case.seed,
-                       floats)
+                       floats, terms)
     return Probe(worst(verdicts), case.label(), {"tensors": [v.summary() for v in verdicts]})
 
 
