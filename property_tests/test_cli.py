@@ -108,7 +108,60 @@ def test_listed_expected_failure_that_passes_is_flagged(registry):
     assert rec.result.status == "pass" and "NOT REPRODUCED" in rec.result.message
 
 
-def test_expected_failure_file_entries_are_complete():
+def test_expected_failure_file_entries_are_complete(registry):
     from verify import runner
     for cid, entry in runner.expected_failures().items():
         assert entry["regime"] and entry["measured"] and entry["cause"], cid
+        assert cid in registry, f"expected_failures.toml lists {cid}, which is no registered check"
+
+
+def test_expected_failure_file_rejects_incomplete_and_duplicate_entries(tmp_path):
+    from verify import runner
+    from verify.errors import UsageError
+    f = tmp_path / "x.toml"
+    f.write_text('[[xfail]]\nids = ["a", "b"]\nregime = "r"\nmeasured = "m"\ncause = "c"\n')
+    assert set(runner.expected_failures(f)) == {"a", "b"}
+    f.write_text('[[xfail]]\nregime = "r"\nmeasured = "m"\ncause = "c"\n')
+    with pytest.raises(UsageError, match="lacks"):
+        runner.expected_failures(f)
+    f.write_text('[[xfail]]\nids = ["a", "a"]\nregime = "r"\nmeasured = "m"\ncause = "c"\n')
+    with pytest.raises(UsageError, match="twice"):
+        runner.expected_failures(f)
+
+
+def test_fatal_cuda_error_stops_the_search_and_the_later_checks(registry):
+    """A CUDA runtime error poisons the context: the search reports the example that raised it, unshrunk,
+    and every later check is an error ('not run'), never a pass or a fail with a meaningless example."""
+    from hypothesis import strategies as st
+    from rich.console import Console
+
+    from verify import runner
+    from verify.search import search
+    seen = []
+
+    def evaluate(n):
+        seen.append(n)
+        if n >= 5:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        raise AssertionError("unreachable: every draw is >= 5")
+    register("test.cuda.lost", "raises a fatal CUDA error",
+             lambda ctx: search(st.integers(5, 100), evaluate, ctx, "test.cuda.lost", max_examples=20))
+    register("test.cuda.after", "would pass", lambda ctx: Result("pass", 0.0, 1.0, "ok"))
+    try:
+        records = runner.run_checks([REGISTRY["test.cuda.lost"], REGISTRY["test.cuda.after"]], Context(),
+                                    Console(quiet=True))
+    finally:
+        del REGISTRY["test.cuda.lost"], REGISTRY["test.cuda.after"]
+    assert len(seen) == 1                                 # stopped at once: no shrinking on a dead context
+    first, after = records
+    assert first.result.status == "fail" and f"[{seen[0]}]" in first.result.message
+    assert "fatal CUDA error" in first.result.message
+    assert after.result.status == "error" and "CUDA context was lost" in after.result.message
+
+
+def test_time_limit_records_the_checks_not_run(tmp_path):
+    out = tmp_path / "r.json"
+    assert cli.main(["oracles", "-k", "spectra", "--time-limit", "1e-9", "--json", str(out)]) == 0
+    statuses = {c["status"] for c in json.loads(out.read_text())["checks"]}
+    assert statuses == {"skip"}
+    assert cli.main(["oracles", "-k", "spectra", "--time-limit", "0"]) == 2

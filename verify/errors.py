@@ -3,3 +3,9 @@
 
 class UsageError(Exception):
     """Bad input or an unusable environment, reported as one line with exit status 2."""
+
+
+def is_device_fatal(exc: BaseException) -> bool:
+    """A CUDA runtime error (illegal memory access, device-side assert, ...): it poisons the CUDA context,
+    so every later CUDA call of the process fails too.  Compile-time errors (OutOfResources) are not."""
+    return type(exc).__name__ == "AcceleratorError" or "CUDA error" in str(exc)

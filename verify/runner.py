@@ -19,6 +19,7 @@ from rich.table import Table
 from verify import environment
 from verify.errors import UsageError
 from verify.registry import STATUSES, Check, Context, Result
+from verify.search import DEVICE_LOST
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -32,15 +33,19 @@ COLOURS = {"pass": "green", "fail": "red", "error": "red", "xfail": "yellow", "s
 
 
 def expected_failures(path: Path = EXPECTED_FAILURES_FILE) -> dict[str, dict]:
-    """id -> entry (regime, measured, cause) from the one expected-failure file."""
+    """id -> entry (regime, measured, cause) from the one expected-failure file; an entry names one
+    check (`id`) or, for one finding that fails several checks, a list (`ids`)."""
     with open(path, "rb") as f:
         entries = tomllib.load(f).get("xfail", [])
     out = {}
     for e in entries:
-        missing = {"id", "regime", "measured", "cause"} - set(e)
+        missing = {"regime", "measured", "cause"} - set(e) | ({"id"} if "id" not in e and "ids" not in e else set())
         if missing:
-            raise UsageError(f"{path.name}: entry {e.get('id', '?')} lacks {sorted(missing)}")
-        out[e["id"]] = e
+            raise UsageError(f"{path.name}: entry {e.get('id', e.get('ids', '?'))} lacks {sorted(missing)}")
+        for cid in e.get("ids", [e.get("id")]):     # `ids`: one finding that fails several checks
+            if cid in out:
+                raise UsageError(f"{path.name}: {cid} is listed twice")
+            out[cid] = e
     return out
 
 
@@ -103,9 +108,15 @@ def run_checks(checks: list[Check], ctx: Context, console: Console, debug: bool 
     xfails = expected_failures()
     records = []
     width = len(str(len(checks)))
+    lost_in = None      # the check after which the CUDA context is unusable
     for n, chk in enumerate(checks, 1):
         if deadline is not None and time.monotonic() > deadline:
             records.append(Record(chk.id, chk.description, Result("skip", message=TIME_LIMIT), 0.0,
+                                  repro_command(chk.id, ctx)))
+            continue
+        if lost_in is not None:
+            msg = f"not run: the CUDA context was lost to a fatal error in {lost_in}; run this check with --id"
+            records.append(Record(chk.id, chk.description, Result("error", message=msg), 0.0,
                                   repro_command(chk.id, ctx)))
             continue
         if console.is_terminal:
@@ -114,6 +125,8 @@ def run_checks(checks: list[Check], ctx: Context, console: Console, debug: bool 
         else:
             rec = run_one(chk, ctx, xfails, debug)
         records.append(rec)
+        if rec.result.details.get(DEVICE_LOST):
+            lost_in = rec.id
         st = rec.result.status
         console.print(f"\\[{n:>{width}}/{len(checks)}] [{COLOURS[st]}]{st:5}[/] {rec.id}  "
                       f"{escape(rec.result.message)}  ({rec.seconds:.1f}s)", highlight=False, soft_wrap=True)

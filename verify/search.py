@@ -16,10 +16,11 @@ from hypothesis import HealthCheck, Phase, given, seed, settings, target
 from hypothesis import strategies as st
 
 from verify.budget import Verdict
-from verify.errors import UsageError
+from verify.errors import UsageError, is_device_fatal
 from verify.registry import Context, Result
 
 MAX_EXAMPLES = {"quick": 2, "ci": 3, "full": 5}
+DEVICE_LOST = "device_lost"     # Result.details key: the CUDA context is unusable after this check
 
 
 @dataclass
@@ -32,6 +33,11 @@ class Probe:
 
 class _Exceeded(AssertionError):
     pass
+
+
+class _DeviceLost(BaseException):
+    """Stops hypothesis at once: after a fatal CUDA error every later example would fail the same way,
+    so shrinking would only report a meaningless 'minimal' case."""
 
 
 def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx: Context, what: str,
@@ -55,6 +61,9 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
             raise
         except Exception as exc:    # a kernel that raises on valid input fails this example
             probe = Probe(Verdict.raised(exc), case.label() if hasattr(case, "label") else repr(case), {})
+            if is_device_fatal(exc):
+                failures.append(probe)
+                raise _DeviceLost from exc
         ratio = probe.verdict.ratio
         target(min(ratio, 1e6) if math.isfinite(ratio) else 1e6, label="error / budget")
         if not worst or ratio > worst[0].verdict.ratio:
@@ -67,6 +76,12 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
         prop()
     except _Exceeded:
         pass
+    except _DeviceLost:
+        p = failures[-1]
+        return Result("fail", math.inf, None,
+                      f"{what}: the kernel raised a fatal CUDA error on [{p.label}] (example {n_examples[0]}, not "
+                      f"shrunk): {p.verdict.error}; rerun with CUDA_LAUNCH_BLOCKING=1 to name the kernel",
+                      details={"failing_example": p.label, DEVICE_LOST: True})
     elapsed = time.perf_counter() - t0
     if failures:
         p = failures[-1]   # hypothesis replays the minimal (shrunk) example last
