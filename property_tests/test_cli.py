@@ -165,3 +165,27 @@ def test_time_limit_records_the_checks_not_run(tmp_path):
     statuses = {c["status"] for c in json.loads(out.read_text())["checks"]}
     assert statuses == {"skip"}
     assert cli.main(["oracles", "-k", "spectra", "--time-limit", "0"]) == 2
+
+
+def test_report_merges_runs_later_wins_and_lists_gaps(registry, tmp_path):
+    """verify.report: a later record replaces an earlier one unless it is a skip; a failure listed in
+    expected_failures.toml now is shown as xfail, marked; checks of the family without a record are named."""
+    from verify import report
+    env = {"device": "cuda", "profile": "full", "device_name": "GPU"}
+    listed = "kernel.fla.path_attn.bwd.bf16.beta_two"
+    rec = lambda cid, st, m=1.0: {"id": cid, "status": st, "measured": m, "budget": 2.0, "message": "x",
+                                  "repro": "r", "details": {}}
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps({"environment": env, "checks": [rec("kernel.fla.path_attn.fwd.bf16.beta_two", "fail"),
+                                                             rec(listed, "fail")]}))
+    b.write_text(json.dumps({"environment": env, "checks": [rec("kernel.fla.path_attn.fwd.bf16.beta_two", "pass", 0.5),
+                                                             rec(listed, "skip")]}))
+    _, merged = report.merge([str(a), str(b)])
+    by_id = {r["id"]: r for r in merged}
+    assert by_id["kernel.fla.path_attn.fwd.bf16.beta_two"]["status"] == "pass"
+    assert by_id[listed]["status"] == "xfail" and by_id[listed]["listed_after_run"]
+    md = report.markdown(env, merged)
+    assert "(listed after the run)" in md and "Not measured in these runs" in md
+    assert "`kernel.fla.path_attn.fwd.fp32.beta_two`" in md.split("Not measured")[1]
+    (tmp_path / "bad.json").write_text("{}")
+    assert report.main([str(tmp_path / "bad.json"), "--markdown", str(tmp_path / "o.md")]) == 2

@@ -70,6 +70,6 @@ def test_repeat_counts_failures_per_check(planted, tmp_path, capsys):
     assert [c["status"] for c in doc["checks"]] == ["pass", "fail", "pass"]
     assert "--seed 5" in doc["checks"][1]["repro"]
     printed = capsys.readouterr().out
-    assert "3 runs, seeds 4..6" in printed and "1/3" in printed and "yes" in printed
+    assert "3 runs, seeds 4..6" in printed and "fail 1/3 FLAKY; worst: seed 5" in printed
     assert cli.main(["all", "--id", planted[1], "--repeat", "2", "--seed-from", "2", "--device", "cpu"]) == 1
     assert cli.main(["all", "--id", planted[1], "--repeat", "1", "--seed-from", "2", "--device", "cpu"]) == 0

@@ -243,7 +243,9 @@ def segments(T: int, cu_seqlens=None) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(c, c[1:]) if b > a]
 
 
-def _per_head(head_fn, q, k, v, w, beta, g, cu_seqlens):
+def per_head(head_fn, q, k, v, w, beta, g, cu_seqlens):
+    """o [B, T, HQ, Dv] from head_fn(q, k, v, w, beta, g) on each sequence (varlen segments) and query head
+    (GQA: query head h reads key head h // (HQ / H))."""
     B, T, HQ, _ = q.shape
     group = HQ // k.shape[2]
     o = q.new_zeros(B, T, HQ, v.shape[-1])
@@ -270,7 +272,7 @@ def path_attn(q, k, v, w, beta, g=None, scale=None, gate_scaled=False, cu_seqlen
     """PaTH (and PaTH-FoX when g is given) by the literal walk; float64 in, float64 out [B, T, HQ, Dv]."""
     _check_shapes(q, k, v, w, beta, g, cu_seqlens)
     scale = default_scale(q) if scale is None else scale
-    return _per_head(lambda q_, k_, v_, w_, b_, g_: attend(path_logits(q_, k_, w_, b_), v_, g_, scale, gate_scaled),
+    return per_head(lambda q_, k_, v_, w_, b_, g_: attend(path_logits(q_, k_, w_, b_), v_, g_, scale, gate_scaled),
                      q, k, v, w, beta, g, cu_seqlens)
 
 
@@ -279,7 +281,7 @@ def path_attn_blockwise(q, k, v, w, beta, g=None, scale=None, gate_scaled=False,
     """The blockwise algorithm, batched; output only (use path_attn_blockwise_head for intermediates)."""
     _check_shapes(q, k, v, w, beta, g, cu_seqlens)
     scale = default_scale(q) if scale is None else scale
-    return _per_head(lambda q_, k_, v_, w_, b_, g_: path_attn_blockwise_head(
+    return per_head(lambda q_, k_, v_, w_, b_, g_: path_attn_blockwise_head(
         q_, k_, v_, w_, b_, g_, scale, gate_scaled, block, mm)[0], q, k, v, w, beta, g, cu_seqlens)
 
 
@@ -287,5 +289,5 @@ def fox_attn(q, k, v, g=None, scale=None, gate_scaled=False, cu_seqlens=None, mm
     """FoX: A_ij proportional to (prod_{s=j+1..i} f_s) exp(scale q_i . k_j); softmax attention if g is None."""
     _check_shapes(q, k, v, g=g, cu_seqlens=cu_seqlens)
     scale = default_scale(q) if scale is None else scale
-    return _per_head(lambda q_, k_, v_, w_, b_, g_: attend(plain_logits(q_, k_, mm), v_, g_, scale, gate_scaled, mm),
+    return per_head(lambda q_, k_, v_, w_, b_, g_: attend(plain_logits(q_, k_, mm), v_, g_, scale, gate_scaled, mm),
                      q, k, v, None, None, g, cu_seqlens)

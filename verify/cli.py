@@ -140,6 +140,8 @@ def _run(args, prefixes, REGISTRY, select) -> int:
     first = args.seed if args.seed_from is None else args.seed_from
     seeds = list(range(first, first + args.repeat))
     console = Console(highlight=False)
+    if not console.is_terminal:     # logs and pipes: wide enough that tables keep check ids whole
+        console.width = 200
     env = environment.versions()
     console.print(f"verify {args.command}: {len(chosen)} checks, device={device}, profile={args.profile}, "
                   f"seed{'s' if len(seeds) > 1 else ''}={_span(seeds)}, torch {env['torch']}, "
@@ -157,7 +159,7 @@ def _run(args, prefixes, REGISTRY, select) -> int:
         runner.print_repeat_summary(runs, console)
     if args.command == "mutants":
         from verify.checks.mutants import table
-        console.print(table(records), width=None if console.is_terminal else 200)   # logs: keep ids whole
+        console.print(table(records))
     if args.json:
         runner.write_json(args.json, records, ctx, seeds if len(seeds) > 1 else None)
     if args.junit:

@@ -178,24 +178,37 @@ def print_summary(records: list[Record], console: Console) -> None:
 
 
 def print_repeat_summary(runs: dict[int, list[Record]], console: Console) -> None:
-    """After --repeat: per check, in how many runs it failed, errored or failed as expected, with the
-    measured values of those runs; a check whose outcome differs between seeds is marked flaky."""
+    """After --repeat: per check that did not always pass, in how many runs it failed, errored or failed
+    as expected, and its worst such run; a check whose outcome differs between seeds is marked flaky."""
     by_id: dict[str, list[tuple[int, Record]]] = {}
     for seed, records in runs.items():
         for r in records:
             by_id.setdefault(r.id, []).append((seed, r))
-    table = Table(title=f"{len(runs)} runs, seeds {min(runs)}..{max(runs)}: checks that did not always pass")
-    for col in ("check", "fail", "error", "xfail", "flaky", "measured / budget in the runs that did not pass"):
-        table.add_column(col)
+    header = f"{len(runs)} runs, seeds {min(runs)}..{max(runs)}"
+    lines = []
     for cid, seen in by_id.items():
         statuses = [r.result.status for _, r in seen]
         if set(statuses) <= {"pass", "skip"}:
             continue
-        bad = [f"seed {s}: {r.result.status} {_fmt(r.result.measured)}/{_fmt(r.result.budget)}"
-               for s, r in seen if r.result.status not in ("pass", "skip")]
-        table.add_row(cid, *(f"{statuses.count(st)}/{len(seen)}" for st in ("fail", "error", "xfail")),
-                      "yes" if len(set(statuses)) > 1 else "", escape("; ".join(bad)))
-    console.print(table, width=None if console.is_terminal else 200)     # logs: keep check ids whole
+        seed_, bad = max(((s, r) for s, r in seen if r.result.status not in ("pass", "skip")),
+                         key=lambda sr: _ratio(sr[1].result))
+        counts = ", ".join(f"{st} {statuses.count(st)}/{len(seen)}" for st in ("fail", "error", "xfail")
+                           if st in statuses)
+        lines.append(f"  {cid}: {counts}{' FLAKY' if len(set(statuses)) > 1 else ''}; worst: seed {seed_} "
+                     f"{bad.result.status} {_fmt(bad.result.measured)} / {_fmt(bad.result.budget)}")
+    if not lines:
+        console.print(f"{header}: every check passed in every run")
+        return
+    console.print(f"{header}: {len(lines)} check(s) did not always pass (measured / budget)")
+    for line in lines:
+        console.print(escape(line), highlight=False, soft_wrap=True)
+
+
+def _ratio(result: Result) -> float:
+    """measured / budget for ordering runs; a result without both numbers (an error) sorts first."""
+    if result.measured is None or not result.budget:
+        return math.inf
+    return result.measured / result.budget
 
 
 def _fmt(x: float | None) -> str:
