@@ -1,5 +1,7 @@
 """Production-kernel checks have teeth: each family turns red on a planted bug of its kind (a patched
 copy of fla loaded through --kernel-root in a fresh process) and is green on the unmodified kernels."""
+import json
+
 import pytest
 
 from verify.mutants import MUTANTS, materialize, run_checks
@@ -59,3 +61,83 @@ def test_cpu_runs_pick_the_h200_tile_sizes():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip().splitlines()[-1] == "True H200 (max_shared_mem 232448)"
+
+
+STUB_MODE_RULE = '''
+import torch
+from references import mdn as MDN
+
+
+def _exact(q, k, v, log_alpha, log_mu, p, beta, eta, scale, initial_state, use_qk_l2norm_in_kernel,
+           use_p_times_alpha):
+    assert not use_qk_l2norm_in_kernel
+    d = lambda t: None if t is None else t.double()
+    S0, M0 = initial_state if initial_state is not None else (None, None)
+    o, S, M = MDN.recurrence(d(q), d(k), d(v), d(log_alpha), d(log_mu), d(beta), d(eta),
+                             p=None if use_p_times_alpha else d(k if p is None else p), scale=scale, S0=d(S0), M0=d(M0))
+    return o.to(q.dtype), (S.float(), M.float())
+
+
+def chunk_mode_rule(q, k, v, log_alpha, log_mu, p=None, beta=None, eta=None, scale=None, initial_state=None,
+                    output_final_state=False, cu_seqlens=None, use_qk_l2norm_in_kernel=True, use_p_times_alpha=True):
+    return _exact(q, k, v, log_alpha, log_mu, p, beta, eta, scale, initial_state, use_qk_l2norm_in_kernel,
+                  use_p_times_alpha)
+
+
+def fused_recurrent_mode_rule(q, k, v, log_alpha, log_mu, p=None, beta=None, eta=None, scale=None,
+                              initial_state=None, output_final_state=False, cu_seqlens=None,
+                              use_qk_l2norm_in_kernel=True, use_p_times_alpha=True):
+    return _exact(q, k, v, log_alpha, log_mu, p, beta, eta, scale, initial_state, use_qk_l2norm_in_kernel,
+                  use_p_times_alpha)
+'''
+
+
+def test_authors_fork_api_through_kernel_root(tmp_path):
+    """A stand-in for the MDN authors' fork (fla 0.3.2, entry points *_mode_rule, chunk fixed at 64, the
+    exact recurrence inside): the adapter finds the fork's API and maps every argument, so its checks pass;
+    asking it for another chunk size is a clear usage error."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    pkg = tmp_path / "fork" / "fla"
+    (pkg / "ops" / "momentum_delta_rule").mkdir(parents=True)
+    (pkg / "utils").mkdir()
+    (pkg / "__init__.py").write_text('__version__ = "0.3.2"\n')
+    (pkg / "utils" / "__init__.py").write_text("")
+    (pkg / "ops" / "__init__.py").write_text("")
+    (pkg / "ops" / "momentum_delta_rule" / "__init__.py").write_text(STUB_MODE_RULE)
+    repo = Path(__file__).resolve().parents[1]
+    out = tmp_path / "r.json"
+    run = lambda *ids: subprocess.run(
+        [sys.executable, "-m", "verify", "kernels", "--device", "cpu", "--profile", "quick", "--json", str(out),
+         "--kernel-root", str(tmp_path / "fork"), *[a for i in ids for a in ("--id", i)]],
+        capture_output=True, text=True, cwd=repo)
+    r = run("kernel.fla.mdn_chunk64.fwd.bf16.typical", "kernel.fla.mdn_recurrent.fwd.fp32.initial_state",
+            "kernel.fla.mdn_recurrent.convention.residual_alpha_k")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert {c["status"] for c in json.loads(out.read_text())["checks"]} == {"pass"}
+    r = run("kernel.fla.mdn_chunk16.fwd.bf16.typical")
+    assert r.returncode == 2 and "fixed chunk size of 64" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_regression_cases_fail_without_their_fixes(monkeypatch):
+    """The regression cases of verify.strategies pass with the budget's summed-terms floor and the
+    reference's stored-O delta, and fail (a false alarm) when either fix is taken out."""
+    from references import path_attn as P
+    from verify.budget import judge
+    from verify.checks import kernels as K
+    from verify.registry import Context
+    from verify.strategies import REGRESSION_CASES
+    ctx = Context(device="cpu", profile="quick")
+    K.prepare(ctx)
+    mdn_case = REGRESSION_CASES["kernel.fla.mdn_recurrent.fwd.fp32.eta_near2"][0]
+    fox_case = REGRESSION_CASES["kernel.fla.forgetting_attn.bwd.bf16.saturated"][0]
+    assert K._mdn_probe(mdn_case, "fp32", "fwd", None, ctx).verdict.ratio <= 1
+    assert K._path_probe(fox_case, "bf16", "bwd", ctx, fox=True).verdict.ratio <= 1
+    with monkeypatch.context() as m:     # no summed-terms floor
+        m.setattr(K, "judge", lambda n, o, r64, r, prec, c, scale=0.0, terms=None: judge(n, o, r64, r, prec, c, scale))
+        assert K._mdn_probe(mdn_case, "fp32", "fwd", None, ctx).verdict.ratio > 1
+    with monkeypatch.context() as m:     # delta from the exact output (plain autograd)
+        m.setattr(K.lowprec, "fox_attn", lambda q, k, v, g, cu_seqlens, prec, scale, gate_scaled: prec.store(
+            P.fox_attn(q, k, v, g, scale, gate_scaled, cu_seqlens, prec.mm)))
+        assert K._path_probe(fox_case, "bf16", "bwd", ctx, fox=True).verdict.ratio > 1

@@ -1,6 +1,6 @@
 """Hypothesis-driven search for the worst error of a kernel under its budget.
 
-`search` runs a property over a strategy of cases, tells hypothesis to climb the error/budget ratio
+`search` runs a property over a strategy of cases (first the check's regression cases, verify.strategies), tells hypothesis to climb the error/budget ratio
 (`hypothesis.target`), and turns the outcome into a Result: the worst case seen when everything passed,
 or the minimal failing example hypothesis shrank to, with the measured error, the budget and the case.
 The seed comes from the CLI, the example database is off, so a run is reproducible from its repro line.
@@ -12,12 +12,13 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from hypothesis import HealthCheck, Phase, given, seed, settings, target
+from hypothesis import HealthCheck, Phase, example, given, seed, settings, target
 from hypothesis import strategies as st
 
 from verify.budget import Verdict
 from verify.errors import UsageError, is_device_fatal
 from verify.registry import Context, Result
+from verify.strategies import REGRESSION_CASES
 
 MAX_EXAMPLES = {"quick": 2, "ci": 3, "full": 5}
 DEVICE_LOST = "device_lost"     # Result.details key: the CUDA context is unusable after this check
@@ -47,12 +48,6 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
     n_examples = [0]
     t0 = time.perf_counter()
 
-    @settings(max_examples=max_examples or ctx.examples or MAX_EXAMPLES[ctx.profile], database=None, deadline=None,
-              derandomize=False, report_multiple_bugs=False, print_blob=False,
-              suppress_health_check=list(HealthCheck),
-              phases=(Phase.explicit, Phase.generate, Phase.target, Phase.shrink))
-    @seed(ctx.seed)
-    @given(strategy)
     def prop(case):
         n_examples[0] += 1
         try:
@@ -72,8 +67,15 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
             failures.append(probe)
             raise _Exceeded(probe.label)
 
+    test = given(strategy)(prop)
+    for case in REGRESSION_CASES.get(what, ()):
+        test = example(case)(test)
+    test = settings(max_examples=max_examples or ctx.examples or MAX_EXAMPLES[ctx.profile], database=None,
+                    deadline=None, derandomize=False, report_multiple_bugs=False, print_blob=False,
+                    suppress_health_check=list(HealthCheck),
+                    phases=(Phase.explicit, Phase.generate, Phase.target, Phase.shrink))(seed(ctx.seed)(test))
     try:
-        prop()
+        test()
     except _Exceeded:
         pass
     except _DeviceLost:

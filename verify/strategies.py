@@ -109,3 +109,17 @@ def bf16_values(min_value: float = -1e4, max_value: float = 1e4) -> st.SearchStr
         return torch.tensor([bits], dtype=torch.int32).to(torch.int16).view(torch.bfloat16).item()
     return st.integers(0, 0xFFFF).map(to_float).filter(
         lambda x: x == x and min_value <= x <= max_value)
+
+
+# Regression cases: inputs that once decided a check, run first (hypothesis' explicit phase) on every
+# run of that check, whatever the seed, so a fix stays fixed and a listed failure is reproduced rather
+# than left to the search's luck.  check id -> cases (why, in the comment).
+REGRESSION_CASES = {
+    # passed only once the reference formed delta from the stored bf16 O (verify/lowprec.py); was 1.6x budget
+    "kernel.fla.forgetting_attn.bwd.bf16.saturated": [PathCase(T=23, gate="mixed", logit_gain=4.0, seed=0)],
+    # fla's log(beta + 1e-6) bias at T = 1 (expected failures; the search draws these rarely)
+    "kernel.fla.mdn_chunk16.fwd.bf16.alpha_near1": [MdnCase(T=1, alpha="near1", seed=50)],
+    "kernel.fla.mdn_chunk16.bwd.bf16.alpha_near1": [MdnCase(T=1, alpha="near1", seed=12)],
+    # the T = 1 cancellation that needed the summed-terms floor (verify/budget.py); was 1.7x budget
+    "kernel.fla.mdn_recurrent.fwd.fp32.eta_near2": [MdnCase(T=1, eta="near2", seed=1000)],
+}
