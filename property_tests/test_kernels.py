@@ -122,7 +122,7 @@ def test_authors_fork_api_through_kernel_root(tmp_path):
 
 def test_regression_cases_fail_without_their_fixes(monkeypatch):
     """The regression cases of verify.strategies pass with the budget's summed-terms floor and the
-    reference's stored-O delta, and fail (a false alarm) when either fix is taken out."""
+    references' stored-O delta (FoX, PaTH), and fail (a false alarm) when either fix is taken out."""
     from references import path_attn as P
     from verify.budget import judge
     from verify.checks import kernels as K
@@ -132,12 +132,17 @@ def test_regression_cases_fail_without_their_fixes(monkeypatch):
     K.prepare(ctx)
     mdn_case = REGRESSION_CASES["kernel.fla.mdn_recurrent.fwd.fp32.eta_near2"][0]
     fox_case = REGRESSION_CASES["kernel.fla.forgetting_attn.bwd.bf16.saturated"][0]
+    path_case = REGRESSION_CASES["kernel.fla.path_attn.bwd.fp32.saturated"][0]
     assert K._mdn_probe(mdn_case, "fp32", "fwd", None, ctx).verdict.ratio <= 1
     assert K._path_probe(fox_case, "bf16", "bwd", ctx, fox=True).verdict.ratio <= 1
+    assert K._path_probe(path_case, "fp32", "bwd", ctx, fox=False).verdict.ratio <= 1
     with monkeypatch.context() as m:     # no summed-terms floor
         m.setattr(K, "judge", lambda n, o, r64, r, prec, c, scale=0.0, terms=None: judge(n, o, r64, r, prec, c, scale))
         assert K._mdn_probe(mdn_case, "fp32", "fwd", None, ctx).verdict.ratio > 1
     with monkeypatch.context() as m:     # delta from the exact output (plain autograd)
         m.setattr(K.lowprec, "fox_attn", lambda q, k, v, g, cu_seqlens, prec, scale, gate_scaled: prec.store(
             P.fox_attn(q, k, v, g, scale, gate_scaled, cu_seqlens, prec.mm)))
+        m.setattr(K.lowprec, "path_attn", lambda q, k, v, w, beta, g, cu_seqlens, prec, scale, gate_scaled:
+                  prec.store(P.path_attn_blockwise(q, k, v, w, beta, g, scale, gate_scaled, cu_seqlens, 64, prec.mm)))
         assert K._path_probe(fox_case, "bf16", "bwd", ctx, fox=True).verdict.ratio > 1
+        assert K._path_probe(path_case, "fp32", "bwd", ctx, fox=False).verdict.ratio > 1

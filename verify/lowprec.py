@@ -16,8 +16,13 @@ from verify.precision import Precision
 
 
 def path_attn(q, k, v, w, beta, g, cu_seqlens, prec: Precision, scale, gate_scaled, block=64):
-    """PaTH / PaTH-FoX by blocks of 64 (the kernels' block), in prec."""
-    return prec.store(P.path_attn_blockwise(q, k, v, w, beta, g, scale, gate_scaled, cu_seqlens, block, prec.mm))
+    """PaTH / PaTH-FoX: the logits by blocks of 64 (the kernels' block: UT transforms, right-to-left scan)
+    in prec, then softmax attention with the FlashAttention backward (_AttendStoredOutput)."""
+    def head(q_, k_, v_, w_, b_, g_):
+        _, parts = P.path_attn_blockwise_head(q_, k_, v_, w_, b_, None, 1.0, False, block, prec.mm)
+        s = P.scores(parts["logits"], None if g_ is None else P.gate_matrix(g_), scale, gate_scaled)
+        return _AttendStoredOutput.apply(s, v_, prec)
+    return P.per_head(head, q, k, v, w, beta, g, cu_seqlens)
 
 
 def fox_attn(q, k, v, g, cu_seqlens, prec: Precision, scale, gate_scaled):
@@ -33,7 +38,9 @@ class _AttendStoredOutput(torch.autograd.Function):
     """O = store(softmax(S) V).  Backward as FlashAttention-style kernels compute it:
     dV = P^T dO, dP = dO V^T, delta = rowsum(dO * O) from the *stored* O, dS = P (dP - delta).
     Measured: without the stored O in delta, fla's FoX bf16 backward (which does round O there) exceeded
-    its budget at 1.6x on saturated logits (dg 5.0e-2 against a reference error below u_bf16)."""
+    its budget at 1.6x on saturated logits (dg 5.0e-2 against a reference error below u_bf16), and fla's
+    PaTH fp32 backward at T = 1 returned dk = 1.7e-2 where autograd's reference cancels exactly to 0
+    (dP a TF32 dot, delta from the stored O: their difference is one rounding, not zero)."""
     @staticmethod
     def forward(ctx, s, v, prec):
         p = torch.softmax(s, dim=-1)

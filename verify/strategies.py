@@ -120,6 +120,9 @@ REGRESSION_CASES = {
     # fla's log(beta + 1e-6) bias at T = 1 (expected failures; the search draws these rarely)
     "kernel.fla.mdn_chunk16.fwd.bf16.alpha_near1": [MdnCase(T=1, alpha="near1", seed=50)],
     "kernel.fla.mdn_chunk16.bwd.bf16.alpha_near1": [MdnCase(T=1, alpha="near1", seed=12)],
+    # passed only once the PaTH reference formed delta from the stored O: at T = 1 the exact dk is 0 and
+    # fla's is 1.73e-2 (on the H200 too); was 2.2x budget (D = 16, seed 1; the H200's full-profile draw)
+    "kernel.fla.path_attn.bwd.fp32.saturated": [PathCase(T=1, B=2, logit_gain=4.0, seed=1)],
     # the T = 1 cancellation that needed the summed-terms floor (verify/budget.py); was 1.7x budget
     "kernel.fla.mdn_recurrent.fwd.fp32.eta_near2": [MdnCase(T=1, eta="near2", seed=1000)],
 }
