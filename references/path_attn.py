@@ -154,34 +154,40 @@ def block_transform(q, k, w, beta, mm=torch.matmul) -> dict:
     }
 
 
-def path_attn_blockwise_head(q, k, v, w, beta, g=None, scale=1.0, gate_scaled=False, block=64, mm=torch.matmul):
-    """One head by blocks: local UT logits, then the right-to-left scan with online softmax.
-
-    For query block b: Q_work = Qbar_b; for c = b-1 down to 0: logits_bc = Q_work Kbar_c^T, then
-    Q_work <- Q_work F_c^T.  Returns (o [T, Dv], intermediates dict).
-    """
+def blockwise_logits(q, k, w, beta, block=64, mm=torch.matmul):
+    """All causal logits of one head by blocks: the block's own UT logits on the diagonal, and for query
+    block b the right-to-left scan Q_work = Qbar_b; for c = b-1 down to 0: logits_bc = Q_work Kbar_c^T,
+    then Q_work <- Q_work F_c^T.  Returns (block starts, per-block transforms, logits [T, T], -inf above)."""
     T = q.shape[0]
     starts = list(range(0, T, block))
     blocks = [block_transform(q[s:s + block], k[s:s + block], w[s:s + block], beta[s:s + block], mm)
               for s in starts]
-    G = torch.cumsum(g, 0) if g is not None else None
     logits = q.new_full((T, T), -math.inf)
+    for b, sb in enumerate(starts):
+        eb = min(sb + block, T)
+        logits[sb:eb, sb:eb] = causal_mask(blocks[b]["A_local"])
+        q_work = blocks[b]["Qbar"]
+        for c in range(b - 1, -1, -1):
+            sc, ec = starts[c], min(starts[c] + block, T)
+            logits[sb:eb, sc:ec] = mm(q_work, blocks[c]["Kbar"].T)
+            q_work = mm(q_work, blocks[c]["F"].T)
+    return starts, blocks, logits
+
+
+def path_attn_blockwise_head(q, k, v, w, beta, g=None, scale=1.0, gate_scaled=False, block=64, mm=torch.matmul):
+    """One head by blocks: the blockwise logits, then for each query block an online softmax over its key
+    blocks, right to left.  Returns (o [T, Dv], intermediates dict)."""
+    T = q.shape[0]
+    starts, blocks, logits = blockwise_logits(q, k, w, beta, block, mm)
+    G = torch.cumsum(g, 0) if g is not None else None
     out = []
     for b, sb in enumerate(starts):
         eb = min(sb + block, T)
-        A = causal_mask(blocks[b]["A_local"])
         m = l = acc = None
-        q_work = blocks[b]["Qbar"]
         for c in range(b, -1, -1):
             sc, ec = starts[c], min(starts[c] + block, T)
-            if c == b:
-                tile = A
-            else:
-                tile = mm(q_work, blocks[c]["Kbar"].T)
-                q_work = mm(q_work, blocks[c]["F"].T)
-            logits[sb:eb, sc:ec] = tile
             gate = None if G is None else G[sb:eb, None] - G[None, sc:ec]
-            s = scores(tile, gate, scale, gate_scaled)
+            s = scores(logits[sb:eb, sc:ec], gate, scale, gate_scaled)
             m_new = s.max(dim=1).values if m is None else torch.maximum(m, s.max(dim=1).values)
             p = torch.exp(s - m_new[:, None])
             corr = torch.ones_like(m_new) if m is None else torch.exp(m - m_new)

@@ -18,20 +18,23 @@ from verify.precision import Precision
 def path_attn(q, k, v, w, beta, g, cu_seqlens, prec: Precision, scale, gate_scaled, block=64):
     """PaTH / PaTH-FoX: the logits by blocks of 64 (the kernels' block: UT transforms, right-to-left scan)
     in prec, then softmax attention with the FlashAttention backward (_AttendStoredOutput)."""
-    def head(q_, k_, v_, w_, b_, g_):
-        _, parts = P.path_attn_blockwise_head(q_, k_, v_, w_, b_, None, 1.0, False, block, prec.mm)
-        s = P.scores(parts["logits"], None if g_ is None else P.gate_matrix(g_), scale, gate_scaled)
-        return _AttendStoredOutput.apply(s, v_, prec)
-    return P.per_head(head, q, k, v, w, beta, g, cu_seqlens)
+    return P.per_head(lambda q_, k_, v_, w_, b_, g_: _attend(
+        P.blockwise_logits(q_, k_, w_, b_, block, prec.mm)[2], v_, g_, prec, scale, gate_scaled),
+        q, k, v, w, beta, g, cu_seqlens)
 
 
 def fox_attn(q, k, v, g, cu_seqlens, prec: Precision, scale, gate_scaled):
     """FoX as standard attention (logits, fp32 softmax, P rounded to the dot format before P V), with
     the FlashAttention backward (_AttendStoredOutput)."""
-    def head(q_, k_, v_, w_, b_, g_):
-        s = P.scores(P.plain_logits(q_, k_, prec.mm), None if g_ is None else P.gate_matrix(g_), scale, gate_scaled)
-        return _AttendStoredOutput.apply(s, v_, prec)
-    return P.per_head(head, q, k, v, None, None, g, cu_seqlens)
+    return P.per_head(lambda q_, k_, v_, w_, b_, g_: _attend(
+        P.plain_logits(q_, k_, prec.mm), v_, g_, prec, scale, gate_scaled), q, k, v, None, None, g, cu_seqlens)
+
+
+def _attend(logits, v, g, prec: Precision, scale, gate_scaled):
+    """store(softmax(scores) V) of one head, scores as in references.path_attn.scores, with the
+    FlashAttention backward."""
+    gate = None if g is None else P.gate_matrix(g)
+    return _AttendStoredOutput.apply(P.scores(logits, gate, scale, gate_scaled), v, prec)
 
 
 class _AttendStoredOutput(torch.autograd.Function):

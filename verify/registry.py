@@ -14,6 +14,7 @@ from typing import Callable
 
 STATUSES = ("pass", "fail", "xfail", "skip", "error")
 PROFILES = ("quick", "ci", "full")
+DEVICE_LOST = "device_lost"     # Result.details key: the CUDA context is unusable after this check
 
 
 @dataclass(frozen=True)

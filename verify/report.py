@@ -13,8 +13,7 @@ import json
 import sys
 
 from verify.errors import UsageError
-from verify.registry import STATUSES
-from verify.runner import expected_failures, write_text_atomic
+from verify.runner import applies, expected_failures, status_counts, write_text_atomic
 
 
 def merge(paths: list[str]) -> tuple[dict, list[dict]]:
@@ -34,14 +33,9 @@ def merge(paths: list[str]) -> tuple[dict, list[dict]]:
     xfails = expected_failures()
     for c in by_id.values():
         entry = xfails.get(c["id"])
-        if c["status"] == "fail" and entry and env.get("device") in entry.get("devices", [env.get("device")]) \
-                and env.get("profile") in entry.get("profiles", [env.get("profile")]):
+        if c["status"] == "fail" and entry and applies(entry, env.get("device"), env.get("profile")):
             c["status"], c["listed_after_run"] = "xfail", True
     return env, [by_id[k] for k in sorted(by_id)]
-
-
-def counts(records: list[dict]) -> dict[str, int]:
-    return {s: sum(r["status"] == s for r in records) for s in STATUSES}
 
 
 def _num(x) -> str:
@@ -52,7 +46,7 @@ def markdown(env: dict, records: list[dict]) -> str:
     lines = [f"# verify report: {env.get('device_name')} ({env.get('device')}), profile {env.get('profile')}",
              "",
              f"torch {env.get('torch')}, triton {env.get('triton')}, fla {env.get('fla')}; "
-             + ", ".join(f"{n} {s}" for s, n in counts(records).items()),
+             + ", ".join(f"{n} {s}" for s, n in status_counts(r["status"] for r in records).items()),
              "",
              "| check | status | measured | budget | example | what decided |",
              "|---|---|---|---|---|---|"]
@@ -93,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     write_text_atomic(args.markdown, markdown(env, records))
     if args.json:
         write_text_atomic(args.json, json.dumps({"environment": env, "checks": records,
-                                                 "summary": counts(records)}, indent=2))
+                                                 "summary": status_counts(r["status"] for r in records)}, indent=2))
     return 0
 
 

@@ -18,8 +18,7 @@ from rich.table import Table
 
 from verify import environment
 from verify.errors import UsageError
-from verify.registry import STATUSES, Check, Context, Result
-from verify.search import DEVICE_LOST
+from verify.registry import DEVICE_LOST, STATUSES, Check, Context, Result
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -47,6 +46,11 @@ def expected_failures(path: Path = EXPECTED_FAILURES_FILE) -> dict[str, dict]:
                 raise UsageError(f"{path.name}: {cid} is listed twice")
             out[cid] = e
     return out
+
+
+def applies(entry: dict, device: str, profile: str) -> bool:
+    """Whether an expected-failure entry covers a run (its `devices` / `profiles` limit it, if given)."""
+    return device in entry.get("devices", [device]) and profile in entry.get("profiles", [profile])
 
 
 @dataclass
@@ -92,8 +96,7 @@ def run_one(check: Check, ctx: Context, xfails: dict[str, dict], debug: bool = F
             tb = traceback.format_exc() if debug else traceback.format_exc(limit=-3)
             result = Result("error", message=f"{type(exc).__name__}: {exc}", details={"traceback": tb})
     entry = xfails.get(check.id)
-    if entry is not None and ctx.device in entry.get("devices", [ctx.device]) \
-            and ctx.profile in entry.get("profiles", [ctx.profile]):
+    if entry is not None and applies(entry, ctx.device, ctx.profile):
         if result.status == "fail":
             result.status = "xfail"
             result.message += f" [expected failure, listed with {entry['measured']}; cause: {entry['cause']}]"
@@ -110,14 +113,12 @@ def run_checks(checks: list[Check], ctx: Context, console: Console, debug: bool 
     width = len(str(len(checks)))
     lost_in = None      # the check after which the CUDA context is unusable
     for n, chk in enumerate(checks, 1):
-        if deadline is not None and time.monotonic() > deadline:
-            records.append(Record(chk.id, chk.description, Result("skip", message=TIME_LIMIT), 0.0,
-                                  repro_command(chk.id, ctx)))
-            continue
-        if lost_in is not None:
-            msg = f"not run: the CUDA context was lost to a fatal error in {lost_in}; run this check with --id"
-            records.append(Record(chk.id, chk.description, Result("error", message=msg), 0.0,
-                                  repro_command(chk.id, ctx)))
+        not_run = (Result("skip", message=TIME_LIMIT) if deadline is not None and time.monotonic() > deadline
+                   else Result("error", message=f"not run: the CUDA context was lost to a fatal error in {lost_in}; "
+                                                "run this check with --id") if lost_in is not None
+                   else None)
+        if not_run is not None:
+            records.append(Record(chk.id, chk.description, not_run, 0.0, repro_command(chk.id, ctx)))
             continue
         if console.is_terminal:
             with console.status(escape(f"[{n}/{len(checks)}] {chk.id}")):
@@ -137,11 +138,14 @@ def run_checks(checks: list[Check], ctx: Context, console: Console, debug: bool 
     return records
 
 
+def status_counts(statuses) -> dict[str, int]:
+    """How many of each status (every status present, zero or not)."""
+    statuses = list(statuses)
+    return {s: statuses.count(s) for s in STATUSES}
+
+
 def summary_counts(records: list[Record]) -> dict[str, int]:
-    counts = {s: 0 for s in STATUSES}
-    for r in records:
-        counts[r.result.status] += 1
-    return counts
+    return status_counts(r.result.status for r in records)
 
 
 def print_summary(records: list[Record], console: Console) -> None:

@@ -17,11 +17,10 @@ from hypothesis import strategies as st
 
 from verify.budget import Verdict
 from verify.errors import UsageError, is_device_fatal
-from verify.registry import Context, Result
+from verify.registry import DEVICE_LOST, Context, Result
 from verify.strategies import REGRESSION_CASES
 
 MAX_EXAMPLES = {"quick": 2, "ci": 3, "full": 5}
-DEVICE_LOST = "device_lost"     # Result.details key: the CUDA context is unusable after this check
 
 
 @dataclass
