@@ -41,6 +41,11 @@ class KernelUnavailable(RuntimeError):
     """The kernel package or entry point cannot be used here (the CLI reports it with exit status 2)."""
 
 
+class VariantUnsupported(RuntimeError):
+    """The kernel package does not offer this variant (a chunk size, a backward, an argument): the check is
+    skipped with kind "unsupported" and the reason, never failed."""
+
+
 def check_fla_version() -> str:
     """The version of the fla that `import fla` would load, read from its fla/__init__.py without importing
     it (a --kernel-root checkout has no installed metadata); KernelUnavailable if fla is missing or the

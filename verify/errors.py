@@ -9,3 +9,11 @@ def is_device_fatal(exc: BaseException) -> bool:
     """A CUDA runtime error (illegal memory access, device-side assert, ...): it poisons the CUDA context,
     so every later CUDA call of the process fails too.  Compile-time errors (OutOfResources) are not."""
     return type(exc).__name__ == "AcceleratorError" or "CUDA error" in str(exc)
+
+
+def is_interpreter_gap(exc: BaseException) -> bool:
+    """An error raised by the Triton interpreter itself (an operation it does not implement), not by the
+    kernel: reported as skip with kind interpreter_gap, never as a kernel failure.  verify.fidelity owns
+    the list of known gaps."""
+    from verify import fidelity
+    return fidelity.is_interpreter_gap(exc)

@@ -319,6 +319,12 @@ def activate(fp32_dot: str = "tf32", parts=PARTS, allow_untested_triton: bool | 
     return active_parts()
 
 
+def is_interpreter_gap(exc: BaseException) -> bool:
+    """Whether exc comes from the interpreter's own missing support (the fidelity guard's refusal, or an
+    InterpreterBuilder attribute it lacks), not from the kernel."""
+    return isinstance(exc, Bf16ArithmeticNotEmulated) or "InterpreterBuilder" in str(exc)
+
+
 def is_active() -> bool:
     return _state is not None
 

@@ -13,6 +13,12 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 STATUSES = ("pass", "fail", "xfail", "skip", "error")
+# Result.kind: why a check did not pass (or was not measured).  Failures: over_budget, non_finite, exception,
+# cuda_fatal, crashed, timeout.  Skips: unsupported (the kernel package does not offer the variant),
+# interpreter_gap (the Triton interpreter cannot run the kernel faithfully; the same check runs on a GPU),
+# not_run (interrupted or time limit).  Errors: import_error, check_error.
+KINDS = ("over_budget", "non_finite", "exception", "cuda_fatal", "crashed", "timeout", "unsupported",
+         "interpreter_gap", "not_run", "import_error", "check_error")
 PROFILES = ("quick", "ci", "full")
 DEVICE_LOST = "device_lost"     # Result.details key: the CUDA context is unusable after this check
 
@@ -39,10 +45,14 @@ class Result:
     budget: float | None = None
     message: str = ""
     details: dict = field(default_factory=dict)
+    kind: str | None = None       # one of KINDS, or None for a plain pass
+    measure: str | None = None    # what measured / budget are, e.g. "normwise_relative", "max_abs", "threshold"
 
     def __post_init__(self):
         if self.status not in STATUSES:
             raise ValueError(f"unknown status {self.status!r}")
+        if self.kind is not None and self.kind not in KINDS:
+            raise ValueError(f"unknown kind {self.kind!r}")
 
 
 def within(measured: float, budget: float, what: str) -> Result:
