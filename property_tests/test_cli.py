@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from verify import cli
+from verify import cli, xfails
 from verify.registry import Context, Result, register, REGISTRY
 
 
@@ -73,16 +73,15 @@ def test_list_prints_ids_and_descriptions():
 @pytest.fixture
 def planted(registry):
     """Three throwaway checks: one failing, one raising, one failing but listed as expected failure."""
-    from verify import runner
     ids = ["test.planted.fail", "test.planted.error", "test.planted.xfail"]
     register(ids[0], "always fails", lambda ctx: Result("fail", 2.0, 1.0, "planted failure"))
     register(ids[1], "always raises", lambda ctx: 1 / 0)
     register(ids[2], "fails, listed", lambda ctx: Result("fail", 2.0, 1.0, "planted"))
-    original = runner.expected_failures
-    runner.expected_failures = lambda: {ids[2]: {"id": ids[2], "regime": "r", "measured": "2", "cause": "c"}}
+    original = xfails.expected_failures
+    xfails.expected_failures = lambda: {ids[2]: {"id": ids[2], "regime": "r", "measured": "2", "cause": "c"}}
     cli.FAMILIES["planted"] = (("test.planted.",), "planted")
     yield ids
-    runner.expected_failures = original
+    xfails.expected_failures = original
     del cli.FAMILIES["planted"]
     for i in ids:
         del REGISTRY[i]
@@ -109,24 +108,22 @@ def test_listed_expected_failure_that_passes_is_flagged(registry):
 
 
 def test_expected_failure_file_entries_are_complete(registry):
-    from verify import runner
-    for cid, entry in runner.expected_failures().items():
+    for cid, entry in xfails.expected_failures().items():
         assert entry["regime"] and entry["measured"] and entry["cause"], cid
         assert cid in registry, f"expected_failures.toml lists {cid}, which is no registered check"
 
 
 def test_expected_failure_file_rejects_incomplete_and_duplicate_entries(tmp_path):
-    from verify import runner
     from verify.errors import UsageError
     f = tmp_path / "x.toml"
     f.write_text('[[xfail]]\nids = ["a", "b"]\nregime = "r"\nmeasured = "m"\ncause = "c"\n')
-    assert set(runner.expected_failures(f)) == {"a", "b"}
+    assert set(xfails.expected_failures(f)) == {"a", "b"}
     f.write_text('[[xfail]]\nregime = "r"\nmeasured = "m"\ncause = "c"\n')
     with pytest.raises(UsageError, match="lacks"):
-        runner.expected_failures(f)
+        xfails.expected_failures(f)
     f.write_text('[[xfail]]\nids = ["a", "a"]\nregime = "r"\nmeasured = "m"\ncause = "c"\n')
     with pytest.raises(UsageError, match="twice"):
-        runner.expected_failures(f)
+        xfails.expected_failures(f)
 
 
 def test_fatal_cuda_error_stops_the_search_and_the_later_checks(registry):

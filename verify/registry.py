@@ -32,6 +32,7 @@ class Context:
     fp32_dot: str = "tf32"
     kernel_root: str | None = None
     examples: int | None = None       # hypothesis examples per kernel check (None: the profile's default)
+    save_failing: str | None = None   # directory: save each failing check's minimal example for `verify compare`
 
     def pick(self, quick, ci, full):
         """The value for the current profile."""

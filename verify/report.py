@@ -13,7 +13,8 @@ import json
 import sys
 
 from verify.errors import UsageError
-from verify.runner import applies, expected_failures, status_counts, write_text_atomic
+from verify.runner import status_counts, write_text_atomic
+from verify.xfails import applies, expected_failures
 
 
 def merge(paths: list[str]) -> tuple[dict, list[dict]]:

@@ -19,38 +19,10 @@ from rich.table import Table
 from verify import environment
 from verify.errors import UsageError
 from verify.registry import DEVICE_LOST, STATUSES, Check, Context, Result
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
-EXPECTED_FAILURES_FILE = Path(__file__).with_name("expected_failures.toml")
-NOT_REPRODUCED = "NOT REPRODUCED"    # marks a listed expected failure that passed
+from verify import xfails as xfail_list
+from verify.xfails import NOT_REPRODUCED, applies
 TIME_LIMIT = "not run: --time-limit reached"
 COLOURS = {"pass": "green", "fail": "red", "error": "red", "xfail": "yellow", "skip": "dim"}
-
-
-def expected_failures(path: Path = EXPECTED_FAILURES_FILE) -> dict[str, dict]:
-    """id -> entry (regime, measured, cause) from the one expected-failure file; an entry names one
-    check (`id`) or, for one finding that fails several checks, a list (`ids`)."""
-    with open(path, "rb") as f:
-        entries = tomllib.load(f).get("xfail", [])
-    out = {}
-    for e in entries:
-        missing = {"regime", "measured", "cause"} - set(e) | ({"id"} if "id" not in e and "ids" not in e else set())
-        if missing:
-            raise UsageError(f"{path.name}: entry {e.get('id', e.get('ids', '?'))} lacks {sorted(missing)}")
-        for cid in e.get("ids", [e.get("id")]):     # `ids`: one finding that fails several checks
-            if cid in out:
-                raise UsageError(f"{path.name}: {cid} is listed twice")
-            out[cid] = e
-    return out
-
-
-def applies(entry: dict, device: str, profile: str) -> bool:
-    """Whether an expected-failure entry covers a run (its `devices` / `profiles` limit it, if given)."""
-    return device in entry.get("devices", [device]) and profile in entry.get("profiles", [profile])
 
 
 @dataclass
@@ -108,7 +80,7 @@ def run_one(check: Check, ctx: Context, xfails: dict[str, dict], debug: bool = F
 def run_checks(checks: list[Check], ctx: Context, console: Console, debug: bool = False,
                deadline: float | None = None) -> list[Record]:
     """Run each check in turn; after `deadline` (time.monotonic()) the rest are recorded as skipped."""
-    xfails = expected_failures()
+    xfails = xfail_list.expected_failures()
     records = []
     width = len(str(len(checks)))
     lost_in = None      # the check after which the CUDA context is unusable
