@@ -20,6 +20,9 @@ import math
 import torch
 import torch.nn.functional as F
 
+from references import mdn_forms as forms
+from references.ops import TORCH
+
 # ----------------------------------------------------------------------------------------------------
 # The token recurrence
 
@@ -104,99 +107,28 @@ def gates(x_eta, x_a, x_b, x_mu, tau=TAU, s=S_FACTOR, a=A_SCALE, b=B_SHIFT, floo
 
 
 # ----------------------------------------------------------------------------------------------------
-# Chunk coefficients, two ways
+# The chunk forms (references/mdn_forms.py) in torch.  chunk_step looks chunk_coefficients and gamma_shifted
+# up in this module at call time, so a monkeypatched one reaches it (the planted-bug tests rely on that).
 
 
 def chunk_coefficients(log_alpha, log_mu, beta, form="stable") -> dict:
-    """Coefficients of one chunk (1-D gates of length L), indices 1..L as rows 0..L-1:
-
-    abar_i = prod_{r<=i} alpha_r,  mubar_i = prod_{r<=i} mu_r,  c_i = sum_{r<=i} beta_r mubar_r / abar_r,
-    b_i = abar_i c_i,  gamma_{i,j} = sum_{r=j..i} beta_r (abar_i/abar_r)(mubar_r/mubar_j)  (j <= i, else 0),
-    R_{i,j} = mubar_i / mubar_j (j <= i, else 0): M_i = mubar_i M_0 - sum_{j<=i} R_{i,j} k^_j v~_j^T.
-
-    form="stable": over rows, R_i = mu_i R_{i-1} + e_i and gamma_i = alpha_i gamma_{i-1} + beta_i R_i,
-    with an extra column 0 for a virtual token carrying mubar_0 = 1, so that column 0 of R is mubar and
-    column 0 of gamma is b (b_i = alpha_i b_{i-1} + beta_i mubar_i).  Every factor is at most 1 and every
-    term non-negative, so each entry carries a relative error of O(L u).  O(L^2) flops per chunk (L row
-    updates of length L + 1), the same order as the log form.
-    form="log" (the paper, Appendix C/E): A = cumsum log alpha, U = cumsum log mu,
-    l = logcumsumexp(log beta + U - A), l_0 = -inf, b = exp(A + l),
-    gamma_{i,j} = exp(A_i + l_i - U_j)(1 - exp(l_{j-1} - l_i)), R_{i,j} = exp(U_i - U_j).
-    It cancels catastrophically when mu decays faster than alpha (c_i - c_{i-1} << c_i).
-    """
-    L = beta.shape[0]
-    alpha, mu = torch.exp(log_alpha), torch.exp(log_mu)
-    if form == "stable":
-        eye = torch.eye(L + 1, dtype=beta.dtype, device=beta.device)
-        R_row, g_row = eye[0], beta.new_zeros(L + 1)
-        R, gamma = [], []
-        for i in range(L):
-            R_row = mu[i] * R_row + eye[i + 1]
-            g_row = alpha[i] * g_row + beta[i] * R_row
-            R.append(R_row), gamma.append(g_row)
-        R, gamma = torch.stack(R), torch.stack(gamma)
-        abar = torch.cumprod(alpha, 0)
-        return {"abar": abar, "mubar": R[:, 0], "c": gamma[:, 0] / abar, "b": gamma[:, 0],
-                "gamma": gamma[:, 1:], "R": R[:, 1:]}
-    if form == "log":
-        idx = torch.arange(L, device=beta.device)
-        causal = idx[:, None] >= idx[None, :]
-        A, U = torch.cumsum(log_alpha, 0), torch.cumsum(log_mu, 0)
-        l = torch.logcumsumexp(torch.log(beta) + U - A, 0)
-        l_prev = torch.cat([l.new_full((1,), -math.inf), l[:-1]])
-        zero = beta.new_zeros(())
-        gamma = torch.where(causal, torch.exp(A[:, None] + l[:, None] - U[None, :])
-                            * (1 - torch.exp(l_prev[None, :] - l[:, None])), zero)
-        return {"A": A, "U": U, "l": l, "abar": torch.exp(A), "mubar": torch.exp(U), "c": torch.exp(l),
-                "b": torch.exp(A + l), "gamma": gamma,
-                "R": torch.where(causal, torch.exp(U[:, None] - U[None, :]), zero)}
-    raise ValueError(f"form must be 'stable' or 'log', not {form!r}")
+    """mdn_forms.coefficients from log gates; the stable form also gets c = b / abar."""
+    coef = forms.coefficients(TORCH, torch.exp(log_alpha), torch.exp(log_mu), beta, log_alpha, log_mu, form)
+    return {**coef, "c": coef["b"] / coef["abar"]} if form == "stable" else coef
 
 
 def gamma_shifted(gamma: torch.Tensor) -> torch.Tensor:
     """Gamma^-: row i is row i-1 of Gamma, row 0 is zero (v~_i reads S_{i-1})."""
-    return torch.cat([torch.zeros_like(gamma[:1]), gamma[:-1]])
-
-
-# ----------------------------------------------------------------------------------------------------
-# The chunkwise algorithm
+    return forms.shift_rows(TORCH, gamma)
 
 
 def chunk_step(q, k, v, log_alpha, log_mu, beta, eta, p, scale, S0, M0, form="stable", shift=None):
-    """One chunk of length L from incoming states (S0, M0).  Returns a dict of every intermediate:
-
-    coefficients (chunk_coefficients' dict), k^_j = eta_j k_j, p_i = alpha_i k_i (or given),
-    Gamma, Gamma^- = gamma_shifted(Gamma), system = I + (P K^^T) .* Gamma^-, T = system^-1 (unit lower),
-    U = T V, Y = T Diag(abar^-) P, Z = T Diag(b^-) P  (abar^- = (1, abar_1, ...), b^- = (0, b_1, ...)),
-    V~ = U - Y S_0 + Z M_0,  O = scale (Diag(abar) Q S_0 - Diag(b) Q M_0 + [(Q K^^T) .* Gamma] V~),
-    S = abar_L S_0 - b_L M_0 + sum_j gamma_{L,j} k^_j v~_j^T,  M = mubar_L M_0 - sum_j R_{L,j} k^_j v~_j^T.
-    form may also be a function (log_alpha, log_mu, beta) -> coefficient dict, and shift a row shift other
-    than gamma_shifted: that is how negative controls substitute a wrong variant.  (Both default to the
-    module's functions looked up at call time, so a monkeypatched module function reaches this step.)
-    """
-    L = k.shape[0]
+    """One chunk (mdn_forms.chunk): a dict of every intermediate.  form: "stable", "log", or a function
+    (log_alpha, log_mu, beta) -> coefficient dict; shift: a row shift other than gamma_shifted (negative
+    controls substitute wrong variants through these two)."""
     coef = form(log_alpha, log_mu, beta) if callable(form) else chunk_coefficients(log_alpha, log_mu, beta, form)
-    k_hat = eta[:, None] * k
-    P = torch.exp(log_alpha)[:, None] * k if p is None else p
-    Gamma = coef["gamma"]
-    Gamma_minus = (gamma_shifted if shift is None else shift)(Gamma)
-    eye = torch.eye(L, dtype=k.dtype, device=k.device)
-    system = eye + (P @ k_hat.T) * Gamma_minus
-    T = torch.linalg.solve_triangular(system, eye, upper=False, unitriangular=True)
-    one, zero = k.new_ones(1), k.new_zeros(1)
-    abar_minus = torch.cat([one, coef["abar"][:-1]])
-    b_minus = torch.cat([zero, coef["b"][:-1]])
-    U = T @ v
-    Y = T @ (abar_minus[:, None] * P)
-    Z = T @ (b_minus[:, None] * P)
-    V_tilde = U - Y @ S0 + Z @ M0
-    O = scale * ((coef["abar"][:, None] * q) @ S0 - (coef["b"][:, None] * q) @ M0
-                 + ((q @ k_hat.T) * Gamma) @ V_tilde)
-    S = coef["abar"][-1] * S0 - coef["b"][-1] * M0 + (Gamma[-1][:, None] * k_hat).T @ V_tilde
-    M = coef["mubar"][-1] * M0 - (coef["R"][-1][:, None] * k_hat).T @ V_tilde
-    return {"coefficients": coef, "k_hat": k_hat, "P": P, "Gamma": Gamma, "Gamma_minus": Gamma_minus,
-            "system": system, "T": T, "U": U, "Y": Y, "Z": Z, "V_tilde": V_tilde, "O": O,
-            "S0": S0, "M0": M0, "S": S, "M": M}
+    return forms.chunk(TORCH, q, k, v, torch.exp(log_alpha), beta, eta, p, scale, S0, M0, coef,
+                       gamma_shifted if shift is None else shift)
 
 
 def chunk_forward_head(q, k, v, log_alpha, log_mu, beta, eta, p=None, scale=1.0, S0=None, M0=None, chunk=64,

@@ -19,8 +19,11 @@ import math
 
 import torch
 
+from references import path_forms as forms
+from references.ops import TORCH, TorchOps
+
 # ----------------------------------------------------------------------------------------------------
-# Householder factors, ordered products and the UT transform
+# Householder factors and ordered products (independent: formed literally, no UT algebra)
 
 
 def householder(w: torch.Tensor, beta) -> torch.Tensor:
@@ -44,34 +47,8 @@ def householder_product(W: torch.Tensor, beta: torch.Tensor, order: str = "forwa
     return P
 
 
-def strict_lower(A: torch.Tensor) -> torch.Tensor:
-    return torch.tril(A, diagonal=-1)
-
-
-def lower(A: torch.Tensor) -> torch.Tensor:
-    return torch.tril(A)
-
-
-def ut_factor(W: torch.Tensor, beta: torch.Tensor, mm=torch.matmul) -> torch.Tensor:
-    """U = (I + strictLower(D W W^T))^{-1} D with D = diag(beta)."""
-    D = torch.diag(beta)
-    L = torch.eye(W.shape[0], dtype=W.dtype, device=W.device) + strict_lower(beta[:, None] * mm(W, W.T))
-    return torch.linalg.solve_triangular(L, D, upper=False)
-
-
-def ut_product(W: torch.Tensor, beta: torch.Tensor, order: str = "forward") -> torch.Tensor:
-    """H_1 ... H_L = I - W^T U^T W (forward);  H_L ... H_1 = I - W^T U W (reverse)."""
-    U = ut_factor(W, beta)
-    eye = torch.eye(W.shape[-1], dtype=W.dtype, device=W.device)
-    if order == "forward":
-        return eye - W.T @ U.T @ W
-    if order == "reverse":
-        return eye - W.T @ U @ W
-    raise ValueError(f"order must be 'forward' or 'reverse', not {order!r}")
-
-
 # ----------------------------------------------------------------------------------------------------
-# Logits: literal running-query walk, and the UT closed form
+# Logits: the literal running-query walk (the oracle)
 
 
 def path_logits(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
@@ -95,12 +72,6 @@ def path_logits(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor, beta: torch.T
 def causal_mask(A: torch.Tensor) -> torch.Tensor:
     """-inf above the diagonal (never a zero mask: exp(0) would give future tokens weight)."""
     return A.masked_fill(torch.ones_like(A, dtype=torch.bool).triu(1), -math.inf)
-
-
-def path_logits_ut(q, k, w, beta) -> torch.Tensor:
-    """All causal logits in closed form: lower(Q K^T) - lower(Q W^T) U strictLower(W K^T), -inf above."""
-    U = ut_factor(w, beta)
-    return causal_mask(lower(q @ k.T) - lower(q @ w.T) @ U @ strict_lower(w @ k.T))
 
 
 def plain_logits(q, k, mm=torch.matmul) -> torch.Tensor:
@@ -128,49 +99,41 @@ def attend(logits, v, g=None, scale=1.0, gate_scaled=False, mm=torch.matmul) -> 
 
 
 # ----------------------------------------------------------------------------------------------------
-# Blockwise algorithm (the structure of the fast kernels), every intermediate exposed by name
+# The fast forms (references/path_forms.py) in torch; mm is the matrix product (verify/lowprec.py passes
+# one that rounds its operands)
+
+
+def ut_factor(W: torch.Tensor, beta: torch.Tensor, mm=torch.matmul) -> torch.Tensor:
+    """U = (I + strictLower(D W W^T))^{-1} D with D = diag(beta)."""
+    return forms.ut_factor(TorchOps(mm), W, beta)
+
+
+def ut_product(W: torch.Tensor, beta: torch.Tensor, order: str = "forward") -> torch.Tensor:
+    """H_1 ... H_L = I - W^T U^T W (forward);  H_L ... H_1 = I - W^T U W (reverse)."""
+    return forms.ut_product(TORCH, W, beta, order)
+
+
+def path_logits_ut(q, k, w, beta) -> torch.Tensor:
+    """All causal logits in closed form (one block): lower(Q K^T) - lower(Q W^T) U strictLower(W K^T)."""
+    return causal_mask(forms.block_transform(TORCH, q, k, w, beta)["A_local"])
 
 
 def block_transform(q, k, w, beta, mm=torch.matmul) -> dict:
-    """Per-block quantities for rows first..last of one block:
-
-    U    = (I + strictLower(D W W^T))^{-1} D
-    Qbar = Q - lower(Q W^T) U W                  row i: H_first ... H_i q_i
-    Kbar = K - (U strictLower(W K^T))^T W        row j: H_last ... H_{j+1} k_j
-    F    = I - W^T U^T W                         H_first ... H_last
-    A    = lower(Q K^T) - lower(Q W^T) U strictLower(W K^T)   (the block's own causal logits)
-
-    mm is the matrix product (a low-precision reference passes one that rounds its operands).
-    """
-    U = ut_factor(w, beta, mm)
-    eye = torch.eye(w.shape[-1], dtype=w.dtype, device=w.device)
-    U_wk = mm(U, strict_lower(mm(w, k.T)))
-    return {
-        "U": U,
-        "Qbar": q - mm(mm(lower(mm(q, w.T)), U), w),
-        "Kbar": k - mm(U_wk.T, w),
-        "F": eye - mm(mm(w.T, U.T), w),
-        "A_local": lower(mm(q, k.T)) - mm(lower(mm(q, w.T)), U_wk),
-    }
+    """U, Qbar, Kbar, F and A_local of one block (path_forms.block_transform)."""
+    return forms.block_transform(TorchOps(mm), q, k, w, beta)
 
 
 def blockwise_logits(q, k, w, beta, block=64, mm=torch.matmul):
-    """All causal logits of one head by blocks: the block's own UT logits on the diagonal, and for query
-    block b the right-to-left scan Q_work = Qbar_b; for c = b-1 down to 0: logits_bc = Q_work Kbar_c^T,
-    then Q_work <- Q_work F_c^T.  Returns (block starts, per-block transforms, logits [T, T], -inf above)."""
+    """All causal logits of one head by blocks (path_forms.scan over block_transform of each block).
+    Returns (block starts, per-block transforms, logits [T, T], -inf above)."""
     T = q.shape[0]
     starts = list(range(0, T, block))
     blocks = [block_transform(q[s:s + block], k[s:s + block], w[s:s + block], beta[s:s + block], mm)
               for s in starts]
     logits = q.new_full((T, T), -math.inf)
-    for b, sb in enumerate(starts):
-        eb = min(sb + block, T)
-        logits[sb:eb, sb:eb] = causal_mask(blocks[b]["A_local"])
-        q_work = blocks[b]["Qbar"]
-        for c in range(b - 1, -1, -1):
-            sc, ec = starts[c], min(starts[c] + block, T)
-            logits[sb:eb, sc:ec] = mm(q_work, blocks[c]["Kbar"].T)
-            q_work = mm(q_work, blocks[c]["F"].T)
+    for (b, c), tile in forms.scan(TorchOps(mm), blocks).items():
+        sb, sc = starts[b], starts[c]
+        logits[sb:sb + block, sc:sc + block] = causal_mask(tile) if b == c else tile
     return starts, blocks, logits
 
 

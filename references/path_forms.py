@@ -1,0 +1,59 @@
+"""PaTH's fast forms, written once against an operations context (references/ops.py).
+
+float64 torch (references/path_attn.py), the same-dtype implementation (verify/lowprec.py, through a
+rounding ``mm``) and the sympy proofs (references/symbolic/path.py, exactly over QQ[w, q, k, beta]) all run
+these functions.  They are not oracles: the literal walk and the explicit Householder products are.
+
+W, Q, K are L x d (rows w_t^T, q_t^T, k_t^T), beta has length L, D = diag(beta), H_t = I - beta_t w_t w_t^T.
+"""
+from __future__ import annotations
+
+
+def ut_factor(ops, W, beta):
+    """U = (I + strictLower(D W W^T))^{-1} D."""
+    L = ops.eye(W.shape[0], W) + ops.tril(beta[:, None] * ops.mm(W, W.T), -1)
+    return ops.solve_lower(L, ops.diag(beta))
+
+
+def ut_product(ops, W, beta, order="forward"):
+    """H_1 ... H_L = I - W^T U^T W (forward);  H_L ... H_1 = I - W^T U W (reverse).  (The paper prints
+    the reverse form for the forward product: a negative control.)"""
+    if order not in ("forward", "reverse"):
+        raise ValueError(f"order must be 'forward' or 'reverse', not {order!r}")
+    U = ut_factor(ops, W, beta)
+    return ops.eye(W.shape[1], W) - ops.mm(ops.mm(W.T, U.T if order == "forward" else U), W)
+
+
+def block_transform(ops, Q, K, W, beta) -> dict:
+    """Per-block quantities for rows first..last of one block:
+
+    U    = (I + strictLower(D W W^T))^{-1} D
+    Qbar = Q - lower(Q W^T) U W                  row i: H_first ... H_i q_i
+    Kbar = K - (U strictLower(W K^T))^T W        row j: H_last ... H_{j+1} k_j
+    F    = I - W^T U^T W                         H_first ... H_last (the paper drops the "I -")
+    A_local = lower(Q K^T) - lower(Q W^T) U strictLower(W K^T)   (the block's own causal logits, 0 above)
+    """
+    mm = ops.mm
+    U = ut_factor(ops, W, beta)
+    U_wk = mm(U, ops.tril(mm(W, K.T), -1))
+    return {
+        "U": U,
+        "Qbar": Q - mm(mm(ops.tril(mm(Q, W.T)), U), W),
+        "Kbar": K - mm(U_wk.T, W),
+        "F": ops.eye(W.shape[1], W) - mm(mm(W.T, U.T), W),
+        "A_local": ops.tril(mm(Q, K.T)) - mm(ops.tril(mm(Q, W.T)), U_wk),
+    }
+
+
+def scan(ops, blocks) -> dict:
+    """The logit tiles {(b, c): block b's queries x block c's keys} for c <= b: A_local on the diagonal;
+    for query block b, Q_work = Qbar_b and for c = b-1 down to 0: read Q_work Kbar_c^T, then cross block
+    c's transition, Q_work <- Q_work F_c^T."""
+    tiles = {}
+    for b, blk in enumerate(blocks):
+        tiles[b, b] = blk["A_local"]
+        q_work = blk["Qbar"]
+        for c in range(b - 1, -1, -1):
+            tiles[b, c] = ops.mm(q_work, blocks[c]["Kbar"].T)
+            q_work = ops.mm(q_work, blocks[c]["F"].T)
+    return tiles
