@@ -14,8 +14,8 @@ def step(ops, S, M, k, v, p, alpha, mu, beta, eta):
     """One token: v~ = v - S^T p;  M' = mu M - eta k v~^T;  S' = alpha S - beta M'.  Returns (v~, S', M').
     (p = alpha k in the paper; with mu = 0 this is Gated DeltaNet with its beta = beta eta.)"""
     v_res = v - ops.mm(S.T, p)
-    M = mu * M - eta * ops.outer(k, v_res)
-    return v_res, alpha * S - beta * M, M
+    M = ops.scale(mu, M) - ops.scale(eta, ops.outer(k, v_res))
+    return v_res, ops.scale(alpha, S) - ops.scale(beta, M), M
 
 
 def coefficients(ops, alpha, mu, beta, log_alpha=None, log_mu=None, form="stable") -> dict:
@@ -39,8 +39,8 @@ def coefficients(ops, alpha, mu, beta, log_alpha=None, log_mu=None, form="stable
         R_row, g_row = eye[0], ops.zeros(L + 1, beta)
         R, gamma = [], []
         for i in range(L):
-            R_row = mu[i] * R_row + eye[i + 1]
-            g_row = alpha[i] * g_row + beta[i] * R_row
+            R_row = ops.scale(mu[i], R_row) + eye[i + 1]
+            g_row = ops.scale(alpha[i], g_row) + ops.scale(beta[i], R_row)
             R.append(R_row), gamma.append(g_row)
         R, gamma = ops.stack(R), ops.stack(gamma)
         return {"abar": ops.cumprod(alpha), "mubar": R[:, 0], "b": gamma[:, 0], "gamma": gamma[:, 1:], "R": R[:, 1:]}
@@ -83,10 +83,10 @@ def chunk(ops, q, k, v, alpha, beta, eta, p, scale, S0, M0, coef, shift=shift_ro
     Y = mm(T, abar_minus[:, None] * P)
     Z = mm(T, b_minus[:, None] * P)
     V_tilde = U - mm(Y, S0) + mm(Z, M0)
-    O = scale * (mm(coef["abar"][:, None] * q, S0) - mm(coef["b"][:, None] * q, M0)
-                 + mm(mm(q, k_hat.T) * Gamma, V_tilde))
-    S = coef["abar"][-1] * S0 - coef["b"][-1] * M0 + mm((Gamma[-1][:, None] * k_hat).T, V_tilde)
-    M = coef["mubar"][-1] * M0 - mm((coef["R"][-1][:, None] * k_hat).T, V_tilde)
+    O = ops.scale(scale, mm(coef["abar"][:, None] * q, S0) - mm(coef["b"][:, None] * q, M0)
+                  + mm(mm(q, k_hat.T) * Gamma, V_tilde))
+    S = ops.scale(coef["abar"][-1], S0) - ops.scale(coef["b"][-1], M0) + mm((Gamma[-1][:, None] * k_hat).T, V_tilde)
+    M = ops.scale(coef["mubar"][-1], M0) - mm((coef["R"][-1][:, None] * k_hat).T, V_tilde)
     return {"coefficients": coef, "k_hat": k_hat, "P": P, "Gamma": Gamma, "Gamma_minus": Gamma_minus,
             "system": system, "T": T, "U": U, "Y": Y, "Z": Z, "V_tilde": V_tilde, "O": O,
             "S0": S0, "M0": M0, "S": S, "M": M}

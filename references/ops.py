@@ -5,6 +5,7 @@ references/path_forms.py and references/mdn_forms.py take ``ops`` as their first
 only these operations of it:
 
     mm(A, B)              matrix product (a rounding binding rounds the operands here)
+    scale(s, X)           scalar times array (a scalar of a binding need not know its arrays)
     eye(n, like)          identity of n x n          zeros(shape, like)   ones(shape, like)
     tril(A, k)            keep entries j <= i + k, zero elsewhere (k = 0 lower, k = -1 strictly lower)
     solve_lower(L, B, unit)   L^-1 B for lower-triangular L (unit: the diagonal is 1)
@@ -48,6 +49,10 @@ class TorchOps:
     @staticmethod
     def ones(shape, like):
         return like.new_ones(shape)
+
+    @staticmethod
+    def scale(s, X):
+        return s * X
 
     @staticmethod
     def tril(A, k=0):
@@ -99,6 +104,12 @@ class ArrayOps:
     def mm(A, B):
         return A @ B
 
+    @staticmethod
+    def scale(s, X):
+        box = np.empty((), dtype=object)        # s as a 0-d array: numpy multiplies entry by entry
+        box[()] = s
+        return box * X
+
     def eye(self, n, like=None):
         return self.array([[self.one if i == j else self.zero for j in range(n)] for i in range(n)])
 
@@ -120,7 +131,7 @@ class ArrayOps:
         """Forward substitution; no division where the diagonal is 1 (exact in a polynomial ring)."""
         X = []
         for i in range(L.shape[0]):
-            r = B[i] - sum((L[i, j] * X[j] for j in range(i)), self.zero * B[i])
+            r = B[i] - sum((self.scale(L[i, j], X[j]) for j in range(i)), self.scale(self.zero, B[i]))
             X.append(r if unit or L[i, i] == self.one else r / L[i, i])
         return self.array(X).reshape(B.shape)
 

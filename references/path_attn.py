@@ -167,11 +167,11 @@ def path_attn_blockwise_head(q, k, v, w, beta, g=None, scale=1.0, gate_scaled=Fa
 
 
 def decode_keys(k, w, beta) -> torch.Tensor:
-    """After token t, k_j <- k_j - beta_t w_t (w_t^T k_j) for all j < t.  Returns the keys after all T
-    tokens: row j is H_T ... H_{j+1} k_j, so k_j . q_T is the path logit of the last query."""
-    keys = k.clone()
-    for t in range(1, k.shape[0]):
-        keys[:t] = keys[:t] - beta[t] * torch.outer(keys[:t] @ w[t], w[t])
+    """The keys after all T tokens' in-place updates (path_forms.decode_keys): row j is H_T ... H_{j+1} k_j,
+    so k_j . q_T is the path logit of the last query."""
+    keys = k
+    for keys in forms.decode_keys(TORCH, k, w, beta):
+        pass
     return keys
 
 

@@ -57,3 +57,14 @@ def scan(ops, blocks) -> dict:
             tiles[b, c] = ops.mm(q_work, blocks[c]["Kbar"].T)
             q_work = ops.mm(q_work, blocks[c]["F"].T)
     return tiles
+
+
+def decode_keys(ops, K, W, beta):
+    """The decode-time key cache: after token t, k_j <- k_j - beta_t w_t (w_t^T k_j) for every j < t.
+    Yields the cache after each token t = 0, 1, ... (one array, updated in place): its row j <= t is
+    H_t ... H_{j+1} k_j, so its product with q_t is the path logit of query t."""
+    keys = K + ops.zeros(K.shape, K)
+    for t in range(K.shape[0]):
+        if t:
+            keys[:t] = keys[:t] - ops.scale(beta[t], ops.outer(ops.mm(keys[:t], W[t]), W[t]))
+        yield keys

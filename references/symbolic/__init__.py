@@ -1,4 +1,10 @@
-"""Exact sympy proofs of the PaTH and MDN identities (DESIGN.md sections 3 and 4).
+"""Exact sympy proofs of the PaTH and MDN identities (docs/design.md, "Symbolic proofs").
+
+The fast forms under proof are the code that runs: references/path_forms.py and references/mdn_forms.py,
+called here with an exact binding of their operations context (:class:`Ring`, numpy object arrays of
+QQ[gens] elements; :data:`EXPR`, sympy expressions, for the log-domain forms).  The other side of each
+identity is an independent truth built here: explicit ordered Householder products, or the token
+recurrence run step by step.
 
 Every proof is a plain function (in :mod:`references.symbolic.path` and :mod:`references.symbolic.mdn`)
 that builds both sides of an identity with symbols at a small size and returns a :class:`Proof`:
@@ -8,11 +14,11 @@ that builds both sides of an identity with symbols at a small size and returns a
   printed in a paper) it is a nonzero expression, and ``witness`` holds a rational point where it is
   nonzero together with the exact nonzero value there.
 * ``statement`` and ``hypothesis``: what was proved, in words, and the weakest hypothesis used.
-* ``exprs``: the proved expressions (e.g. the literal Householder products), over the symbols ``gens``,
-  so that a caller can evaluate them exactly at a rational point (:meth:`Proof.evaluate`) and compare a
-  float64 reference implementation with them.
+* ``exprs``: proved expressions over the symbols ``gens``, so that a caller can evaluate them exactly at
+  a rational point (:meth:`Proof.evaluate`) and compare float64 code that is *not* the proved code (the
+  literal walk, the spectra) with them.
 
-No floating point is used in any proof.  This package depends on nothing else in the project (sympy only).
+No floating point is used in any proof.  This package depends on sympy, numpy and references/ only.
 """
 from __future__ import annotations
 
@@ -20,18 +26,22 @@ import itertools
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+import numpy as np
 import sympy as sp
-from sympy.polys.matrices import DomainMatrix
 
-__all__ = ["Proof", "PolyAlgebra", "find_witness", "to_sympy", "is_zero", "first_nonzero"]
+from references.ops import ArrayOps
+
+__all__ = ["Proof", "Ring", "EXPR", "column", "find_witness", "to_sympy", "is_zero", "first_nonzero"]
 
 
 # ----------------------------------------------------------------------------------------------------
-# Exact polynomial matrices: sympy's DomainMatrix over QQ[gens] (sparse PolyElement arithmetic, fast)
+# The exact bindings of references/ops.py: numpy object arrays of QQ[gens] elements, or of sympy expressions
 
 
-class PolyAlgebra:
-    """Matrices over the polynomial ring QQ[gens], with the operations the proofs need."""
+class Ring(ArrayOps):
+    """The operations context over the polynomial ring QQ[gens]: the fast forms of references/path_forms.py
+    and references/mdn_forms.py run on it unchanged, with no rounding and no division (their triangular
+    systems are unit lower triangular: forward substitution stays in the ring)."""
 
     def __init__(self, gens, point: dict | None = None):
         """point=None: the ring QQ[gens] (the proof).  point={symbol: rational}: the same construction
@@ -41,83 +51,47 @@ class PolyAlgebra:
         self.gens = tuple(gens)
         self.point = None if point is None else {g: sp.Rational(point[g]) for g in self.gens if g in point}
         self.R = sp.QQ[self.gens] if point is None else sp.QQ
+        super().__init__(self.R.one, self.R.zero)
 
-    def _conv(self, e):
+    def scalar(self, e):
         e = sp.sympify(e)
         if self.point is not None:
             e = e.xreplace(self.point)
         return self.R.from_sympy(e)
 
-    def mat(self, M) -> DomainMatrix:
-        """sympy Matrix (entries polynomial in gens) -> DomainMatrix over QQ[gens] (or QQ at the point)."""
-        M = sp.Matrix(M)
-        return DomainMatrix([[self._conv(e) for e in M.row(i)] for i in range(M.rows)], M.shape, self.R)
+    def arr(self, M) -> np.ndarray:
+        """sympy Matrix (-> 2-D) or sequence of expressions (-> 1-D), entries polynomial in gens."""
+        if isinstance(M, sp.MatrixBase):
+            return self.array([[self.scalar(e) for e in M.row(i)] for i in range(M.rows)])
+        return self.array([self.scalar(e) for e in M])
 
-    def scalar(self, e):
-        return self._conv(e)
 
-    def eye(self, n) -> DomainMatrix:
-        return DomainMatrix.eye(n, self.R)
+EXPR = ArrayOps(sp.Integer(1), sp.Integer(0), sp.exp, sp.log, -sp.oo)
+"""sympy expressions as scalars (rational functions, logs and exps of the gates): the log-domain forms."""
 
-    def zeros(self, m, n) -> DomainMatrix:
-        return DomainMatrix.zeros((m, n), self.R)
 
-    def diag(self, entries) -> DomainMatrix:
-        n = len(entries)
-        rows = [[entries[i] if i == j else self.R.zero for j in range(n)] for i in range(n)]
-        return DomainMatrix(rows, (n, n), self.R)
+def column(*Ms) -> np.ndarray:
+    """every entry of every array, stacked into one column (to collect differences of any shapes)."""
+    return np.concatenate([np.asarray(M, dtype=object).reshape(-1) for M in Ms]).reshape(-1, 1)
 
-    def smul(self, s, M: DomainMatrix) -> DomainMatrix:
-        """scalar (ring element) times matrix."""
-        return DomainMatrix([[s * e for e in row] for row in M.to_list()], M.shape, self.R)
 
-    def build(self, rows) -> DomainMatrix:
-        rows = [list(r) for r in rows]
-        return DomainMatrix(rows, (len(rows), len(rows[0]) if rows else 0), self.R)
-
-    def tril(self, M: DomainMatrix, k: int = 0) -> DomainMatrix:
-        """entries (i, j) with j <= i + k kept, others zero (k = 0: lower, k = -1: strictly lower)."""
-        return self.build([[e if j <= i + k else self.R.zero for j, e in enumerate(row)]
-                           for i, row in enumerate(M.to_list())])
-
-    def hadamard(self, A: DomainMatrix, B: DomainMatrix) -> DomainMatrix:
-        return self.build([[a * b for a, b in zip(ra, rb)] for ra, rb in zip(A.to_list(), B.to_list())])
-
-    def unit_lower_inverse(self, N: DomainMatrix) -> DomainMatrix:
-        """(I + S)^{-1} for S strictly lower triangular: the finite Neumann series sum_k (-S)^k,
-        exact and polynomial (S is nilpotent)."""
-        n = N.shape[0]
-        S = N - self.eye(n)
-        if any(e != self.R.zero for i, row in enumerate(S.to_list()) for j, e in enumerate(row) if j >= i):
-            raise ValueError("unit_lower_inverse needs I + strictly lower triangular")
-        term, total = self.eye(n), self.eye(n)
-        for _ in range(n - 1):
-            term = -(term * S)
-            total = total + term
-        return total
-
-    def vstack(self, *Ms) -> DomainMatrix:
-        return self.build([r for M in Ms for r in M.to_list()])
-
-    def column(self, *Ms) -> DomainMatrix:
-        """every entry of every matrix, stacked into one column (to collect differences of any shapes)."""
-        return self.build([[e] for M in Ms for row in M.to_list() for e in row])
-
-    def hstack(self, *Ms) -> DomainMatrix:
-        return self.build([sum(rs, []) for rs in zip(*(M.to_list() for M in Ms))])
+def _expr(e):
+    if hasattr(e, "as_expr"):
+        return e.as_expr()
+    return sp.QQ.to_sympy(e) if not isinstance(e, (sp.Basic, int)) else sp.sympify(e)
 
 
 def to_sympy(M) -> sp.Matrix:
-    """DomainMatrix / sympy Matrix / list -> sympy Matrix."""
-    if isinstance(M, DomainMatrix):
-        return M.to_Matrix()
+    """object array (ring elements or expressions) / sympy Matrix / list -> sympy Matrix."""
+    if isinstance(M, np.ndarray):
+        M = M.reshape(M.shape[0], -1) if M.ndim else M.reshape(1, 1)
+        return sp.Matrix(M.shape[0], M.shape[1], [_expr(e) for e in M.reshape(-1)])
     return sp.Matrix(M)
 
 
 def is_zero(M) -> bool:
-    if isinstance(M, DomainMatrix):
-        z = M.domain.zero
-        return all(e == z for row in M.to_list() for e in row)
+    if isinstance(M, np.ndarray):
+        return all(e == 0 for e in M.reshape(-1))
     return all(sp.sympify(e) == 0 for e in sp.Matrix(M))
 
 
@@ -160,13 +134,7 @@ def find_witness(difference, gens, tries: int = 15, at=None):
 
 
 def _evaluate_exact(M, gens, point: dict) -> sp.Matrix:
-    if isinstance(M, DomainMatrix):
-        if M.domain.is_Field and not M.domain.is_FractionField:      # already numbers (QQ)
-            return M.to_Matrix()
-        K = M.domain.domain
-        qvals = [K.from_sympy(sp.Rational(point[g])) for g in gens]
-        return sp.Matrix([[K.to_sympy(e(*qvals)) for e in row] for row in M.to_list()])
-    return sp.Matrix(M).xreplace({g: sp.Rational(v) for g, v in point.items()})
+    return to_sympy(M).xreplace({g: sp.Rational(point[g]) for g in gens if g in point})
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -178,9 +146,9 @@ class Proof:
     name: str
     statement: str
     hypothesis: str
-    difference: object                 # DomainMatrix or sympy Matrix: exactly zero when the identity holds
+    difference: object                 # object array or sympy Matrix: exactly zero when the identity holds
     gens: tuple = ()
-    exprs: dict = field(default_factory=dict)   # proved expressions (DomainMatrix or sympy Matrix) over gens
+    exprs: dict = field(default_factory=dict)   # proved expressions (object arrays or sympy Matrices) over gens
     negative: bool = False
     sizes: dict = field(default_factory=dict)
     witness: tuple | None = None       # negatives: (point, (i, j), exact nonzero value)

@@ -1,26 +1,30 @@
-"""Exact proofs of the Momentum DeltaNet identities (DESIGN.md section 3, "MDN"), with sympy.
+"""Exact proofs of the Momentum DeltaNet identities (docs/design.md, "Momentum DeltaNet"), with sympy.
 
 Recurrence (per head; S, M are d_k x d_v):
     v~_t = v_t - S_{t-1}^T p_t   (p_t = alpha_t k_t in the paper; any p_t here unless stated)
     M_t  = mu_t M_{t-1} - eta_t k_t v~_t^T
     S_t  = alpha_t S_{t-1} - beta_t M_t,        o_t = S_t^T q_t
-Chunk indices are 1..C in the statements and rows 0..C-1 in matrices.  Gates are positive symbols (so
-logarithms are defined); the identities are otherwise exact rational-function identities, checked with
-``cancel`` (coefficients, expansion, second-order rule) or as polynomial identities over QQ (row shift,
-chunk output: there Gamma and b are taken in their polynomial product form, which
-:func:`coefficients` proves equal to the c-form, the sum form, the recurrence and the log form).
+The step, the chunk coefficients (stable and log form), the row shift and the chunk algorithm are the code
+that runs, references/mdn_forms.py, called with an exact binding (:class:`references.symbolic.Ring` for
+polynomial identities over QQ, :data:`references.symbolic.EXPR` where logs or divisions appear).  The
+truths they are compared with are the recurrence run token by token (through the same step function: the
+step is the model's definition) and the paper's printed coefficient formulas.
+Chunk indices are 1..C in the statements and rows 0..C-1 in arrays.  Gates are positive symbols (so
+logarithms are defined).
 """
 from __future__ import annotations
 
 from functools import lru_cache
 from math import prod
 
+import numpy as np
 import sympy as sp
 
-from references.symbolic import PolyAlgebra, Proof, find_witness
+from references import mdn_forms as forms
+from references.symbolic import EXPR, Proof, Ring, column, find_witness
 
 # ----------------------------------------------------------------------------------------------------
-# Gates and the coefficient forms (1-based i, j)
+# Gates and the paper's coefficient formulas (1-based i, j)
 
 
 @lru_cache(maxsize=None)
@@ -50,7 +54,7 @@ def gamma_product(g, i, j):
 
 
 def gamma_sum(g, i, j):
-    """sum_{r=j..i} beta_r (abar_i/abar_r)(mubar_r/mubar_j) (DESIGN.md)."""
+    """sum_{r=j..i} beta_r (abar_i/abar_r)(mubar_r/mubar_j)."""
     return sum((g["beta"][r - 1] * (_abar(g, i) / _abar(g, r)) * (_mubar(g, r) / _mubar(g, j))
                 for r in range(j, i + 1)), sp.Integer(0))
 
@@ -58,28 +62,6 @@ def gamma_sum(g, i, j):
 def gamma_c(g, i, j):
     """(abar_i / mubar_j)(c_i - c_{j-1}) (the paper, Appendix C)."""
     return _abar(g, i) / _mubar(g, j) * (_c(g, i) - _c(g, j - 1))
-
-
-def gamma_recurrence(g, i, j):
-    """gamma_{i,j} = alpha_i gamma_{i-1,j} + beta_i mubar_i / mubar_j, gamma_{j-1,j} = 0."""
-    val = sp.Integer(0)
-    for r in range(j, i + 1):
-        val = g["alpha"][r - 1] * val + g["beta"][r - 1] * _mubar(g, r) / _mubar(g, j)
-    return val
-
-
-def _log_quantities(g, C):
-    A = [sum((sp.log(a) for a in g["alpha"][:i]), sp.Integer(0)) for i in range(C + 1)]
-    U = [sum((sp.log(m) for m in g["mu"][:i]), sp.Integer(0)) for i in range(C + 1)]
-    terms = [sp.log(g["beta"][r - 1]) + U[r] - A[r] for r in range(1, C + 1)]
-    l = [-sp.oo] + [sp.log(sum((sp.exp(t) for t in terms[:i]), sp.Integer(0))) for i in range(1, C + 1)]
-    return A, U, l
-
-
-def gamma_log(g, i, j, logq):
-    """exp(A_i + l_i - U_j)(1 - exp(l_{j-1} - l_i)), l_0 = -inf (the paper's log domain)."""
-    A, U, l = logq
-    return sp.exp(A[i] + l[i] - U[j]) * (1 - sp.exp(l[j - 1] - l[i]))
 
 
 def b_product(g, i):
@@ -93,17 +75,26 @@ def _exact(e):
     return sp.cancel(sp.expand_power_exp(sp.sympify(e)))
 
 
+def _vec(xs):
+    return EXPR.array(list(xs))
+
+
+def _mat(name, m, n):
+    return sp.Matrix(m, n, lambda i, j: sp.Symbol(f"{name}{i}_{j}"))
+
+
 def _unroll_scalar(C):
-    """The recurrence with scalar stand-ins: S_0, M_0 and x_j for the write k^_j v~_j^T (the update only
-    multiplies these by scalars, so their coefficients are the matrix case's)."""
+    """The recurrence (mdn_forms.step) with scalar stand-ins: 1 x 1 states S_0, M_0, key 1, p = 0 and value
+    x_j, eta = 1, so that x_j stands for the write k^_j v~_j^T (the update only multiplies these by
+    scalars, so their coefficients are the matrix case's)."""
     g = gate_symbols(C)
     S0, M0 = sp.symbols("S0 M0")
     x = sp.symbols(f"x1:{C + 1}")
-    S, M, Ss, Ms = S0, M0, [], []
+    S, M, Ss, Ms = EXPR.array([[S0]]), EXPR.array([[M0]]), [], []
+    one, zero = _vec([1]), _vec([0])
     for t in range(C):
-        M = sp.expand(g["mu"][t] * M - x[t])
-        S = sp.expand(g["alpha"][t] * S - g["beta"][t] * M)
-        Ss.append(S), Ms.append(M)
+        _, S, M = forms.step(EXPR, S, M, one, _vec([x[t]]), zero, g["alpha"][t], g["mu"][t], g["beta"][t], 1)
+        Ss.append(sp.expand(S[0, 0])), Ms.append(sp.expand(M[0, 0]))
     return g, S0, M0, x, Ss, Ms
 
 
@@ -114,39 +105,35 @@ def _unroll_scalar(C):
 @lru_cache(maxsize=None)
 def coefficients(C: int = 4) -> Proof:
     g, S0, M0, x, Ss, Ms = _unroll_scalar(C)
-    logq = _log_quantities(g, C)
-    A, U, l = logq
+    code = {form: forms.coefficients(EXPR, *(_vec(g[n]) for n in ("alpha", "mu", "beta")), form=form)
+            for form in ("stable", "log")}
     diffs = []
-    gam = sp.zeros(C, C)
-    Rm = sp.zeros(C, C)
     for i in range(1, C + 1):
         S_i, M_i = Ss[i - 1], Ms[i - 1]
-        abar_t, b_t = S_i.coeff(S0), -S_i.coeff(M0)
-        diffs += [abar_t - _abar(g, i), M_i.coeff(M0) - _mubar(g, i),
-                  _exact(b_t - _abar(g, i) * _c(g, i)), b_t - b_product(g, i),
-                  _exact(sp.exp(A[i] + l[i]) - b_t), _exact(sp.exp(l[i]) - _c(g, i))]
-        for j in range(1, i + 1):
-            truth = S_i.coeff(x[j - 1])
-            gam[i - 1, j - 1] = truth
-            Rm[i - 1, j - 1] = -M_i.coeff(x[j - 1])
-            diffs += [sp.expand(gamma_product(g, i, j) - truth), _exact(gamma_sum(g, i, j) - truth),
-                      _exact(gamma_c(g, i, j) - truth), _exact(gamma_recurrence(g, i, j) - truth),
-                      _exact(gamma_log(g, i, j, logq) - truth), _exact(Rm[i - 1, j - 1] - _mubar(g, i) / _mubar(g, j))]
+        truth = {"abar": S_i.coeff(S0), "b": -S_i.coeff(M0), "mubar": M_i.coeff(M0)}
+        diffs += [truth["abar"] - _abar(g, i), truth["mubar"] - _mubar(g, i),
+                  _exact(truth["b"] - _abar(g, i) * _c(g, i)), truth["b"] - b_product(g, i),
+                  _exact(code["log"]["c"][i - 1] - _c(g, i))]
+        diffs += [_exact(code[f][n][i - 1] - truth[n]) for f in code for n in truth]
+        for j in range(1, C + 1):
+            gam = S_i.coeff(x[j - 1])                                 # 0 for j > i
+            R = -M_i.coeff(x[j - 1])
+            diffs += [_exact(code[f]["gamma"][i - 1, j - 1] - gam) for f in code]
+            diffs += [_exact(code[f]["R"][i - 1, j - 1] - R) for f in code]
+            if j <= i:
+                diffs += [sp.expand(gamma_product(g, i, j) - gam), _exact(gamma_sum(g, i, j) - gam),
+                          _exact(gamma_c(g, i, j) - gam), _exact(R - _mubar(g, i) / _mubar(g, j))]
     gens = tuple(g["alpha"]) + tuple(g["mu"]) + tuple(g["beta"])
-    exprs = {"abar": sp.Matrix([_abar(g, i) for i in range(1, C + 1)]),
-             "mubar": sp.Matrix([_mubar(g, i) for i in range(1, C + 1)]),
-             "c": sp.Matrix([sp.cancel(_c(g, i)) for i in range(1, C + 1)]),
-             "b": sp.Matrix([b_product(g, i) for i in range(1, C + 1)]),
-             "gamma": gam, "R": Rm}
     return Proof(
         "mdn.coefficients",
         f"for a chunk of {C} tokens, the coefficients read off the unrolled recurrence (S_i = abar_i S_0 - b_i M_0 "
-        f"+ sum_j gamma_ij k^_j v~_j^T, M_i = mubar_i M_0 - sum_j R_ij k^_j v~_j^T) equal gamma_ij in product "
-        f"form, sum form sum_r beta_r (abar_i/abar_r)(mubar_r/mubar_j), c-form (abar_i/mubar_j)(c_i - c_(j-1)), "
-        f"row recurrence and log form exp(A_i + l_i - U_j)(1 - exp(l_(j-1) - l_i)); b_i = abar_i c_i = "
-        f"exp(A_i + l_i); exp(l_i) = c_i; R_ij = mubar_i/mubar_j",
+        f"+ sum_j gamma_ij k^_j v~_j^T, M_i = mubar_i M_0 - sum_j R_ij k^_j v~_j^T) equal mdn_forms.coefficients "
+        f"in its stable (row recurrence) and log form (exp(A_i + l_i - U_j)(1 - exp(l_(j-1) - l_i)), b_i = "
+        f"exp(A_i + l_i), c_i = exp(l_i)), entry by entry including the zeros above the diagonal, and the paper's "
+        f"gamma in product form, sum form sum_r beta_r (abar_i/abar_r)(mubar_r/mubar_j) and c-form "
+        f"(abar_i/mubar_j)(c_i - c_(j-1)); b_i = abar_i c_i; R_ij = mubar_i/mubar_j",
         "alpha_r, mu_r, beta_r > 0 (for the logarithms); the non-log forms hold for any nonzero gates",
-        sp.Matrix(diffs), gens, exprs, sizes={"C": C})
+        sp.Matrix(diffs), gens, sizes={"C": C})
 
 
 def coefficients_negative(C: int = 4) -> Proof:
@@ -163,36 +150,33 @@ def coefficients_negative(C: int = 4) -> Proof:
 # 8. State expansion
 
 
-def _mat(name, m, n):
-    return sp.Matrix(m, n, lambda i, j: sp.Symbol(f"{name}{i}_{j}"))
-
-
 @lru_cache(maxsize=None)
 def state_expansion(C: int = 4, dk: int = 2, dv: int = 2) -> Proof:
     g = gate_symbols(C)
     S0, M0 = _mat("S0_", dk, dv), _mat("M0_", dk, dv)
     k = [sp.Matrix(sp.symbols(f"k{t}_0:{dk}")) for t in range(1, C + 1)]
     vt = [sp.Matrix(sp.symbols(f"vt{t}_0:{dv}")) for t in range(1, C + 1)]
-    S, M, diffs, states = S0, M0, [], {}
-    for t in range(1, C + 1):
-        M = g["mu"][t - 1] * M - g["eta"][t - 1] * k[t - 1] * vt[t - 1].T
-        S = g["alpha"][t - 1] * S - g["beta"][t - 1] * M
+    S, M, diffs, states = EXPR.array(S0.tolist()), EXPR.array(M0.tolist()), [], {}
+    zero = EXPR.zeros(dk)
+    for t in range(1, C + 1):       # p = 0: the residual is the given v~_t
+        _, S, M = forms.step(EXPR, S, M, _vec(k[t - 1]), _vec(vt[t - 1]), zero,
+                             *(g[n][t - 1] for n in ("alpha", "mu", "beta", "eta")))
         S_exp = _abar(g, t) * S0 - _abar(g, t) * _c(g, t) * M0 + sum(
             (gamma_c(g, t, j) * g["eta"][j - 1] * k[j - 1] * vt[j - 1].T for j in range(1, t + 1)), sp.zeros(dk, dv))
         M_exp = _mubar(g, t) * M0 - sum(
             ((_mubar(g, t) / _mubar(g, j)) * g["eta"][j - 1] * k[j - 1] * vt[j - 1].T for j in range(1, t + 1)),
             sp.zeros(dk, dv))
-        diffs += list((S - S_exp).applyfunc(sp.cancel)) + list((M - M_exp).applyfunc(sp.cancel))
+        diffs += list((sp.Matrix(S) - S_exp).applyfunc(sp.cancel)) + list((sp.Matrix(M) - M_exp).applyfunc(sp.cancel))
         states[f"S{t}"] = S_exp
         states[f"M{t}"] = M_exp
     gens = tuple(g["alpha"]) + tuple(g["mu"]) + tuple(g["beta"]) + tuple(g["eta"]) + tuple(S0) + tuple(M0) \
         + tuple(e for kk in k for e in kk) + tuple(e for vv in vt for e in vv)
     return Proof(
         "mdn.state_expansion",
-        f"unrolling M_t = mu_t M_(t-1) - eta_t k_t v~_t^T, S_t = alpha_t S_(t-1) - beta_t M_t for i = 1..{C} steps "
-        f"from symbolic ({dk}x{dv}) S_0, M_0 gives exactly S_i = abar_i S_0 - b_i M_0 + sum_(j<=i) gamma_ij "
-        f"k^_j v~_j^T (b_i = abar_i c_i, gamma in c-form) and M_i = mubar_i M_0 - sum_(j<=i) (mubar_i/mubar_j) "
-        f"k^_j v~_j^T, with the residuals v~_j free symbols",
+        f"unrolling mdn_forms.step (M_t = mu_t M_(t-1) - eta_t k_t v~_t^T, S_t = alpha_t S_(t-1) - beta_t M_t) for "
+        f"i = 1..{C} steps from symbolic ({dk}x{dv}) S_0, M_0 gives exactly S_i = abar_i S_0 - b_i M_0 + "
+        f"sum_(j<=i) gamma_ij k^_j v~_j^T (b_i = abar_i c_i, gamma in c-form) and M_i = mubar_i M_0 - "
+        f"sum_(j<=i) (mubar_i/mubar_j) k^_j v~_j^T, with the residuals v~_j free symbols (p = 0)",
         "gates nonzero (divisions in the c-form); residuals treated as given",
         sp.Matrix(diffs), gens, states, sizes={"C": C, "dk": dk, "dv": dv},
         extra={"k": k, "vt": vt, "S0": S0, "M0": M0})
@@ -203,59 +187,32 @@ def state_expansion(C: int = 4, dk: int = 2, dv: int = 2) -> Proof:
 
 
 class ChunkSymbols:
-    """Everything of one chunk as matrices over QQ[gates, q, k, p, v, S_0, M_0], the true recurrence
-    (residuals, states, outputs) and the chunk algorithm's closed forms."""
+    """One chunk as arrays over QQ[gates, q, k, p, v, S_0, M_0] (ops: the Ring): the recurrence run token by
+    token (residuals, states, outputs) and the coefficients of the code's stable form."""
 
     def __init__(self, C: int, dk: int, dv: int, point: dict | None = None):
         self.C, self.dk, self.dv = C, dk, dv
         g = self.g = gate_symbols(C)
-        self.Qs, self.Ks, self.Ps = _mat("q", C, dk), _mat("k", C, dk), _mat("p", C, dk)
-        self.Vs = _mat("v", C, dv)
-        self.S0s, self.M0s = _mat("S0_", dk, dv), _mat("M0_", dk, dv)
-        self.gens = (tuple(g["alpha"]) + tuple(g["mu"]) + tuple(g["beta"]) + tuple(g["eta"]) + tuple(self.Qs)
-                     + tuple(self.Ks) + tuple(self.Ps) + tuple(self.Vs) + tuple(self.S0s) + tuple(self.M0s))
-        A = self.alg = PolyAlgebra(self.gens, point)
-        self.Q, self.K, self.P, self.V = (A.mat(x) for x in (self.Qs, self.Ks, self.Ps, self.Vs))
-        self.S0, self.M0 = A.mat(self.S0s), A.mat(self.M0s)
-        sc = A.scalar
-        self.alpha, self.mu, self.beta, self.eta = ([sc(x) for x in g[n]] for n in ("alpha", "mu", "beta", "eta"))
-        self.Khat = A.diag(self.eta) * self.K
-        self.Gamma = A.build([[sc(gamma_product(g, i, j)) for j in range(1, C + 1)] for i in range(1, C + 1)])
-        self.abar = [sc(_abar(g, i)) for i in range(1, C + 1)]
-        self.mubar = [sc(_mubar(g, i)) for i in range(1, C + 1)]
-        self.b = [sc(b_product(g, i)) for i in range(1, C + 1)]
-        self._recurrence()
+        syms = {n: _mat(n, C, dk) for n in ("q", "k", "p")}
+        syms.update(v=_mat("v", C, dv), S0=_mat("S0_", dk, dv), M0=_mat("M0_", dk, dv))
+        self.gens = sum((tuple(g[n]) for n in ("alpha", "mu", "beta", "eta")), ()) \
+            + sum((tuple(syms[n]) for n in ("q", "k", "p", "v", "S0", "M0")), ())
+        ops = self.ops = Ring(self.gens, point)
+        self.x = {n: ops.arr(m) for n, m in syms.items()}
+        self.x.update({n: ops.arr(g[n]) for n in ("alpha", "mu", "beta", "eta")})
+        self.coef = forms.coefficients(ops, self.x["alpha"], self.x["mu"], self.x["beta"])
+        S, M = self.x["S0"], self.x["M0"]
+        res, outs = [], []
+        for t in range(C):
+            v_res, S, M = forms.step(ops, S, M, *(self.x[n][t] for n in ("k", "v", "p", "alpha", "mu", "beta", "eta")))
+            res.append(v_res), outs.append(S.T @ self.x["q"][t])
+        self.V_true, self.O_true, self.S_true, self.M_true = ops.array(res), ops.array(outs), S, M
 
-    def _recurrence(self):
-        A = self.alg
-        S, M = self.S0, self.M0
-        res, outs, self.states = [], [], []
-        for t in range(self.C):
-            p = A.build([self.P.to_list()[t]]).transpose()
-            k = A.build([self.K.to_list()[t]]).transpose()
-            q = A.build([self.Q.to_list()[t]]).transpose()
-            v = A.build([self.V.to_list()[t]]).transpose()
-            vt = v - S.transpose() * p
-            M = A.smul(self.mu[t], M) - A.smul(self.eta[t], k * vt.transpose())
-            S = A.smul(self.alpha[t], S) - A.smul(self.beta[t], M)
-            res.append(vt.transpose().to_list()[0])
-            outs.append((S.transpose() * q).transpose().to_list()[0])
-            self.states.append((S, M))
-        self.V_true = A.build(res)
-        self.O_true = A.build(outs)
-        self.S_true, self.M_true = self.states[-1]
-
-    def shifted(self, G):
-        """Gamma^-: row i = row i-1 of G, row 0 zero."""
-        A = self.alg
-        rows = G.to_list()
-        return A.build([[A.R.zero] * self.C] + rows[:-1])
-
-    def system(self, Gminus):
-        return self.alg.eye(self.C) + self.alg.hadamard(self.P * self.Khat.transpose(), Gminus)
-
-    def minus(self, xs, first):
-        return self.alg.diag([first] + xs[:-1])
+    def chunk(self, shift=None) -> dict:
+        """mdn_forms.chunk on this chunk (scale 1, the given p), with the code's row shift unless told."""
+        x = self.x
+        return forms.chunk(self.ops, x["q"], x["k"], x["v"], x["alpha"], x["beta"], x["eta"], x["p"], 1,
+                           x["S0"], x["M0"], self.coef, shift or (lambda G: forms.shift_rows(self.ops, G)))
 
 
 @lru_cache(maxsize=None)
@@ -263,22 +220,23 @@ def chunk_symbols(C: int, dk: int, dv: int) -> ChunkSymbols:
     return ChunkSymbols(C, dk, dv)
 
 
-def _chunk_proof(parts, C, dk, dv, name, statement, hypothesis, exprs, negative=False) -> Proof:
+def _chunk_proof(parts, C, dk, dv, name, statement, hypothesis, negative=False) -> Proof:
     """Run parts(X) symbolically; `at` reruns it with the symbols specialised to a rational point."""
     X = chunk_symbols(C, dk, dv)
     got = parts(X)
     at = lambda pt: parts(ChunkSymbols(C, dk, dv, pt))          # noqa: E731
-    return Proof(name, statement, hypothesis, got["difference"], X.gens, {n: got[n] for n in exprs},
-                 negative=negative, sizes={"C": C, "dk": dk, "dv": dv}, at=at,
+    return Proof(name, statement, hypothesis, got["difference"], X.gens, negative=negative,
+                 sizes={"C": C, "dk": dk, "dv": dv}, at=at,
                  witness=find_witness(got["difference"], X.gens, at=at) if negative else None)
 
 
 def _row_shift_parts(X, wrong=False):
-    A = X.alg
-    G = A.tril(X.Gamma, -1) if wrong else X.shifted(X.Gamma)      # wrong: Gamma with its diagonal deleted
-    rhs = X.V - X.minus(X.abar, A.R.one) * X.P * X.S0 + X.minus(X.b, A.R.zero) * X.P * X.M0
-    return {"difference": X.system(G) * X.V_true - rhs, "Gamma": X.Gamma, "Gamma_minus": G,
-            "system": X.system(G), "V_tilde": X.V_true}
+    st = X.chunk(shift=(lambda G: X.ops.tril(G, -1)) if wrong else None)   # wrong: Gamma's diagonal deleted
+    P, one, zero = X.x["p"], X.ops.one, X.ops.zero
+    abar_minus = np.concatenate([[one], X.coef["abar"][:-1]])
+    b_minus = np.concatenate([[zero], X.coef["b"][:-1]])
+    rhs = X.x["v"] - (abar_minus[:, None] * P) @ X.x["S0"] + (b_minus[:, None] * P) @ X.x["M0"]
+    return {"difference": st["system"] @ X.V_true - rhs}
 
 
 @lru_cache(maxsize=None)
@@ -286,57 +244,49 @@ def row_shift(C: int = 4, dk: int = 2, dv: int = 1) -> Proof:
     return _chunk_proof(
         _row_shift_parts, C, dk, dv, "mdn.row_shift",
         f"the true residuals v~_i = v_i - S_(i-1)^T p_i of a {C}-token chunk (p_i free, {dk}x{dv} states) satisfy "
-        f"[I + (P K^^T) .* Gamma^-] V~ = V - Diag(abar^-) P S_0 + Diag(b^-) P M_0 with Gamma^- = Gamma shifted "
-        f"down one row (row i = gamma_(i-1, .)), abar^- = (1, abar_1, ...), b^- = (0, b_1, ...)",
-        "none beyond the recurrence: any p_i (p_i = alpha_i k_i is a special case), any gates; Gamma and b in "
-        "their polynomial product form, equal to the c-form by symbolic.mdn.coefficients",
-        ("Gamma", "Gamma_minus", "system", "V_tilde"))
+        f"mdn_forms.chunk's system [I + (P K^^T) .* Gamma^-] V~ = V - Diag(abar^-) P S_0 + Diag(b^-) P M_0 with "
+        f"Gamma^- = mdn_forms.shift_rows(Gamma) (row i = gamma_(i-1, .)), abar^- = (1, abar_1, ...), "
+        f"b^- = (0, b_1, ...)",
+        "none beyond the recurrence: any p_i (p_i = alpha_i k_i is a special case), any gates; Gamma and b from "
+        "the stable form of mdn_forms.coefficients (equal to the paper's forms by symbolic.mdn.coefficients)")
 
 
 def row_shift_negative(C: int = 4, dk: int = 2, dv: int = 1) -> Proof:
     return _chunk_proof(
         lambda X: _row_shift_parts(X, wrong=True), C, dk, dv, "mdn.row_shift.negative",
         "the system built with Gamma's diagonal deleted (strictLower(Gamma)) instead of the row shift Gamma^- "
-        "is not satisfied by the true residuals", "none", (), negative=True)
+        "is not satisfied by the true residuals", "none", negative=True)
 
 
 def _chunk_parts(X):
-    A = X.alg
-    C = X.C
-    Gm = X.shifted(X.Gamma)
-    T = A.unit_lower_inverse(X.system(Gm))
-    U = T * X.V
-    Y = T * X.minus(X.abar, A.R.one) * X.P
-    Z = T * X.minus(X.b, A.R.zero) * X.P
-    Vt = U - Y * X.S0 + Z * X.M0
-    O = A.diag(X.abar) * X.Q * X.S0 - A.diag(X.b) * X.Q * X.M0 \
-        + A.hadamard(X.Q * X.Khat.transpose(), X.Gamma) * Vt
-    last = C - 1
-    gl = A.diag(X.Gamma.to_list()[last])
-    Rl = A.diag([A.scalar(_mubar(X.g, C) / _mubar(X.g, j)) for j in range(1, C + 1)])
-    S_C = A.smul(X.abar[last], X.S0) - A.smul(X.b[last], X.M0) + X.Khat.transpose() * gl * Vt
-    M_C = A.smul(X.mubar[last], X.M0) - X.Khat.transpose() * Rl * Vt
-    diff = A.column(Vt - X.V_true, O - X.O_true, S_C - X.S_true, M_C - X.M_true)
-    return {"difference": diff, "O": X.O_true, "S": X.S_true, "M": X.M_true, "V_tilde": X.V_true,
-            "T": T, "U": U, "Y": Y, "Z": Z}
+    st = X.chunk()
+    return {"difference": column(st["V_tilde"] - X.V_true, st["O"] - X.O_true, st["S"] - X.S_true,
+                                 st["M"] - X.M_true)}
 
 
 @lru_cache(maxsize=None)
 def chunk_output(C: int = 3, dk: int = 2, dv: int = 2) -> Proof:
     return _chunk_proof(
         _chunk_parts, C, dk, dv, "mdn.chunk_output",
-        f"for a {C}-token chunk with symbolic gates, q, k, p, v and {dk}x{dv} states S_0, M_0: T = [I + (P K^^T) .* "
-        f"Gamma^-]^-1, U = T V, Y = T Diag(abar^-) P, Z = T Diag(b^-) P give V~ = U - Y S_0 + Z M_0 equal to the "
-        f"recurrence's residuals, O = Diag(abar) Q S_0 - Diag(b) Q M_0 + [(Q K^^T) .* Gamma] V~ equal to its outputs "
-        f"o_i^T = q_i^T S_i, and the carried states S_C = abar_C S_0 - b_C M_0 + K^^T Diag(gamma_C) V~, "
-        f"M_C = mubar_C M_0 - K^^T Diag(mubar_C/mubar_j) V~ equal to its final states",
+        f"for a {C}-token chunk with symbolic gates, q, k, p, v and {dk}x{dv} states S_0, M_0, mdn_forms.chunk "
+        f"(T = [I + (P K^^T) .* Gamma^-]^-1, U = T V, Y = T Diag(abar^-) P, Z = T Diag(b^-) P, V~ = U - Y S_0 + "
+        f"Z M_0, O = Diag(abar) Q S_0 - Diag(b) Q M_0 + [(Q K^^T) .* Gamma] V~, S_C = abar_C S_0 - b_C M_0 + "
+        f"K^^T Diag(gamma_C) V~, M_C = mubar_C M_0 - K^^T Diag(R_C) V~) gives the recurrence's residuals, "
+        f"outputs o_i^T = q_i^T S_i and final states exactly",
         "none beyond the recurrence: any p_i, any gates (the solve is exact: the system is unit lower triangular, "
-        "its inverse a finite Neumann series); Gamma and b in product form (= c-form by symbolic.mdn.coefficients)",
-        ("O", "S", "M", "V_tilde", "T", "U", "Y", "Z"))
+        "solved by forward substitution without division); stable-form coefficients")
 
 
 # ----------------------------------------------------------------------------------------------------
 # 11. Transition matrix and spectrum
+
+
+def _matrix_step(S, M, k, v, p, alpha, mu, beta, eta):
+    """mdn_forms.step on sympy matrices and column vectors: (S', M') as sympy matrices."""
+    _, S, M = forms.step(EXPR, EXPR.array(S.tolist()), EXPR.array(M.tolist()), _vec(k), _vec(v), _vec(p),
+                         alpha, mu, beta, eta)
+    return sp.Matrix(S), sp.Matrix(M)
+
 
 
 @lru_cache(maxsize=None)
@@ -347,10 +297,7 @@ def transition(dk: int = 3, dv: int = 2) -> Proof:
     S, M = _mat("S", dk, dv), _mat("M", dk, dv)
     I = sp.eye(dk)
     kk = k * k.T
-    # one recurrence step with p = alpha k
-    vt = v - S.T * (alpha * k)
-    M1 = mu * M - eta * k * vt.T
-    S1 = alpha * S - beta * M1
+    S1, M1 = _matrix_step(S, M, k, v, alpha * k, alpha, mu, beta, eta)      # one step with p = alpha k
     Amat = sp.Matrix(sp.BlockMatrix([[alpha * I - alpha * beta * eta * kk, -beta * mu * I],
                                      [alpha * eta * kk, mu * I]]).as_explicit())
     step = Amat * sp.Matrix.vstack(S, M) + sp.Matrix.vstack(beta * eta * k * v.T, -eta * k * v.T)
@@ -373,9 +320,9 @@ def transition(dk: int = 3, dv: int = 2) -> Proof:
     gens = (alpha, beta, mu, eta) + tuple(k) + tuple(v) + tuple(S) + tuple(M)
     return Proof(
         "mdn.transition",
-        f"(d_k={dk}, d_v={dv}, symbolic S, M, k, v) one MDN step with p = alpha k is exactly (S_t; M_t) = "
+        f"(d_k={dk}, d_v={dv}, symbolic S, M, k, v) one mdn_forms.step with p = alpha k is exactly (S_t; M_t) = "
         f"A (S; M) + (beta eta k v^T; -eta k v^T) with the block matrix A = (alpha I - alpha beta eta k k^T, "
-        f"-beta mu I; alpha eta k k^T, mu I) of DESIGN.md, signs included; the block matrix's characteristic "
+        f"-beta mu I; alpha eta k k^T, mu I), signs included; the block matrix's characteristic "
         f"polynomial equals (x - alpha)^{dk - 1} (x - mu)^{dk - 1} (x^2 - r x + alpha mu) with "
         f"r = alpha + mu - alpha beta eta ||k||^2 (r = alpha + mu - alpha beta eta for a unit key), and "
         f"lambda_pm = (r +- sqrt(r^2 - 4 alpha mu))/2 are its roots with product alpha mu",
@@ -396,13 +343,8 @@ def _second_order_setup(dk, dv):
     kp, k = sp.Matrix(sp.symbols(f"kprev0:{dk}")), sp.Matrix(sp.symbols(f"k0:{dk}"))
     vp, v = sp.Matrix(sp.symbols(f"vprev0:{dv}")), sp.Matrix(sp.symbols(f"v0:{dv}"))
 
-    def step(S, M, alpha, beta, mu, eta, k, v):
-        vt = v - S.T * (alpha * k)
-        M = mu * M - eta * k * vt.T
-        return alpha * S - beta * M, M
-
-    S1, M1 = step(S2, M2, a0, b0, m0, e0, kp, vp)
-    S, _ = step(S1, M1, a1, b1, m1, e1, k, v)
+    S1, M1 = _matrix_step(S2, M2, kp, vp, a0 * kp, a0, m0, b0, e0)
+    S, _ = _matrix_step(S1, M1, k, v, a1 * k, a1, m1, b1, e1)
     gens = (a0, b0, m0, e0, a1, b1, m1, e1) + tuple(S2) + tuple(M2) + tuple(kp) + tuple(k) + tuple(vp) + tuple(v)
     return locals()
 
@@ -439,6 +381,56 @@ def second_order_negative(dk: int = 2, dv: int = 2) -> Proof:
         "the MDN recurrence",
         "beta_(t-1) != 0", diff, x["gens"], negative=True, sizes={"dk": dk, "dv": dv},
         witness=find_witness(diff, x["gens"]))
+
+
+# ----------------------------------------------------------------------------------------------------
+# 14. Gated DeltaNet: MDN without momentum
+
+GDN_VARIANTS = {
+    "gdn": "S_t = alpha_t (I - beta_t eta_t k_t k_t^T) S_(t-1) + beta_t eta_t k_t v_t^T (GDN with its beta = beta eta)",
+    "beta_without_eta": "GDN's rule with its beta = beta alone (eta dropped)",
+    "correction_without_alpha": "S_t = (alpha_t I - beta_t eta_t k_t k_t^T) S_(t-1) + beta_t eta_t k_t v_t^T "
+                                "(no alpha on the correction term)",
+}
+
+
+def _gdn_difference(T, dk, dv, variant):
+    """S_t of mdn_forms.step with mu = 0, p = alpha k, minus S_t of GDN's rule in `variant`, for t = 1..T."""
+    g = gate_symbols(T)
+    k = [sp.Matrix(sp.symbols(f"k{t}_0:{dk}")) for t in range(1, T + 1)]
+    v = [sp.Matrix(sp.symbols(f"v{t}_0:{dv}")) for t in range(1, T + 1)]
+    S0, M0 = _mat("S0_", dk, dv), _mat("M0_", dk, dv)
+    S, M, S_gdn, diffs = S0, M0, S0, []
+    for t in range(T):
+        a, b, e = g["alpha"][t], g["beta"][t], g["eta"][t]
+        S, M = _matrix_step(S, M, k[t], v[t], a * k[t], a, 0, b, e)
+        b_gdn = b if variant == "beta_without_eta" else b * e
+        decay = a * sp.eye(dk) - b_gdn * k[t] * k[t].T if variant == "correction_without_alpha" \
+            else a * (sp.eye(dk) - b_gdn * k[t] * k[t].T)
+        S_gdn = decay * S_gdn + b_gdn * k[t] * v[t].T
+        diffs += list((S - S_gdn).expand())
+    gens = tuple(g["alpha"]) + tuple(g["beta"]) + tuple(g["eta"]) + tuple(S0) + tuple(M0) \
+        + tuple(e for kk in k for e in kk) + tuple(e for vv in v for e in vv)
+    return sp.Matrix(diffs), gens
+
+
+@lru_cache(maxsize=None)
+def gdn_reduction(T: int = 2, dk: int = 2, dv: int = 2) -> Proof:
+    diff, gens = _gdn_difference(T, dk, dv, "gdn")
+    return Proof(
+        "mdn.gdn_reduction",
+        f"mdn_forms.step with mu = 0 and p = alpha k, run for {T} tokens from symbolic ({dk}x{dv}) S_0 and any M_0, "
+        f"is Gated DeltaNet: {GDN_VARIANTS['gdn']}, so fla's gated delta rule is the MDN oracle with no momentum",
+        "mu_t = 0 and p_t = alpha_t k_t; any keys (no unit norm), any gates, any M_0 (it is multiplied by mu = 0)",
+        diff, gens, sizes={"T": T, "dk": dk, "dv": dv})
+
+
+def gdn_reduction_negative(variant: str, T: int = 1, dk: int = 2, dv: int = 1) -> Proof:
+    diff, gens = _gdn_difference(T, dk, dv, variant)
+    return Proof(
+        f"mdn.gdn_reduction.negative.{variant}",
+        f"{GDN_VARIANTS[variant]} is not MDN with mu = 0, p = alpha k", "mu_t = 0, p_t = alpha_t k_t",
+        diff, gens, negative=True, sizes={"T": T, "dk": dk, "dv": dv}, witness=find_witness(diff, gens))
 
 
 # ----------------------------------------------------------------------------------------------------
