@@ -1,12 +1,12 @@
-"""symbolic.*: every sympy identity is proved, every printed-but-wrong form is rejected, the family is fast,
-and a wrong edit to the float64 references turns the tied check red (mutation tests)."""
-import time
-
+"""symbolic.*: every sympy identity is proved, every printed-but-wrong form is rejected, and a wrong edit to
+the code under proof turns its check red: the proofs run references/path_forms.py and references/mdn_forms.py
+themselves (mutation tests), and the float64 code they do not run is tied to them by sampling."""
 import pytest
 import torch
 
-from references import mdn as MDN
+from references import mdn_forms
 from references import path_attn as PA
+from references import path_forms
 from references import spectra as SP
 from references.symbolic import mdn as SM
 from references.symbolic import path as SPATH
@@ -17,21 +17,19 @@ IDENTITIES = [
     "symbolic.path.cross_block", "symbolic.path.decode_keys", "symbolic.path.reflection",
     "symbolic.mdn.coefficients", "symbolic.mdn.state_expansion", "symbolic.mdn.row_shift",
     "symbolic.mdn.chunk_output", "symbolic.mdn.transition", "symbolic.mdn.second_order",
-    "symbolic.mdn.sufficient_condition",
+    "symbolic.mdn.sufficient_condition", "symbolic.mdn.gdn_reduction",
 ]
 NEGATIVES = [
     "symbolic.path.ut_orientation.negative", "symbolic.path.block_transform.negative",
     "symbolic.path.cross_block.negative", "symbolic.mdn.coefficients.negative",
     "symbolic.mdn.row_shift.negative", "symbolic.mdn.second_order.negative",
+    "symbolic.mdn.gdn_reduction.negative.beta_without_eta", "symbolic.mdn.gdn_reduction.negative.correction_without_alpha",
 ]
 
 
 @pytest.fixture(scope="module")
 def results(registry):
-    t0 = time.perf_counter()
-    out = {cid: registry[cid].run(Context()) for cid in registry if cid.startswith("symbolic.")}
-    out["__seconds__"] = time.perf_counter() - t0
-    return out
+    return {cid: registry[cid].run(Context()) for cid in registry if cid.startswith("symbolic.")}
 
 
 def test_registered_ids_are_exactly_the_issue_list(registry):
@@ -39,11 +37,12 @@ def test_registered_ids_are_exactly_the_issue_list(registry):
 
 
 @pytest.mark.parametrize("cid", IDENTITIES)
-def test_identity_is_proved_and_tied_to_code(results, cid):
+def test_identity_is_proved_and_runs_or_is_tied_to_code(results, cid):
     r = results[cid]
     assert r.status == "pass", r.message
     assert r.measured is None and r.budget is None
-    assert "proved exactly" in r.message and "tied to code" in r.message and "hypothesis" in r.message
+    assert "proved exactly" in r.message and "hypothesis" in r.message
+    assert "runs the code itself" in r.message or "tied to code" in r.message
 
 
 @pytest.mark.parametrize("cid", NEGATIVES)
@@ -52,10 +51,6 @@ def test_negative_control_is_rejected_with_a_concrete_value(results, cid):
     assert r.status == "pass", r.message
     assert "rejected" in r.message and "(nonzero)" in r.message
     assert r.details["witness_value"] not in ("0", "")
-
-
-def test_family_runs_in_under_two_minutes(results):
-    assert results["__seconds__"] < 120, results["__seconds__"]
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -78,14 +73,25 @@ def test_evaluation_at_a_point_equals_substitution():
     symbolic result (substitution is a ring homomorphism)."""
     import sympy as sp
     from references.symbolic import _evaluate_exact
-    pr = SPATH.block_transform(3, 2)
-    pt = {g: sp.Rational(i % 7 - 3, 5) for i, g in enumerate(pr.gens)}
-    for name in pr.exprs:
-        assert pr.evaluate(name, pt) == _evaluate_exact(pr.exprs[name], pr.gens, pt), name
+    for pr in (SPATH.causal_logits(3, 2), SPATH.ut_orientation(3, 2)):
+        pt = {g: sp.Rational(i % 7 - 3, 5) for i, g in enumerate(pr.gens)}
+        for name in pr.exprs:
+            assert pr.evaluate(name, pt) == _evaluate_exact(pr.exprs[name], pr.gens, pt), name
 
 
 # ----------------------------------------------------------------------------------------------------
-# mutations: a wrong edit to references/ turns the tied check red
+# mutations: a wrong edit to the code under proof turns its check red
+
+
+@pytest.fixture
+def fresh_proofs():
+    """The MDN proofs are cached per process; a mutation must reach a fresh construction."""
+    cached = [f for f in vars(SM).values() if hasattr(f, "cache_clear")]
+    for f in cached:
+        f.cache_clear()
+    yield
+    for f in cached:
+        f.cache_clear()
 
 
 def _run(registry, cid):
@@ -93,71 +99,88 @@ def _run(registry, cid):
 
 
 def test_mutation_block_transform_without_I_minus(registry, monkeypatch):
-    real = PA.block_transform
+    real = path_forms.block_transform
 
-    def wrong(q, k, w, beta, *args, **kw):
-        out = real(q, k, w, beta, *args, **kw)
-        out["F"] = w.T @ out["U"].T @ w          # the paper's block product without "I -"
+    def wrong(ops, Q, K, W, beta):
+        out = real(ops, Q, K, W, beta)
+        out["F"] = ops.mm(ops.mm(W.T, out["U"].T), W)          # the paper's block product without "I -"
         return out
 
+    x = [torch.randn(12, 4, dtype=torch.float64) for _ in range(3)] + [torch.rand(12, dtype=torch.float64)]
+    before = PA.blockwise_logits(*x, block=4)[2]
     assert _run(registry, "symbolic.path.block_transform").status == "pass"
-    monkeypatch.setattr(PA, "block_transform", wrong)
+    monkeypatch.setattr(path_forms, "block_transform", wrong)
     r = _run(registry, "symbolic.path.block_transform")
-    assert r.status == "fail" and "DISAGREES" in r.message and "block_transform.F" in r.message, r.message
-    # the scan reads F through the same function: the cross-block check turns red too
+    assert r.status == "fail" and "NOT PROVED" in r.message, r.message
     assert _run(registry, "symbolic.path.cross_block").status == "fail"
+    # the float64 reference runs the same function: the edit reaches it too
+    assert not torch.allclose(PA.blockwise_logits(*x, block=4)[2], before, equal_nan=True)
 
 
 def test_mutation_ut_product_wrong_orientation(registry, monkeypatch):
-    real = PA.ut_product
-    monkeypatch.setattr(PA, "ut_product", lambda W, beta, order="forward", *a, **kw:
-                        real(W, beta, "reverse" if order == "forward" else "forward", *a, **kw))
+    real = path_forms.ut_product
+    monkeypatch.setattr(path_forms, "ut_product", lambda ops, W, beta, order="forward":
+                        real(ops, W, beta, "reverse" if order == "forward" else "forward"))
     r = _run(registry, "symbolic.path.ut_orientation")
-    assert r.status == "fail" and "ut_product" in r.message, r.message
+    assert r.status == "fail" and "NOT PROVED" in r.message, r.message
 
 
 def test_mutation_decode_keys_skips_last_update(registry, monkeypatch):
-    real = PA.decode_keys
+    real = path_forms.decode_keys
 
-    def wrong(k, w, beta, *args, **kw):                     # forgets the last token's key update
-        if k.shape[0] == 1:
-            return k.clone()
-        return torch.cat([real(k[:-1], w[:-1], beta[:-1], *args, **kw), k[-1:]])
+    def wrong(ops, K, W, beta):                        # forgets the last token's key update
+        yield from real(ops, K[:-1], W[:-1], beta[:-1])
+        yield K
 
-    monkeypatch.setattr(PA, "decode_keys", wrong)
+    monkeypatch.setattr(path_forms, "decode_keys", wrong)
     assert _run(registry, "symbolic.path.decode_keys").status == "fail"
 
 
-def test_mutation_chunk_output_drops_momentum_term(registry, monkeypatch):
-    real = MDN.chunk_step
+def test_mutation_walk_breaks_the_tie(registry, monkeypatch):
+    """The literal walk is not the proved code: the sampled tie is what catches an edit to it."""
+    real = PA.path_logits
+    monkeypatch.setattr(PA, "path_logits", lambda q, k, w, beta: real(q, k, w.flip(0), beta.flip(0)))
+    r = _run(registry, "symbolic.path.causal_logits")
+    assert r.status == "fail" and "DISAGREES" in r.message and "path_logits" in r.message, r.message
 
-    def wrong(*args, **kw):
-        st = real(*args, **kw)
-        st["V_tilde"] = st["U"] - st["Y"] @ st["S0"]         # V~ without + Z M_0
+
+def test_mutation_chunk_output_drops_momentum_term(registry, monkeypatch, fresh_proofs):
+    real = mdn_forms.chunk
+
+    def wrong(ops, *args, **kw):
+        st = real(ops, *args, **kw)
+        st["V_tilde"] = st["U"] - ops.mm(st["Y"], st["S0"])          # V~ without + Z M_0
         return st
 
-    monkeypatch.setattr(MDN, "chunk_step", wrong)
+    monkeypatch.setattr(mdn_forms, "chunk", wrong)
     r = _run(registry, "symbolic.mdn.chunk_output")
-    assert r.status == "fail" and "V_tilde" in r.message, r.message
+    assert r.status == "fail" and "NOT PROVED" in r.message, r.message
 
 
-def test_mutation_gamma_shift_deletes_diagonal(registry, monkeypatch):
-    monkeypatch.setattr(MDN, "gamma_shifted", lambda gamma: torch.tril(gamma, -1))
-    r = _run(registry, "symbolic.mdn.row_shift")
-    assert r.status == "fail" and "gamma_shifted" in r.message, r.message
+def test_mutation_gamma_shift_deletes_diagonal(registry, monkeypatch, fresh_proofs):
+    monkeypatch.setattr(mdn_forms, "shift_rows", lambda ops, gamma: ops.tril(gamma, -1))
+    assert _run(registry, "symbolic.mdn.row_shift").status == "fail"
+    assert _run(registry, "symbolic.mdn.chunk_output").status == "fail"
 
 
-def test_mutation_b_with_non_cumulative_alpha(registry, monkeypatch):
-    real = MDN.chunk_coefficients
+def test_mutation_b_with_non_cumulative_alpha(registry, monkeypatch, fresh_proofs):
+    real = mdn_forms.coefficients
 
-    def wrong(log_alpha, log_mu, beta, form="stable", *args, **kw):
-        out = dict(real(log_alpha, log_mu, beta, form, *args, **kw))
-        out["b"] = torch.exp(log_alpha) * out["c"]          # b_i = alpha_i c_i
+    def wrong(ops, alpha, mu, beta, *args, **kw):
+        out = dict(real(ops, alpha, mu, beta, *args, **kw))
+        out["b"] = alpha * out["b"] / out["abar"]                   # b_i = alpha_i c_i
         return out
 
-    monkeypatch.setattr(MDN, "chunk_coefficients", wrong)
-    r = _run(registry, "symbolic.mdn.coefficients")
-    assert r.status == "fail" and ".b" in r.message, r.message
+    monkeypatch.setattr(mdn_forms, "coefficients", wrong)
+    assert _run(registry, "symbolic.mdn.coefficients").status == "fail"
+
+
+def test_mutation_step_without_alpha_on_the_correction(registry, monkeypatch, fresh_proofs):
+    """p = k instead of the given p (the residual v - S^T k): the GDN reduction and the chunk proofs fail."""
+    real = mdn_forms.step
+    monkeypatch.setattr(mdn_forms, "step", lambda ops, S, M, k, v, p, *gates: real(ops, S, M, k, v, k, *gates))
+    assert _run(registry, "symbolic.mdn.gdn_reduction").status == "fail"
+    assert _run(registry, "symbolic.mdn.chunk_output").status == "fail"
 
 
 def test_mutation_transition_matrix_sign(registry, monkeypatch):

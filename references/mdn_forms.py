@@ -60,20 +60,20 @@ def shift_rows(ops, gamma):
     return ops.cat([ops.zeros((1, gamma.shape[1]), gamma), gamma[:-1]])
 
 
-def chunk(ops, q, k, v, alpha, beta, eta, p, scale, S0, M0, coef, shift=shift_rows) -> dict:
+def chunk(ops, q, k, v, alpha, beta, eta, p, scale, S0, M0, coef, shift=None) -> dict:
     """One chunk of length L from incoming states (S0, M0), given its coefficient dict.  Returns every
     intermediate:  k^_j = eta_j k_j, P (p_i = alpha_i k_i unless p is given), Gamma, Gamma^- = shift(Gamma),
     system = I + (P K^^T) .* Gamma^-, T = system^-1 (unit lower), U = T V,
     Y = T Diag(abar^-) P, Z = T Diag(b^-) P  (abar^- = (1, abar_1, ...), b^- = (0, b_1, ...)),
     V~ = U - Y S_0 + Z M_0,  O = scale (Diag(abar) Q S_0 - Diag(b) Q M_0 + [(Q K^^T) .* Gamma] V~),
     S = abar_L S_0 - b_L M_0 + sum_j gamma_{L,j} k^_j v~_j^T,  M = mubar_L M_0 - sum_j R_{L,j} k^_j v~_j^T.
-    shift: a row shift other than shift_rows(ops, .) is how a negative control substitutes a wrong one."""
+    shift: a function G -> Gamma^- other than shift_rows (how a negative control substitutes a wrong one)."""
     mm = ops.mm
     L = k.shape[0]
     k_hat = eta[:, None] * k
     P = alpha[:, None] * k if p is None else p
     Gamma = coef["gamma"]
-    Gamma_minus = shift(Gamma)
+    Gamma_minus = shift_rows(ops, Gamma) if shift is None else shift(Gamma)
     eye = ops.eye(L, k)
     system = eye + mm(P, k_hat.T) * Gamma_minus
     T = ops.solve_lower(system, eye, unit=True)

@@ -212,7 +212,7 @@ class ChunkSymbols:
         """mdn_forms.chunk on this chunk (scale 1, the given p), with the code's row shift unless told."""
         x = self.x
         return forms.chunk(self.ops, x["q"], x["k"], x["v"], x["alpha"], x["beta"], x["eta"], x["p"], 1,
-                           x["S0"], x["M0"], self.coef, shift or (lambda G: forms.shift_rows(self.ops, G)))
+                           x["S0"], x["M0"], self.coef, shift)
 
 
 @lru_cache(maxsize=None)

@@ -1,12 +1,16 @@
-"""symbolic.*: exact sympy proofs of the PaTH and MDN identities, each tied to the float64 reference code.
+"""symbolic.*: exact sympy proofs of the PaTH and MDN identities, proving the code that runs.
 
-Every identity check (``symbolic.<family>.<identity>``)
-  1. builds both sides with symbols at small sizes (references/symbolic) and passes only when their
-     difference reduces to exactly zero (no floating point anywhere in the proof), and
-  2. evaluates the proved expression exactly at random dyadic-rational points and compares the matching
-     float64 function in references/ (path_attn, mdn, spectra) at the same points: a normwise relative
-     difference above TIE = 1e-12 fails the check, so a wrong edit to references/ turns the check red.
-Every negative control (``...negative``) passes only when sympy shows the printed-but-wrong form differs
+Every identity check (``symbolic.<family>.<identity>``) builds both sides with symbols at small sizes
+(references/symbolic) and passes only when their difference reduces to exactly zero (no floating point
+anywhere in the proof).  The fast forms under proof (references/path_forms.py, references/mdn_forms.py) are
+the functions the float64 references and the same-dtype implementation run, called with an exact binding of
+their operations context: the proof proves that code, not a copy of it.
+
+Where float64 code is a different code path from the algebra (the literal walk, the explicit Householder
+products, the float64 token recurrence, the spectra and the second-order rule of references/spectra.py),
+the check also evaluates the proved expression exactly at random dyadic-rational points and compares that
+code at the same points: a normwise relative difference above TIE = 1e-12 fails the check.
+Every negative control (``...negative...``) passes only when sympy shows the printed-but-wrong form differs
 from the truth; its message gives a concrete rational point and the exact nonzero value there.
 
 The proofs are cached per process (the sympy constructions are shared between a check and its negative).
@@ -23,6 +27,7 @@ from references import mdn as MDN
 from references import path_attn as PA
 from references import spectra as SP
 from references.symbolic import mdn as SM
+from references.symbolic import first_nonzero
 from references.symbolic import path as SPATH
 from verify.registry import Context, Result, check
 
@@ -102,19 +107,21 @@ def _plain(msg: str) -> str:
     return msg.replace("[", "(").replace("]", ")")
 
 
-def _identity(check_id: str, description: str, prove, tie=None):
-    """Register an identity check: prove() -> list of Proofs (all must hold); tie(proofs, ctx) -> _Tie."""
+def _identity(check_id: str, description: str, prove, runs=(), tie=None):
+    """Register an identity check: prove() -> list of Proofs (all must hold); runs: the code functions the
+    proofs execute; tie(proofs, ctx) -> _Tie for float64 code that the proofs do not execute."""
     def run(ctx: Context) -> Result:
         proofs = prove()
         for pr in proofs:
             if not pr.holds:
-                from references.symbolic import first_nonzero
                 nz = first_nonzero(pr.difference)
                 return Result("fail", message=f"NOT PROVED ({pr.name}, sizes {pr.sizes}): the difference does not "
                                               f"reduce to 0; entry {nz[:2]} = {nz[2]}")
         sizes = "; ".join(", ".join(f"{k}={v}" for k, v in pr.sizes.items()) for pr in proofs)
         msg = f"proved exactly ({sizes}): {proofs[0].statement} (hypothesis: {proofs[0].hypothesis})"
-        details = {"sizes": [dict(pr.sizes) for pr in proofs]}
+        if runs:
+            msg += f"; the proof runs the code itself: {', '.join(runs)} (exact binding)"
+        details = {"sizes": [dict(pr.sizes) for pr in proofs], "runs": list(runs)}
         if tie is not None:
             t = tie(proofs, ctx)
             details.update(tie_worst=t.worst, tie_where=t.where, tie_comparisons=t.count)
@@ -170,108 +177,59 @@ def _points(ctx):
 UT_SIZES = [(4, 3), (2, 3), (3, 2)]
 
 
-def _tie_ut(proofs, ctx):
+def _tie_householder(proofs, ctx):
+    """householder_product (explicit products, an oracle: not the proved UT code) vs the proved products."""
     t, pr = _Tie(), proofs[0]
     S = SPATH.symbols(pr.sizes["L"], pr.sizes["d"])
     rng = _rng(ctx, "ut")
     for _ in range(_points(ctx)):
         pt = _path_point(S, rng)
         _, _, W, b = _path_tensors(S, pt)
-        t.add("ut_factor", PA.ut_factor(W, b), _t(pr.evaluate("U", pt)))
-        t.add("ut_product(forward)", PA.ut_product(W, b, "forward"), _t(pr.evaluate("forward", pt)))
-        t.add("ut_product(reverse)", PA.ut_product(W, b, "reverse"), _t(pr.evaluate("reverse", pt)))
-        t.add("householder_product", PA.householder_product(W, b, "forward"), _t(pr.evaluate("forward", pt)))
-        t.add("householder_product", PA.householder_product(W, b, "reverse"), _t(pr.evaluate("reverse", pt)))
+        for order in ("forward", "reverse"):
+            t.add("householder_product", PA.householder_product(W, b, order), _t(pr.evaluate(order, pt)))
     return t
 
 
 _identity("symbolic.path.ut_orientation",
           "UT transform: H_L...H_1 = I - W^T U W and H_1...H_L = I - W^T U^T W (exact, any w)",
-          lambda: [SPATH.ut_orientation(L, d) for L, d in UT_SIZES], _tie_ut)
+          lambda: [SPATH.ut_orientation(L, d) for L, d in UT_SIZES], ("path_forms.ut_product", "path_forms.ut_factor"),
+          _tie_householder)
 _negative("symbolic.path.ut_orientation.negative",
           "rejects the printed orientation H_1...H_L = I - W^T U W",
           lambda: SPATH.ut_orientation_negative(4, 3))
 
 
-def _tie_logits(proofs, ctx):
+def _tie_walk(proofs, ctx):
+    """path_logits (the literal walk, an oracle: not the proved UT code) vs the proved logits."""
     t, pr = _Tie(), proofs[0]
     S = SPATH.symbols(pr.sizes["L"], pr.sizes["d"])
     rng = _rng(ctx, "logits")
     for _ in range(_points(ctx)):
         pt = _path_point(S, rng)
         Q, K, W, b = _path_tensors(S, pt)
-        exact = _t(pr.evaluate("logits", pt))
-        t.add("path_logits_ut", _lower(PA.path_logits_ut(Q, K, W, b)), exact)
-        t.add("path_logits", _lower(PA.path_logits(Q, K, W, b)), exact)
+        t.add("path_logits", _lower(PA.path_logits(Q, K, W, b)), _t(pr.evaluate("logits", pt)))
     return t
 
 
 _identity("symbolic.path.causal_logits",
           "all causal logits: lower(QK^T) - lower(QW^T) U strictLower(WK^T) = k_j^T H_(j+1)...H_i q_i",
-          lambda: [SPATH.causal_logits(4, 3), SPATH.causal_logits(3, 2)], _tie_logits)
-
-
-def _tie_block(proofs, ctx):
-    t, pr = _Tie(), proofs[0]
-    S = SPATH.symbols(pr.sizes["L"], pr.sizes["d"])
-    rng = _rng(ctx, "block")
-    for _ in range(_points(ctx)):
-        pt = _path_point(S, rng)
-        Q, K, W, b = _path_tensors(S, pt)
-        got = PA.block_transform(Q, K, W, b)
-        for name in ("U", "Qbar", "Kbar", "F", "A_local"):
-            t.add(f"block_transform.{name}", got[name], _t(pr.evaluate(name, pt)))
-    return t
-
-
+          lambda: [SPATH.causal_logits(4, 3), SPATH.causal_logits(3, 2)], ("path_forms.block_transform",),
+          _tie_walk)
 _identity("symbolic.path.block_transform",
           "boundary-adjusted blocks: Qbar, Kbar and F_b = I - W^T U^T W equal their Householder products",
-          lambda: [SPATH.block_transform(4, 3), SPATH.block_transform(3, 2)], _tie_block)
+          lambda: [SPATH.block_transform(4, 3), SPATH.block_transform(3, 2)], ("path_forms.block_transform",))
 _negative("symbolic.path.block_transform.negative",
           "rejects the paper's block product without 'I -' (F_b = W^T U^T W)",
           lambda: SPATH.block_transform_negative(3, 2))
-
-
-def _tie_cross(proofs, ctx):
-    t, pr = _Tie(), proofs[0]
-    block, nb, d = pr.sizes["block"], pr.sizes["nblocks"], pr.sizes["d"]
-    S = SPATH.symbols(block * nb, d)
-    rng = _rng(ctx, "cross")
-    for _ in range(_points(ctx)):
-        pt = _path_point(S, rng)
-        Q, K, W, b = _path_tensors(S, pt)
-        v = torch.tensor([[float(_dy(rng, -1, 1)) for _ in range(2)] for _ in range(S.L)], dtype=DT)
-        _, inter = PA.path_attn_blockwise_head(Q, K, v, W, b, block=block)
-        t.add("path_attn_blockwise_head.logits", _lower(inter["logits"]), _t(pr.evaluate("logits", pt)))
-    return t
-
-
 _identity("symbolic.path.cross_block",
           "cross-block factorization Kbar_j^T F_(c+1)...F_(b-1) Qbar_i and the scan's read-then-cross order",
-          lambda: [SPATH.cross_block(3, 3, 2)], _tie_cross)
+          lambda: [SPATH.cross_block(3, 3, 2)], ("path_forms.block_transform", "path_forms.scan"))
 _negative("symbolic.path.cross_block.negative",
           "rejects a scan that crosses a block's transition before reading it",
           lambda: SPATH.cross_block_negative(2, 3, 2))
-
-
-def _tie_decode(proofs, ctx):
-    t, pr = _Tie(), proofs[0]
-    S = SPATH.symbols(pr.sizes["T"], pr.sizes["d"])
-    rng = _rng(ctx, "decode")
-    for _ in range(_points(ctx)):
-        pt = _path_point(S, rng)
-        Q, K, W, b = _path_tensors(S, pt)
-        t.add("decode_keys", PA.decode_keys(K, W, b), _t(pr.evaluate("keys", pt)))
-        lit = _t(pr.evaluate("logits", pt))
-        for s in range(S.L):
-            keys = PA.decode_keys(K[:s + 1], W[:s + 1], b[:s + 1])
-            t.add("decode_keys(prefix) . q_t", keys @ Q[s], lit[s, :s + 1])
-    return t
-
-
 _identity("symbolic.path.decode_keys",
           "decoding: after the in-place key updates k_j^T q_t equals the path logit",
-          lambda: [SPATH.decode_keys(4, 2), SPATH.decode_keys(5, 3)], _tie_decode)
+          lambda: [SPATH.decode_keys(4, 2), SPATH.decode_keys(5, 3)], ("path_forms.decode_keys",))
 
 _PYTHAGOREAN = [(1, 2, 2, 3), (2, 3, 6, 7), (1, 4, 8, 9), (2, 6, 9, 11), (4, 4, 7, 9), (2, 10, 11, 15)]
 
@@ -311,7 +269,7 @@ def _tie_reflection(proofs, ctx):
 
 _identity("symbolic.path.reflection",
           "beta = 2, w = (e_a - e_b)/sqrt(2) swaps a and b; H w = (1 - beta) w (||w|| = 1); H z = z for z _|_ w",
-          lambda: [SPATH.reflection(3), SPATH.reflection(4)], _tie_reflection)
+          lambda: [SPATH.reflection(3), SPATH.reflection(4)], tie=_tie_reflection)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -339,26 +297,10 @@ def _f(xs) -> torch.Tensor:
     return torch.tensor([float(x) for x in xs], dtype=DT)
 
 
-def _tie_coefficients(proofs, ctx):
-    t, pr = _Tie(), proofs[0]
-    C = pr.sizes["C"]
-    g = SM.gate_symbols(C)
-    rng = _rng(ctx, "coef")
-    for _ in range(_points(ctx)):
-        gv = _gates(rng, C)
-        pt = _gate_point(g, gv)
-        for form in ("stable", "log"):
-            got = MDN.chunk_coefficients(_log(gv["alpha"]), _log(gv["mu"]), _f(gv["beta"]), form=form)
-            for name in ("abar", "mubar", "c", "b"):
-                t.add(f"chunk_coefficients({form}).{name}", got[name], _vec(pr.evaluate(name, pt)))
-            for name in ("gamma", "R"):
-                t.add(f"chunk_coefficients({form}).{name}", got[name], _t(pr.evaluate(name, pt)))
-    return t
-
-
 _identity("symbolic.mdn.coefficients",
-          "MDN cumulative coefficients: gamma in product, sum, c-, recurrence and log form agree; b_i = abar_i c_i",
-          lambda: [SM.coefficients(4), SM.coefficients(3)], _tie_coefficients)
+          "MDN cumulative coefficients: the code's stable and log forms equal the recurrence's; gamma in product, "
+          "sum and c-form agree; b_i = abar_i c_i",
+          lambda: [SM.coefficients(4), SM.coefficients(3)], ("mdn_forms.coefficients", "mdn_forms.step"))
 _negative("symbolic.mdn.coefficients.negative",
           "rejects b_i = alpha_i c_i (non-cumulative alpha)",
           lambda: SM.coefficients_negative(4))
@@ -390,82 +332,20 @@ def _tie_expansion(proofs, ctx):
 
 _identity("symbolic.mdn.state_expansion",
           "S_i = abar_i S_0 - b_i M_0 + sum_j gamma_ij k^_j v~_j^T (and M_i) from unrolling the recurrence",
-          lambda: [SM.state_expansion(4, 2, 2)], _tie_expansion)
-
-
-def _chunk_point(X, rng, gv):
-    pt = _gate_point(X.g, gv)
-    for s in list(X.Qs) + list(X.Ks) + list(X.Ps) + list(X.Vs) + list(X.S0s) + list(X.M0s):
-        pt[s] = _dy(rng, -1, 1)
-    return pt
-
-
-def _chunk_tensors(X, pt):
-    q, k, p, v, S0, M0 = (_t(m.xreplace(pt)) for m in (X.Qs, X.Ks, X.Ps, X.Vs, X.S0s, X.M0s))
-    return q, k, p, v, S0, M0
-
-
-def _alpha_k(X, pt):
-    """set the p symbols to alpha_i k_i (the paper's p) in the point."""
-    for i in range(X.C):
-        for j in range(X.dk):
-            pt[X.Ps[i, j]] = pt[X.g["alpha"][i]] * pt[X.Ks[i, j]]
-    return pt
-
-
-def _tie_row_shift(proofs, ctx):
-    t, pr = _Tie(), proofs[0]
-    X = SM.chunk_symbols(pr.sizes["C"], pr.sizes["dk"], pr.sizes["dv"])
-    rng = _rng(ctx, "rowshift")
-    for _ in range(_points(ctx)):
-        gv = _gates(rng, X.C)
-        pt = _chunk_point(X, rng, gv)
-        q, k, p, v, S0, M0 = _chunk_tensors(X, pt)
-        la, lm, b, eta = _log(gv["alpha"]), _log(gv["mu"]), _f(gv["beta"]), _f(gv["eta"])
-        gamma = MDN.chunk_coefficients(la, lm, b)["gamma"]
-        t.add("gamma_shifted", MDN.gamma_shifted(gamma), _t(pr.evaluate("Gamma_minus", pt)))
-        st = MDN.chunk_step(q, k, v, la, lm, b, eta, p, 1.0, S0, M0)
-        t.add("chunk_step.system", st["system"], _t(pr.evaluate("system", pt)))
-        t.add("chunk_step.Gamma_minus", st["Gamma_minus"], _t(pr.evaluate("Gamma_minus", pt)))
-    return t
+          lambda: [SM.state_expansion(4, 2, 2)], ("mdn_forms.step",), _tie_expansion)
 
 
 _identity("symbolic.mdn.row_shift",
           "v~_i = v_i - p_i^T S_(i-1) gives the triangular system with Gamma^- (Gamma shifted down one row)",
-          lambda: [SM.row_shift(4, 2, 1), SM.row_shift(3, 2, 2)], _tie_row_shift)
+          lambda: [SM.row_shift(4, 2, 1), SM.row_shift(3, 2, 2)],
+          ("mdn_forms.chunk", "mdn_forms.shift_rows", "mdn_forms.coefficients", "mdn_forms.step"))
 _negative("symbolic.mdn.row_shift.negative",
           "rejects Gamma with its diagonal deleted in place of the row shift Gamma^-",
           lambda: SM.row_shift_negative(4, 2, 1))
-
-
-def _tie_chunk(proofs, ctx):
-    t = _Tie()
-    pr = next(p for p in proofs if p.sizes["dk"] > 1)
-    X = SM.chunk_symbols(pr.sizes["C"], pr.sizes["dk"], pr.sizes["dv"])
-    rng = _rng(ctx, "chunk")
-    for n in range(_points(ctx)):
-        gv = _gates(rng, X.C)
-        pt = _chunk_point(X, rng, gv)
-        paper_p = n % 2 == 1
-        if paper_p:
-            pt = _alpha_k(X, pt)
-        q, k, p, v, S0, M0 = _chunk_tensors(X, pt)
-        la, lm, b, eta = _log(gv["alpha"]), _log(gv["mu"]), _f(gv["beta"]), _f(gv["eta"])
-        for form in ("stable", "log"):
-            o, S, M, steps = MDN.chunk_forward_head(q, k, v, la, lm, b, eta, p=None if paper_p else p, scale=1.0,
-                                                    S0=S0, M0=M0, chunk=X.C, form=form)
-            tag = f"chunk_forward_head({form}{', p=alpha k' if paper_p else ''})"
-            t.add(f"{tag}.o", o, _t(pr.evaluate("O", pt)))
-            t.add(f"{tag}.S_T", S, _t(pr.evaluate("S", pt)))
-            t.add(f"{tag}.M_T", M, _t(pr.evaluate("M", pt)))
-            for name in ("T", "U", "Y", "Z", "V_tilde"):
-                t.add(f"{tag}.{name}", steps[0][name], _t(pr.evaluate(name, pt)))
-    return t
-
-
 _identity("symbolic.mdn.chunk_output",
           "chunk output O and the U/Y/Z solve reproduce the recurrence (outputs, residuals, carried states)",
-          lambda: [SM.chunk_output(3, 2, 2), SM.chunk_output(3, 1, 1), SM.chunk_output(4, 2, 2)], _tie_chunk)
+          lambda: [SM.chunk_output(3, 2, 2), SM.chunk_output(3, 1, 1), SM.chunk_output(4, 2, 2)],
+          ("mdn_forms.chunk", "mdn_forms.shift_rows", "mdn_forms.coefficients", "mdn_forms.step"))
 
 
 def _tie_spectrum(t: _Tie, ref: torch.Tensor, a, b, m, e, dk: int) -> None:
@@ -537,8 +417,9 @@ def _tie_transition(proofs, ctx):
 
 
 _identity("symbolic.mdn.transition",
-          "the (S, M) step is the DESIGN.md block matrix; charpoly (x-alpha)^(d-1) (x-mu)^(d-1) (x^2 - r x + alpha mu)",
-          lambda: [SM.transition(3, 2), SM.transition(2, 1), SM.transition(4, 1)], _tie_transition)
+          "the (S, M) step is the block transition matrix; charpoly (x-alpha)^(d-1) (x-mu)^(d-1) (x^2 - r x + alpha mu)",
+          lambda: [SM.transition(3, 2), SM.transition(2, 1), SM.transition(4, 1)], ("mdn_forms.step",),
+          _tie_transition)
 
 
 def _tie_second_order(proofs, ctx):
@@ -565,7 +446,7 @@ def _tie_second_order(proofs, ctx):
 
 _identity("symbolic.mdn.second_order",
           "eliminating M: S_t = [(alpha_t + beta_t mu_t/beta_(t-1)) I - alpha_t beta_t eta_t k k^T] S_(t-1) - ...",
-          lambda: [SM.second_order(2, 2), SM.second_order(3, 1)], _tie_second_order)
+          lambda: [SM.second_order(2, 2), SM.second_order(3, 1)], ("mdn_forms.step",), _tie_second_order)
 _negative("symbolic.mdn.second_order.negative",
           "rejects Table 1's second-order form without alpha_t in the key-dependent term",
           lambda: SM.second_order_negative(2, 2))
@@ -599,4 +480,16 @@ def _tie_sufficient(proofs, ctx):
 
 _identity("symbolic.mdn.sufficient_condition",
           "0 < alpha, beta <= 1 - alpha, 0 < eta < 2 imply r >= mu - 1/8 (sharp): mu > 1/8 gives Re(lambda) > 0",
-          lambda: [SM.sufficient_condition()], _tie_sufficient)
+          lambda: [SM.sufficient_condition()], tie=_tie_sufficient)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Gated DeltaNet: MDN without momentum
+
+_identity("symbolic.mdn.gdn_reduction",
+          "MDN with mu = 0, p = alpha k is Gated DeltaNet: S_t = alpha_t (I - b_t k k^T) S_(t-1) + b_t k v^T, b = beta eta",
+          lambda: [SM.gdn_reduction(2, 2, 2), SM.gdn_reduction(3, 3, 1)], ("mdn_forms.step",))
+for _variant in ("beta_without_eta", "correction_without_alpha"):
+    _negative(f"symbolic.mdn.gdn_reduction.negative.{_variant}",
+              f"rejects the reduction to {SM.GDN_VARIANTS[_variant]}",
+              lambda v=_variant: SM.gdn_reduction_negative(v))
