@@ -2,13 +2,16 @@
 chunkwise algorithm with the recurrence, and planted bugs that must turn a check red."""
 import math
 
+import mpmath as mp
 import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from references import mdn
+from references import mdn, mdn_forms
+from references.mdn_mp import recurrence_head_mp
+from references.ops import MPMATH, mp_array
 from verify import runner, xfails
 from verify.metrics import rel_err
 from verify.registry import Context
@@ -161,3 +164,27 @@ def test_oracles_are_differentiable():
     for fn in (lambda *a: mdn.recurrence_head(*a[:7], S0=a[7], M0=a[8]),
                lambda *a: mdn.chunk_forward_head(*a[:7], S0=a[7], M0=a[8], chunk=4)[:3]):
         assert torch.autograd.gradcheck(fn, leaves)
+
+
+def test_chunk_forms_in_mpmath_equal_the_mpmath_recurrence():
+    """mdn_forms run on the mpmath binding (60 digits) equal the mpmath token recurrence in both coefficient
+    forms, in a regime (log mu = -2 at the floor, alpha = 0.99) where the float64 log form cancels
+    catastrophically: its failure there is rounding, not algebra."""
+    T = 24
+    x = _inputs(5, T, 3, 2, False, True)
+    x.update(log_alpha=torch.full((T,), math.log(0.99), dtype=torch.float64),
+             log_mu=torch.full((T,), -2.0, dtype=torch.float64), beta=torch.full((T,), 0.01, dtype=torch.float64))
+    names = ("q", "k", "v", "log_alpha", "log_mu", "beta", "eta")
+    with mp.workdps(60):
+        o_mp, S_mp, M_mp = recurrence_head_mp(*(x[n].tolist() for n in names), S0=x["S0"].tolist(),
+                                              M0=x["M0"].tolist(), dps=60)
+        m = {n: mp_array(t.tolist()) for n, t in x.items()}
+        alpha, mu = MPMATH.exp(m["log_alpha"]), MPMATH.exp(m["log_mu"])
+        for form in ("stable", "log"):
+            coef = mdn_forms.coefficients(MPMATH, alpha, mu, m["beta"], m["log_alpha"], m["log_mu"], form)
+            st = mdn_forms.chunk(MPMATH, m["q"], m["k"], m["v"], alpha, m["beta"], m["eta"], None, 1,
+                                 m["S0"], m["M0"], coef)
+            for got, want in ((st["O"], o_mp), (st["S"], S_mp), (st["M"], M_mp)):
+                assert max(abs(a - b) for a, b in zip(got.reshape(-1), mp_array(want).reshape(-1))) < mp.mpf(10) ** -30
+    out = mdn.chunk_forward_head(**x, scale=1.0, chunk=T, form="log")
+    assert rel_err(out[0], mdn.recurrence_head(**x, scale=1.0)[0]) > 1e-6
