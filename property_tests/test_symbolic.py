@@ -23,7 +23,8 @@ NEGATIVES = [
     "symbolic.path.ut_orientation.negative", "symbolic.path.block_transform.negative",
     "symbolic.path.cross_block.negative", "symbolic.mdn.coefficients.negative",
     "symbolic.mdn.row_shift.negative", "symbolic.mdn.second_order.negative",
-    "symbolic.mdn.gdn_reduction.negative.beta_without_eta", "symbolic.mdn.gdn_reduction.negative.correction_without_alpha",
+    "symbolic.mdn.gdn_reduction.negative.beta_without_eta",
+    "symbolic.mdn.gdn_reduction.negative.correction_without_alpha",
 ]
 
 

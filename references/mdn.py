@@ -1,8 +1,9 @@
-"""Float64 oracles for Momentum DeltaNet (torch; CPU or CUDA): the token recurrence, the gates, and the
-chunkwise algorithm with every intermediate exposed by name.
+"""Float64 Momentum DeltaNet (torch; CPU or CUDA): the token recurrence (the oracle, written literally and
+separately), the gates, and the chunkwise algorithm of references/mdn_forms.py in torch, every intermediate
+exposed by name.
 
-Conventions (DESIGN.md section 3): q, k, p [B, T, H, Dk], v [B, T, H, Dv], gates [B, T, H], states S, M
-[B, H, Dk, Dv].  Per head, with S_0 and M_0 given (zero by default):
+Conventions (docs/design.md sections 3 and 5): q, k, p [B, T, H, Dk], v [B, T, H, Dv], gates [B, T, H],
+states S, M [B, H, Dk, Dv].  Per head, with S_0 and M_0 given (zero by default):
 
     v~_t = v_t - S_{t-1}^T p_t          p_t = alpha_t k_t (the paper), or a given p_t (fla's p_eff)
     M_t  = mu_t M_{t-1} - eta_t k_t v~_t^T

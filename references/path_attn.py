@@ -1,6 +1,12 @@
-"""Float64 oracles for PaTH attention, PaTH-FoX and FoX (torch; CPU or CUDA).
+"""Float64 PaTH attention, PaTH-FoX and FoX (torch; CPU or CUDA): the oracles, and the fast forms in torch.
 
-Conventions (DESIGN.md section 3): q [B, T, HQ, D], k and w [B, T, H, D], v [B, T, H, Dv], beta [B, T, H],
+Oracles (literal, independent of the fast forms): householder, householder_product (each H_t formed and
+multiplied in order) and path_logits (the running-query walk); path_attn and fox_attn are built on them.
+Fast forms: ut_factor, ut_product, path_logits_ut, block_transform, blockwise_logits, decode_keys run
+references/path_forms.py with the torch binding (docs/design.md section 2.1); ``mm`` is their matrix
+product, which the same-dtype implementation (verify/lowprec.py) replaces by one that rounds its operands.
+
+Conventions (docs/design.md sections 3 and 4): q [B, T, HQ, D], k and w [B, T, H, D], v [B, T, H, Dv], beta [B, T, H],
 g [B, T, HQ] (g_t = log f_t, the log forget gate).  GQA: query head h reads key/value head h // (HQ // H).
 Varlen: B == 1 and cu_seqlens [N + 1] split the time axis into independent sequences.
 

@@ -5,7 +5,7 @@ Derivation (one MDN step with p_t = alpha k, per value column; S, M are d_k x d_
     S_t = alpha S - beta M_t                          = (alpha I - alpha beta eta k k^T) S - beta mu M + beta eta k v^T
 so (S_t; M_t) = A (S; M) + (beta eta k v^T; -eta k v^T) with the 2 d_k x 2 d_k block matrix
     A = [[alpha I - alpha beta eta k k^T, -beta mu I], [alpha eta k k^T, mu I]]
-(DESIGN.md's matrix, signs included).  For unit k the orthogonal complement of k gives alpha and mu
+(docs/design.md section 5, signs included).  For unit k the orthogonal complement of k gives alpha and mu
 (d_k - 1 times each, from the block-triangular [[alpha I, -beta mu I], [0, mu I]]); the key direction
 gives the 2 x 2 block [[alpha - alpha beta eta, -beta mu], [alpha eta, mu]] with trace
 r = alpha + mu - alpha beta eta and determinant alpha mu, so lambda_pm = (r +- sqrt(r^2 - 4 alpha mu)) / 2

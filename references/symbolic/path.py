@@ -220,7 +220,8 @@ def _decode_parts(S):
 
 def decode_keys(T: int = 4, d: int = 2) -> Proof:
     return _proof(_decode_parts, T, d, "path.decode_keys",
-                  f"path_forms.decode_keys: after token t's in-place update k_j <- k_j - beta_t w_t (w_t^T k_j) of every j < t, "
+                  f"path_forms.decode_keys: after token t's in-place update k_j <- k_j - beta_t w_t (w_t^T k_j) "
+                  f"of every j < t, "
                   f"k_j^T q_t equals the path logit k_j^T H_(j+1)...H_t q_t, for every t <= {T} and j <= t "
                   f"(d={d}); the final key j is H_T...H_(j+1) k_j",
                   "none: any w_t, any beta_t", {"T": T, "d": d}, ())

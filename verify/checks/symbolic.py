@@ -417,7 +417,7 @@ def _tie_transition(proofs, ctx):
 
 
 _identity("symbolic.mdn.transition",
-          "the (S, M) step is the block transition matrix; charpoly (x-alpha)^(d-1) (x-mu)^(d-1) (x^2 - r x + alpha mu)",
+          "the (S, M) step is the block transition matrix; charpoly (x-alpha)^(d-1) (x-mu)^(d-1) (x^2 - r x + a mu)",
           lambda: [SM.transition(3, 2), SM.transition(2, 1), SM.transition(4, 1)], ("mdn_forms.step",),
           _tie_transition)
 
@@ -487,7 +487,8 @@ _identity("symbolic.mdn.sufficient_condition",
 # Gated DeltaNet: MDN without momentum
 
 _identity("symbolic.mdn.gdn_reduction",
-          "MDN with mu = 0, p = alpha k is Gated DeltaNet: S_t = alpha_t (I - b_t k k^T) S_(t-1) + b_t k v^T, b = beta eta",
+          "MDN with mu = 0, p = alpha k is Gated DeltaNet: S_t = alpha_t (I - b_t k k^T) S_(t-1) + b_t k v^T, "
+          "b = beta eta",
           lambda: [SM.gdn_reduction(2, 2, 2), SM.gdn_reduction(3, 3, 1)], ("mdn_forms.step",))
 for _variant in ("beta_without_eta", "correction_without_alpha"):
     _negative(f"symbolic.mdn.gdn_reduction.negative.{_variant}",
