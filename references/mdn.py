@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from references import mdn_forms as forms
-from references.ops import TORCH
+from references.ops import TORCH, TorchOps
 
 # ----------------------------------------------------------------------------------------------------
 # The token recurrence
@@ -123,17 +123,19 @@ def gamma_shifted(gamma: torch.Tensor) -> torch.Tensor:
     return forms.shift_rows(TORCH, gamma)
 
 
-def chunk_step(q, k, v, log_alpha, log_mu, beta, eta, p, scale, S0, M0, form="stable", shift=None):
+def chunk_step(q, k, v, log_alpha, log_mu, beta, eta, p, scale, S0, M0, form="stable", shift=None,
+               mm=torch.matmul):
     """One chunk (mdn_forms.chunk): a dict of every intermediate.  form: "stable", "log", or a function
     (log_alpha, log_mu, beta) -> coefficient dict; shift: a row shift other than gamma_shifted (negative
-    controls substitute wrong variants through these two)."""
+    controls substitute wrong variants through these two); mm: the matrix product (a same-dtype
+    implementation passes one that rounds its operands)."""
     coef = form(log_alpha, log_mu, beta) if callable(form) else chunk_coefficients(log_alpha, log_mu, beta, form)
-    return forms.chunk(TORCH, q, k, v, torch.exp(log_alpha), beta, eta, p, scale, S0, M0, coef,
+    return forms.chunk(TorchOps(mm), q, k, v, torch.exp(log_alpha), beta, eta, p, scale, S0, M0, coef,
                        gamma_shifted if shift is None else shift)
 
 
 def chunk_forward_head(q, k, v, log_alpha, log_mu, beta, eta, p=None, scale=1.0, S0=None, M0=None, chunk=64,
-                       form="stable", shift=None):
+                       form="stable", shift=None, mm=torch.matmul):
     """One head by chunks of `chunk` tokens (the last one may be shorter).  Returns
     (o [T, Dv], S_T, M_T, intermediates): one chunk_step dict per chunk, in order."""
     Dk, Dv = k.shape[-1], v.shape[-1]
@@ -143,7 +145,7 @@ def chunk_forward_head(q, k, v, log_alpha, log_mu, beta, eta, p=None, scale=1.0,
     for s in range(0, k.shape[0], chunk):
         e = s + chunk
         st = chunk_step(q[s:e], k[s:e], v[s:e], log_alpha[s:e], log_mu[s:e], beta[s:e], eta[s:e],
-                        None if p is None else p[s:e], scale, S, M, form, shift)
+                        None if p is None else p[s:e], scale, S, M, form, shift, mm)
         steps.append(st)
         S, M = st["S"], st["M"]
     o = torch.cat([st["O"] for st in steps]) if steps else v.new_zeros(0, Dv)
@@ -151,7 +153,7 @@ def chunk_forward_head(q, k, v, log_alpha, log_mu, beta, eta, p=None, scale=1.0,
 
 
 def chunk_forward(q, k, v, log_alpha, log_mu, beta, eta, p=None, scale=None, S0=None, M0=None, chunk=64,
-                  form="stable"):
+                  form="stable", mm=torch.matmul):
     """Batched chunkwise algorithm; returns (o, S_T, M_T) (chunk_forward_head gives the intermediates)."""
     return _per_head(chunk_forward_head, q, k, v, log_alpha, log_mu, beta, eta, p, scale, S0, M0,
-                     chunk=chunk, form=form)
+                     chunk=chunk, form=form, mm=mm)
