@@ -60,10 +60,12 @@ def test_negative_control_is_rejected_with_a_concrete_value(results, cid):
 
 def test_proofs_hold_and_negatives_are_refuted():
     for pr in (SPATH.ut_orientation(3, 2), SPATH.causal_logits(3, 2), SPATH.block_transform(3, 2),
-               SPATH.decode_keys(3, 2), SM.coefficients(3), SM.row_shift(3, 2, 1), SM.chunk_output(3, 1, 1)):
+               SPATH.decode_keys(3, 2), SM.coefficients(3), SM.row_shift(3, 2, 1), SM.chunk_output(3, 1, 1),
+               SM.gdn_reduction(2, 1, 1)):
         assert pr.holds, pr.name
     for pr in (SPATH.ut_orientation_negative(3, 2), SPATH.block_transform_negative(3, 2),
-               SM.coefficients_negative(3), SM.second_order_negative(2, 1)):
+               SM.coefficients_negative(3), SM.second_order_negative(2, 1),
+               SM.gdn_reduction_negative("beta_without_eta", 2, 1, 1)):
         assert not pr.holds and pr.refuted, pr.name
         pt, _, val = pr.witness
         assert val != 0

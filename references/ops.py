@@ -62,8 +62,10 @@ class TorchOps:
     def solve_lower(L, B, unit=False):
         return torch.linalg.solve_triangular(L, B, upper=False, unitriangular=unit)
 
-    outer, diag, exp, log = staticmethod(torch.outer), staticmethod(torch.diag), staticmethod(torch.exp), \
-        staticmethod(torch.log)
+    outer = staticmethod(torch.outer)
+    diag = staticmethod(torch.diag)
+    exp = staticmethod(torch.exp)
+    log = staticmethod(torch.log)
 
     @staticmethod
     def cat(xs):
