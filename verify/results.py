@@ -118,10 +118,18 @@ def exit_status(checks: list[dict], interrupted: bool = False) -> int:
 SAME_RUN = ("device", "profile", "fp32_dot")
 
 
+def _non_finite(constant: str):
+    raise ValueError(f"non-finite number {constant} (strict JSON has none)")
+
+
+def parse(text: str) -> dict:
+    """A result document, strictly: NaN and Infinity are refused."""
+    return json.loads(text, parse_constant=_non_finite)
+
+
 def load(path: str) -> dict:
     try:
-        with open(path) as f:
-            doc = json.load(f)
+        doc = parse(Path(path).read_text())
         validate(doc)
     except (OSError, ValueError) as exc:     # jsonschema.ValidationError is a ValueError too
         raise UsageError(f"{path}: not a verify --json result ({str(exc).splitlines()[0]})") from exc
