@@ -25,11 +25,12 @@ def _after_fatal(ctx):
 
 
 def _hypothesis(ctx):
-    """A hypothesis search, as the kernel checks run one (it may write its storage directory)."""
+    """A hypothesis search that writes hypothesis' storage directory (text strategies cache unicode data there;
+    by default that is .hypothesis/ in the current directory)."""
     seen = []
 
     @settings(max_examples=5, database=None)
-    @given(st.integers(0, 10))
+    @given(st.text(max_size=3))
     def prop(x):
         seen.append(x)
     prop()
@@ -51,4 +52,7 @@ register("test.planted.hang", "never returns", lambda ctx: time.sleep(3600))
 register("test.planted.hypothesis", "runs a hypothesis search", _hypothesis)
 register("test.planted.odd_seeds", "fails on odd seeds",
          lambda ctx: Result("fail" if ctx.seed % 2 else "pass", float(ctx.seed), 1.0))
+for _n in ("a", "b"):
+    register(f"test.planted.gpu.{_n}", "says which GPUs its worker sees (slow enough that two workers take one each)",
+             lambda ctx: time.sleep(2) or Result("pass", 0.0, 1.0, os.environ.get("CUDA_VISIBLE_DEVICES", "")))
 register("mutant.test_planted", "planted mutant check", lambda ctx: Result("pass", 2.0, 1.0, "planted"))
