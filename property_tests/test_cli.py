@@ -8,7 +8,7 @@ import pytest
 
 from verify import cli, xfails
 from verify.errors import UsageError
-from verify.registry import Context, Result, register, REGISTRY
+from verify.registry import Context, Result, REGISTRY
 
 
 def run_cli(*args):

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from verify import cli, results
-from verify.registry import Check, Result
+from verify.registry import Check
 from verify.runner import shard
 
 HYPOTHESIS_SNIPPET = """

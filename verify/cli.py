@@ -7,7 +7,6 @@ interrupted by Ctrl-C / SIGTERM (the results of the checks that finished are sti
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import signal

@@ -140,19 +140,18 @@ def matcher(expression: str) -> Callable[[str], bool]:
         pos += 1
         return tok
 
+    def joined(op, combine, term):
+        terms = [term()]
+        while peek() == op:
+            take(op)
+            terms.append(term())
+        return lambda cid: combine(t(cid) for t in terms)
+
     def disjunction():
-        terms = [conjunction()]
-        while peek() == "or":
-            take("or")
-            terms.append(conjunction())
-        return lambda cid: any(t(cid) for t in terms)
+        return joined("or", any, conjunction)
 
     def conjunction():
-        terms = [negation()]
-        while peek() == "and":
-            take("and")
-            terms.append(negation())
-        return lambda cid: all(t(cid) for t in terms)
+        return joined("and", all, negation)
 
     def negation():
         if peek() == "not":

@@ -20,9 +20,9 @@ import time
 import traceback
 import warnings
 from collections import deque
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
+from unittest import mock
 
 from verify import environment
 from verify import xfails as xfail_list
@@ -180,21 +180,6 @@ def _worker_run(check_id: str, ctx: Context, debug: bool) -> Record:
     return execute(REGISTRY[check_id], ctx, debug)
 
 
-@contextmanager
-def _environ(overrides: dict[str, str]):
-    """os.environ with overrides while a worker is spawned (it inherits them: CUDA_VISIBLE_DEVICES)."""
-    saved = {k: os.environ.get(k) for k in overrides}
-    os.environ.update(overrides)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 @dataclass
 class _Slot:
     env: dict[str, str]
@@ -234,7 +219,7 @@ class Workers:
     def _start(self, slot: _Slot) -> None:
         slot.executor = cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
                                                initializer=_worker_init, initargs=(self.debug,))
-        with _environ(slot.env):
+        with mock.patch.dict(os.environ, slot.env):   # the worker is spawned here and inherits them
             slot.future = slot.executor.submit(_worker_start, self.ctx, self.kernels)
         slot.process = next(iter(slot.executor._processes.values()))   # spawned by submit
         slot.index, slot.ready = None, False
