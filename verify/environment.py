@@ -87,6 +87,12 @@ def gpu_count() -> int:
     return torch.cuda.device_count()
 
 
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES entries (the user's own list, if set)."""
+    given = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return given.split(",")[:gpu_count()] if given else [str(i) for i in range(gpu_count())]
+
+
 def cpu_count() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 

@@ -202,7 +202,7 @@ def worker_count(spec: str, device: str) -> int:
 
 @dataclass
 class Workers:
-    """N worker slots; on cuda with several GPUs, slot i sees only GPU i mod count (CUDA_VISIBLE_DEVICES)."""
+    """N worker slots; on cuda with several visible GPUs, slot i sees only the i-th (mod count) of them."""
     n: int
     ctx: Context
     kernels: bool                  # import the kernel package in each worker at start
@@ -211,8 +211,9 @@ class Workers:
     slots: list[_Slot] = field(default_factory=list)
 
     def __post_init__(self):
-        gpus = environment.gpu_count() if self.ctx.device == "cuda" else 0
-        self.slots = [_Slot({"CUDA_VISIBLE_DEVICES": str(i % gpus)} if gpus > 1 else {}) for i in range(self.n)]
+        gpus = environment.visible_gpus() if self.ctx.device == "cuda" else []
+        self.slots = [_Slot({"CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)]} if len(gpus) > 1 else {})
+                      for i in range(self.n)]
         for slot in self.slots:
             self._start(slot)
 

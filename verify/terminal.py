@@ -87,7 +87,7 @@ def print_summary(records: list[Record], console: Console, wall_seconds: float, 
         if of_kind:
             why = {"not_run": "interrupted" if interrupted else TIME_LIMIT.removeprefix("not run: "),
                    "interpreter_gap": "not verifiable on the CPU interpreter (they run on a GPU)",
-                   "unsupported": "a variant the kernel package does not offer"}[kind]
+                   "unsupported": "not applicable (a variant the kernel package or the device does not offer)"}[kind]
             console.print(f"[yellow]{len(of_kind)} check(s) skipped: {why}[/] (first: {of_kind[0].id}: "
                           f"{escape(of_kind[0].result.message)})", highlight=False, soft_wrap=True)
     for r in records:
