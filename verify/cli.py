@@ -251,10 +251,13 @@ def _run(args, command: list[str]) -> int:
                       f"{_span(seeds)}, workers={n_workers}, torch {env['torch']}, triton {env['triton']}, "
                       f"{environment.describe_kernel_package(info['kernel_package'])}")
         progress = terminal.Progress(console, len(chosen), args.verbose, args.debug)
-        for n, ctx in enumerate(contexts, 1):
-            if len(seeds) > 1:
-                console.rule(f"run {n}/{len(seeds)}: seed {ctx.seed}")
-            workers.run(chosen, ctx, finished[ctx.seed], timeout, deadline, progress.start, progress.done)
+        try:
+            for n, ctx in enumerate(contexts, 1):
+                if len(seeds) > 1:
+                    console.rule(f"run {n}/{len(seeds)}: seed {ctx.seed}")
+                workers.run(chosen, ctx, finished[ctx.seed], timeout, deadline, progress.start, progress.done)
+        finally:
+            progress.close()
     except runner.Interrupted as exc:
         interrupted = exc.code
     finally:

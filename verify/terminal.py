@@ -40,13 +40,24 @@ class Progress:
     def __init__(self, console: Console, total: int, verbose: bool = False, debug: bool = False):
         self.console, self.total, self.verbose, self.debug = console, total, verbose, debug
         self.width = len(str(total))
+        self.running: dict[int, str] = {}
+        self.status = console.status("") if console.is_terminal else None   # a terminal: what runs now
 
     def start(self, i: int, check: Check) -> None:
-        if not self.console.is_terminal:
+        if self.status is None:
             self.console.print(f"\\[{i + 1:>{self.width}}/{self.total}] start {check.id}", highlight=False,
                                soft_wrap=True)
+            return
+        self.running[i] = check.id
+        self.status.update(escape("running: " + ", ".join(self.running.values())))
+        self.status.start()
+
+    def close(self) -> None:
+        if self.status is not None:
+            self.status.stop()
 
     def done(self, i: int, rec: Record) -> None:
+        self.running.pop(i, None)
         res = rec.result
         st = res.status
         r = ratio(res)
