@@ -329,9 +329,10 @@ class Workers:
 
 def shard(checks: list[Check], k: int, n: int, durations: dict[str, float] | None = None) -> list[Check]:
     """Shard k of n (1-based): longest first, each check to the shard with the least total duration so far
-    (ties to the lower shard); without durations every check counts 1, i.e. round robin over sorted ids.
-    Deterministic; the selection's order is kept within a shard."""
-    weight = {c.id: (durations or {}).get(c.id, 1.0) for c in checks}
+    (ties to the lower shard); a check without a duration counts the median one; without durations every
+    check counts 1, i.e. round robin over sorted ids.  Deterministic; the selection's order is kept."""
+    known = sorted((durations or {}).values())
+    weight = {c.id: (durations or {}).get(c.id, known[len(known) // 2] if known else 1.0) for c in checks}
     loads = [0.0] * n
     mine = set()
     for cid in sorted(weight, key=lambda c: (-weight[c], c)):
