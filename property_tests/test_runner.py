@@ -32,7 +32,7 @@ def test_crash_hang_and_fatal_cuda_error_are_recorded_and_the_run_goes_on(plante
     after the fatal error runs in a fresh worker (it fails in a poisoned one).  Nothing but the JSON asked for
     is written into the current directory (hypothesis' storage would be .hypothesis/ there)."""
     r = verify("all", *ids("pass", "abort", "cuda_fatal", "after_fatal", "hang", "hypothesis"), "--device", "cpu",
-               "--workers", "1", "--check-timeout", "15", "--json", "out.json", cwd=tmp_path)
+               "--workers", "1", "--check-timeout", "10", "--json", "out.json", cwd=tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr
     doc = results.parse((tmp_path / "out.json").read_text())
     got = {c["id"].removeprefix("test.planted."): (c["status"], c["kind"]) for c in doc["checks"]}
