@@ -1,4 +1,6 @@
+import importlib
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -15,3 +17,29 @@ def registry():
     from verify.registry import REGISTRY
     checks.load_all()
     return REGISTRY
+
+
+@pytest.fixture
+def planted(registry, monkeypatch):
+    """The checks of planted_checks.py, registered here and in every check worker (in-process runs and
+    `python -m verify` subprocesses alike)."""
+    from verify.runner import EXTRA_CHECKS_ENV
+    here = str(Path(__file__).parent)
+    monkeypatch.setenv(EXTRA_CHECKS_ENV, "planted_checks")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p))
+    return importlib.import_module("planted_checks")
+
+
+@pytest.fixture(autouse=True)
+def results_follow_the_schema(request):
+    """Every verify result (JSON with a schema_version) that a test writes under tmp_path must follow
+    verify/results.schema.json."""
+    tmp = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    yield
+    if tmp is None:
+        return
+    from verify import results
+    for path in tmp.rglob("*.json"):
+        text = path.read_text()
+        if '"schema_version"' in text:
+            results.validate(results.parse(text))

@@ -7,7 +7,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from verify import cli, xfails
-from verify.registry import Context, Result, register, REGISTRY
+from verify.errors import UsageError
+from verify.registry import Context, Result, REGISTRY
 
 
 def run_cli(*args):
@@ -20,13 +21,15 @@ def test_oracles_json_schema(tmp_path):
     r = run_cli("oracles", "-k", "oracle.path.ut", "--device", "cpu", "--json", str(out), "--junit", str(junit))
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(out.read_text())
-    assert set(doc) == {"environment", "checks", "summary"}
-    for key in ("python", "numpy", "torch", "triton", "sympy", "mpmath", "hypothesis", "fla", "device_name"):
+    assert doc["schema_version"] == 1 and doc["interrupted"] is False and doc["command"][1:3] == ["oracles", "-k"]
+    assert doc["toolkit"]["name"] == "pathmdn-verify" and doc["kernel_package"] is None   # no kernel check ran
+    for key in ("python", "numpy", "torch", "triton", "sympy", "mpmath", "hypothesis", "device_name", "workers"):
         assert key in doc["environment"]
     ids = [c["id"] for c in doc["checks"]]
     assert ids and all("oracle.path.ut" in i for i in ids)
     for c in doc["checks"]:
-        assert set(c) >= {"id", "status", "measured", "budget", "message", "repro"}
+        assert set(c) >= {"id", "status", "kind", "measure", "measured", "budget", "message", "repro", "started",
+                          "seconds"}
         assert c["status"] == "pass" and c["repro"].startswith("verify all --id " + c["id"])
     assert doc["summary"]["pass"] == len(ids) and doc["summary"]["fail"] == 0
     suite = ET.parse(junit).getroot()
@@ -39,6 +42,23 @@ def test_glob_and_exact_selection(registry):
     assert glob and all(".negative." in c.id for c in glob)
     exact = select(None, ["oracle.path.ut_product"])
     assert [c.id for c in exact] == ["oracle.path.ut_product"]
+    part = select(["path_attn.*.bf16"])          # a glob matching part of an id
+    assert part and all(".path_attn." in c.id and ".bf16" in c.id for c in part)
+
+
+def test_k_expressions_as_pytest_writes_them(registry):
+    from verify.registry import matcher, select
+    ids = {c.id for c in select(["path_attn and not bwd"])}
+    assert ids and all("path_attn" in i and "bwd" not in i for i in ids)
+    assert {c.id for c in select(["path_attn"])} - ids == {c.id for c in select(["path_attn and bwd"])}
+    both = {c.id for c in select(["(fox or spectra) and not negative"])}
+    assert both == {c.id for c in registry.values() if ("fox" in c.id or "spectra" in c.id) and "negative" not in c.id}
+    assert matcher("not not ut_product")("oracle.path.ut_product")
+    for bad in ("a and", "(a", "a b", "and", "not"):
+        with pytest.raises(UsageError, match="-k"):
+            matcher(bad)
+    r = run_cli("list", "-k", "a and")
+    assert r.returncode == 2 and r.stderr.startswith("verify: error: -k") and "Traceback" not in r.stderr
 
 
 def test_pattern_that_selects_nothing_is_usage_error():
@@ -71,32 +91,38 @@ def test_list_prints_ids_and_descriptions():
 
 
 @pytest.fixture
-def planted(registry):
-    """Three throwaway checks: one failing, one raising, one failing but listed as expected failure."""
-    ids = ["test.planted.fail", "test.planted.error", "test.planted.xfail"]
-    register(ids[0], "always fails", lambda ctx: Result("fail", 2.0, 1.0, "planted failure"))
-    register(ids[1], "always raises", lambda ctx: 1 / 0)
-    register(ids[2], "fails, listed", lambda ctx: Result("fail", 2.0, 1.0, "planted"))
-    original = xfails.expected_failures
-    xfails.expected_failures = lambda: {ids[2]: {"id": ids[2], "regime": "r", "measured": "2", "cause": "c"}}
-    cli.FAMILIES["planted"] = (("test.planted.",), "planted")
-    yield ids
-    xfails.expected_failures = original
-    del cli.FAMILIES["planted"]
-    for i in ids:
-        del REGISTRY[i]
+def listed(planted, monkeypatch):
+    """test.planted.xfail listed as an expected failure (an entry naming two ids: one finding)."""
+    entry = {"ids": ["test.planted.xfail", "test.planted.nonfinite"], "regime": "r", "measured": "2", "cause": "c"}
+    monkeypatch.setattr(xfails, "expected_failures", lambda: {i: entry for i in entry["ids"]})
 
 
-def test_exit_status_reflects_failures(planted, tmp_path, capsys):
+def test_exit_status_reflects_failures(listed, tmp_path, capsys):
     out = tmp_path / "o.json"
-    assert cli.main(["all", "--id", planted[2], "--device", "cpu", "--json", str(out)]) == 0   # xfail only
-    assert json.loads(out.read_text())["summary"]["xfail"] == 1
-    assert cli.main(["all", "--id", planted[0], "--device", "cpu"]) == 1
-    assert cli.main(["all", "--id", planted[1], "--device", "cpu", "--json", str(out)]) == 1
+    assert cli.main(["all", "--id", "test.planted.xfail", "--id", "test.planted.nonfinite", "--device", "cpu",
+                     "--json", str(out)]) == 0    # expected failures only
+    doc = json.loads(out.read_text())
+    nonfinite = {c["id"]: c for c in doc["checks"]}["test.planted.nonfinite"]
+    assert doc["summary"]["xfail"] == 2 and nonfinite["measured"] is None    # inf: null, with its kind
+    assert nonfinite["kind"] == "non_finite" and nonfinite["details"]["worst_ratio"] is None
+    printed = capsys.readouterr().out
+    assert "2 expected failure(s), 1 finding(s)" in printed       # one recap line for an entry of two ids
+    assert cli.main(["all", "--id", "test.planted.fail", "--device", "cpu"]) == 1
+    assert cli.main(["all", "--id", "test.planted.error", "--device", "cpu", "--json", str(out)]) == 1
     doc = json.loads(out.read_text())
     assert doc["checks"][0]["status"] == "error" and "ZeroDivisionError" in doc["checks"][0]["message"]
+    assert doc["checks"][0]["kind"] == "check_error"
     printed = capsys.readouterr().out
     assert "reproduce: verify all --id test.planted.error" in printed
+
+
+def test_message_of_a_passing_check_only_with_verbose(planted, capsys):
+    """test.planted.pass says 'ok' (its message): shown with -v only; the short line has the ratio."""
+    assert cli.main(["all", "--id", "test.planted.pass", "--device", "cpu"]) == 0
+    line = [x for x in capsys.readouterr().out.splitlines() if "pass  test.planted.pass" in x]
+    assert line and "ratio 0.5" in line[0] and "    ok" not in capsys.readouterr().out
+    assert cli.main(["all", "--id", "test.planted.pass", "--device", "cpu", "-v"]) == 0
+    assert "    ok" in capsys.readouterr().out
 
 
 def test_listed_expected_failure_that_passes_is_flagged(registry):
@@ -126,11 +152,10 @@ def test_expected_failure_file_rejects_incomplete_and_duplicate_entries(tmp_path
         xfails.expected_failures(f)
 
 
-def test_fatal_cuda_error_stops_the_search_and_the_later_checks(registry):
-    """A CUDA runtime error poisons the context: the search reports the example that raised it, unshrunk,
-    and every later check is an error ('not run'), never a pass or a fail with a meaningless example."""
+def test_fatal_cuda_error_stops_the_search(registry):
+    """A CUDA runtime error poisons the context: the search reports the example that raised it, unshrunk, as
+    kind cuda_fatal (the runner then replaces the worker: test_runner.py), never a pass or a shrunk example."""
     from hypothesis import strategies as st
-    from rich.console import Console
 
     from verify import runner
     from verify.search import search
@@ -141,48 +166,43 @@ def test_fatal_cuda_error_stops_the_search_and_the_later_checks(registry):
         if n >= 5:
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
         raise AssertionError("unreachable: every draw is >= 5")
-    register("test.cuda.lost", "raises a fatal CUDA error",
-             lambda ctx: search(st.integers(5, 100), evaluate, ctx, "test.cuda.lost", max_examples=20))
-    register("test.cuda.after", "would pass", lambda ctx: Result("pass", 0.0, 1.0, "ok"))
-    try:
-        records = runner.run_checks([REGISTRY["test.cuda.lost"], REGISTRY["test.cuda.after"]], Context(),
-                                    Console(quiet=True))
-    finally:
-        del REGISTRY["test.cuda.lost"], REGISTRY["test.cuda.after"]
+    chk = runner.Check("test.cuda.lost", "raises a fatal CUDA error",
+                       lambda ctx: search(st.integers(5, 100), evaluate, ctx, "test.cuda.lost", max_examples=20))
+    rec = runner.run_one(chk, Context(), {})
     assert len(seen) == 1                                 # stopped at once: no shrinking on a dead context
-    first, after = records
-    assert first.result.status == "fail" and f"[{seen[0]}]" in first.result.message
-    assert "fatal CUDA error" in first.result.message
-    assert after.result.status == "error" and "CUDA context was lost" in after.result.message
+    assert rec.result.status == "fail" and f"[{seen[0]}]" in rec.result.message
+    assert "fatal CUDA error" in rec.result.message and rec.result.kind == "cuda_fatal"
 
 
 def test_time_limit_records_the_checks_not_run(tmp_path):
     out = tmp_path / "r.json"
     assert cli.main(["oracles", "-k", "spectra", "--time-limit", "1e-9", "--json", str(out)]) == 0
-    statuses = {c["status"] for c in json.loads(out.read_text())["checks"]}
-    assert statuses == {"skip"}
+    checks = json.loads(out.read_text())["checks"]
+    assert {(c["status"], c["kind"]) for c in checks} == {("skip", "not_run")}
     assert cli.main(["oracles", "-k", "spectra", "--time-limit", "0"]) == 2
 
 
-def test_report_merges_runs_later_wins_and_lists_gaps(registry, tmp_path):
-    """verify.report: a later record replaces an earlier one unless it is a skip; a failure listed in
-    expected_failures.toml now is shown as xfail, marked; checks of the family without a record are named."""
-    from verify import report
-    env = {"device": "cuda", "profile": "full", "device_name": "GPU"}
-    listed = "kernel.fla.path_attn.bwd.bf16.beta_two"
-    rec = lambda cid, st, m=1.0: {"id": cid, "status": st, "measured": m, "budget": 2.0, "message": "x",
-                                  "repro": "r", "details": {}}
-    a, b = tmp_path / "a.json", tmp_path / "b.json"
-    a.write_text(json.dumps({"environment": env, "checks": [rec("kernel.fla.path_attn.fwd.bf16.beta_two", "fail"),
-                                                             rec(listed, "fail")]}))
-    b.write_text(json.dumps({"environment": env, "checks": [rec("kernel.fla.path_attn.fwd.bf16.beta_two", "pass", 0.5),
-                                                             rec(listed, "skip")]}))
-    _, merged = report.merge([str(a), str(b)])
-    by_id = {r["id"]: r for r in merged}
-    assert by_id["kernel.fla.path_attn.fwd.bf16.beta_two"]["status"] == "pass"
-    assert by_id[listed]["status"] == "xfail" and by_id[listed]["listed_after_run"]
-    md = report.markdown(env, merged)
-    assert "(listed after the run)" in md and "Not measured in these runs" in md
-    assert "`kernel.fla.path_attn.fwd.fp32.beta_two`" in md.split("Not measured")[1]
-    (tmp_path / "bad.json").write_text("{}")
-    assert report.main([str(tmp_path / "bad.json"), "--markdown", str(tmp_path / "o.md")]) == 2
+def test_merge_later_record_wins_unless_skip_and_refuses_other_runs(tmp_path):
+    """verify merge: a later record replaces an earlier one unless it is a skip; results of a different run
+    (device, profile, kernel package) or not following the schema are usage errors."""
+    from verify import results
+    from verify.runner import Record
+    cid = "kernel.fla.path_attn.fwd.bf16.beta_two"
+
+    def run(name, status, measured, device="cpu"):
+        rec = Record(cid, "d", Result(status, measured, 2.0, "x", kind=None if status == "pass" else "not_run"),
+                     0.0, "r")
+        doc = results.document([rec], command=["verify"], toolkit={"name": "t", "version": None, "git_commit": None},
+                               kernel_package=None, environment={"device": device, "profile": "ci", "python": "3",
+                                                                 "torch": "t", "triton": "t"},
+                               started=0.0, wall_seconds=1.0, interrupted=False)
+        results.write_json(tmp_path / name, doc)
+        return str(tmp_path / name)
+    a, b, c = run("a.json", "fail", 3.0), run("b.json", "pass", 0.5), run("c.json", "skip", None)
+    assert results.merge([a, b, c], ["verify", "merge"])["checks"][0]["status"] == "pass"
+    assert cli.main(["merge", a, c, "--json", str(tmp_path / "m.json")]) == 1      # the failure stands
+    gpu = run("gpu.json", "pass", 0.5, device="cuda")
+    with pytest.raises(UsageError, match="device"):
+        results.merge([a, gpu], [])
+    (tmp_path / "bad.json").write_text('{"checks": [], "measured": NaN}')
+    assert cli.main(["merge", str(tmp_path / "bad.json")]) == 2

@@ -9,7 +9,6 @@ import pytest
 
 from verify import cli
 from verify.mutants import MUTANTS, materialize
-from verify.registry import REGISTRY, Result, register
 
 
 @pytest.mark.parametrize("name", sorted(MUTANTS))
@@ -39,15 +38,7 @@ def test_every_mutant_is_killed(tmp_path):
     assert "mutation self-test" in r.stdout and "path_kv_dims_swapped" in r.stdout
 
 
-@pytest.fixture
-def planted(registry):
-    """A passing mutant.* check and a check that fails on odd seeds."""
-    ids = ["mutant.test_planted", "test.planted.odd_seeds"]
-    register(ids[0], "planted mutant check", lambda ctx: Result("pass", 2.0, 1.0, "planted"))
-    register(ids[1], "fails on odd seeds", lambda ctx: Result("fail" if ctx.seed % 2 else "pass", float(ctx.seed), 1.0))
-    yield ids
-    for i in ids:
-        del REGISTRY[i]
+PLANTED = ["mutant.test_planted", "test.planted.odd_seeds"]     # in planted_checks.py
 
 
 def test_all_skips_mutants_unless_named(planted, tmp_path):
@@ -56,14 +47,14 @@ def test_all_skips_mutants_unless_named(planted, tmp_path):
     def ran(*args):
         assert cli.main(["all", *args, "--device", "cpu", "--json", str(out)]) in (0, 1)
         return [c["id"] for c in json.loads(out.read_text())["checks"]]
-    assert ran("-k", "planted") == [planted[1]]
-    assert ran("-k", "mutant.test_planted") == [planted[0]]
-    assert ran("--id", planted[0], "--id", planted[1]) == planted
+    assert ran("-k", "planted and odd_seeds") == [PLANTED[1]]
+    assert ran("-k", "mutant.test_planted") == [PLANTED[0]]
+    assert sorted(ran("--id", PLANTED[0], "--id", PLANTED[1])) == PLANTED
 
 
 def test_repeat_counts_failures_per_check(planted, tmp_path, capsys):
     out = tmp_path / "o.json"
-    code = cli.main(["all", "--id", planted[1], "--repeat", "3", "--seed-from", "4", "--device", "cpu",
+    code = cli.main(["all", "--id", PLANTED[1], "--repeat", "3", "--seed-from", "4", "--device", "cpu",
                      "--json", str(out)])
     doc = json.loads(out.read_text())
     assert code == 1 and doc["environment"]["seeds"] == [4, 5, 6]
@@ -71,5 +62,5 @@ def test_repeat_counts_failures_per_check(planted, tmp_path, capsys):
     assert "--seed 5" in doc["checks"][1]["repro"]
     printed = capsys.readouterr().out
     assert "3 runs, seeds 4..6" in printed and "fail 1/3 FLAKY; worst: seed 5" in printed
-    assert cli.main(["all", "--id", planted[1], "--repeat", "2", "--seed-from", "2", "--device", "cpu"]) == 1
-    assert cli.main(["all", "--id", planted[1], "--repeat", "1", "--seed-from", "2", "--device", "cpu"]) == 0
+    assert cli.main(["all", "--id", PLANTED[1], "--repeat", "2", "--seed-from", "2", "--device", "cpu"]) == 1
+    assert cli.main(["all", "--id", PLANTED[1], "--repeat", "1", "--seed-from", "2", "--device", "cpu"]) == 0

@@ -1,3 +1,4 @@
 from verify.cli import main
 
-raise SystemExit(main())
+if __name__ == "__main__":    # spawned workers import this module as __mp_main__: they must not run the CLI
+    raise SystemExit(main())

@@ -1,15 +1,19 @@
 """The `verify` command: one entry point, one subcommand per check family.
 
 Exit status: 0 when nothing failed (expected failures allowed), 1 when a check failed or errored,
-2 for usage or environment errors (one line on stderr; a traceback only with --debug).
+2 for usage or environment errors (one line on stderr; a traceback only with --debug), 130 / 143 when
+interrupted by Ctrl-C / SIGTERM (the results of the checks that finished are still written).
 """
 from __future__ import annotations
 
 import argparse
 import os
-import subprocess
+import re
+import signal
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from kernels.fla_ops import KernelUnavailable, check_fla_version
 from verify import compare
@@ -31,19 +35,25 @@ OPT_IN = "mutant."
 
 EPILOG = """examples:
   verify all                          every check, ci profile, cuda if available else cpu
+  verify all --workers auto           in parallel: one worker per GPU on cuda, per core on the CPU
   verify oracles -k mdn --json out.json
-  verify kernels --profile quick -k 'kernel.fla.path_attn.*'
-  verify list -k spectra
+  verify kernels --profile quick -k 'path_attn and not bwd'
+  verify list -k 'spectra or fox'
+  verify all --shard 1/3 --json s1.json   (and 2/3, 3/3 on other machines), then:
+  verify merge s1.json s2.json s3.json --json all.json --junit all.xml
   verify mutants --json mutants.json  every planted bug must be caught (mutant.* checks; `all` skips them
                                       unless named with --id or a -k pattern containing "mutant")
   verify kernels --profile quick --repeat 20 --seed-from 1      false-alarm hunt over 20 fresh seeds
   verify compare --op path_attn --inputs failing.pt             a repro on your own saved tensors
-exit status: 0 nothing failed (expected failures allowed), 1 a check failed, 2 usage/environment error"""
+exit status: 0 nothing failed (expected failures allowed), 1 a check failed, 2 usage/environment error,
+130/143 interrupted (SIGINT/SIGTERM; the JSON says "interrupted": true)"""
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-k", dest="patterns", action="append", metavar="PATTERN",
-                   help="select checks whose id contains PATTERN (glob if it has * ? [); repeatable")
+    p.add_argument("-k", dest="patterns", action="append", metavar="EXPR",
+                   help="select checks by id as pytest's -k does: words joined by and/or/not and parentheses; "
+                        "a word matches ids containing it, a word with * ? [ is a glob matching part of an id "
+                        "(e.g. -k 'path_attn and not bwd', -k 'path_attn.*.bf16'); repeatable (a union)")
     p.add_argument("--id", dest="ids", action="append", metavar="ID", help="select one check by exact id; repeatable")
     p.add_argument("--device", choices=("cpu", "cuda"), default=None,
                    help="where kernels and oracles run (default: cuda when available, else cpu)")
@@ -54,38 +64,78 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="run the selected checks N times with seeds S, S+1, ... and report per check how many "
                         "runs failed (exit 1 if any failed outside the expected failures)")
     p.add_argument("--seed-from", type=int, metavar="S", help="first seed of --repeat (default: --seed)")
-    p.add_argument("--json", metavar="PATH", help="write results as JSON")
+    p.add_argument("--workers", default="1", metavar="N|auto",
+                   help="worker processes running checks in parallel (default 1; auto: one per visible GPU on "
+                        "cuda, one per available core on the CPU). Every check runs in a worker: one that "
+                        "crashes, hangs or hits a fatal CUDA error is replaced and the run goes on")
+    p.add_argument("--check-timeout", type=float, metavar="SECONDS",
+                   help="a check running longer fails with kind timeout and its worker is replaced "
+                        "(default: quick 300, ci 600, full 1800)")
+    p.add_argument("--shard", metavar="K/N", help="run shard K of N (1-based) of the selection: deterministic and "
+                                                  "balanced by --durations, else by id; merge with `verify merge`")
+    p.add_argument("--durations", metavar="FILE", help="a previous --json result whose per-check seconds balance --shard")
+    p.add_argument("--json", metavar="PATH", help="write results as JSON (format: verify/results.schema.json)")
     p.add_argument("--junit", metavar="PATH", help="write results as JUnit XML")
+    p.add_argument("--save-failing", metavar="DIR",
+                   help="save each failing kernel check's minimal example in DIR as a file `verify compare` accepts")
     p.add_argument("--fp32-dot", choices=("tf32", "ieee"), default="tf32",
                    help="CPU interpreter: emulate the GPU's TF32 fp32 dots (default) or run them in IEEE fp32")
     p.add_argument("--kernel-root", metavar="PATH",
-                   help="import the kernel package (fla) from this checkout, in a fresh subprocess")
+                   help="import the kernel package (fla) from this checkout instead of the installed one")
     p.add_argument("--examples", type=int, metavar="N",
                    help="hypothesis examples per kernel check (default: quick 2, ci 3, full 5)")
     p.add_argument("--time-limit", type=float, metavar="SECONDS",
-                   help="start no check after SECONDS; the ones left are recorded as skipped ('not run: time "
-                        "limit') and listed, so a time-boxed run still writes its JSON")
-    p.add_argument("--debug", action="store_true", help="print tracebacks")
+                   help="start no check after SECONDS; the ones left are skipped (kind not_run) and listed, so "
+                        "a time-boxed run still writes its JSON")
+    p.add_argument("-v", "--verbose", action="store_true", help="print every check's message, not only failures'")
+    p.add_argument("--debug", action="store_true",
+                   help="print tracebacks and the third-party warnings the toolkit filters")
+
+
+class _Version(argparse.Action):
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, help="print the toolkit's and the kernel package's versions")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        import warnings
+
+        from verify import environment
+        tk = environment.toolkit()
+        print(f"verify ({tk['name']}) {tk['version']}" + (f", git {tk['git_commit'][:12]}" if tk["git_commit"] else ""))
+        with warnings.catch_warnings():
+            for text in environment.CONTRADICTED_WARNINGS:
+                warnings.filterwarnings("ignore", message=text)
+            try:
+                print(f"kernel package: {environment.describe_kernel_package(environment.kernel_package())}")
+            except Exception as exc:
+                print(f"kernel package: fla cannot be imported: {type(exc).__name__}: {exc}")
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from verify import results
     parser = argparse.ArgumentParser(prog="verify", description=__doc__.splitlines()[0], epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name, (_, help_) in FAMILIES.items():
         _common(sub.add_parser(name, help=help_, description=help_))
     compare.add_parser(sub)
+    results.add_merge_parser(sub)
     lst = sub.add_parser("list", help="print every check id with its one-line description")
-    lst.add_argument("-k", dest="patterns", action="append", metavar="PATTERN")
+    lst.add_argument("-k", dest="patterns", action="append", metavar="EXPR", help="as for the check commands")
     lst.add_argument("--debug", action="store_true")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    # hypothesis would create .hypothesis/ in the current directory; workers inherit this
+    os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY",
+                          str(Path(tempfile.gettempdir()) / f"verify-hypothesis-{os.getuid()}"))
     args = build_parser().parse_args(argv)
     try:
-        return _dispatch(args)
+        return _dispatch(args, [Path(sys.argv[0]).name, *(sys.argv[1:] if argv is None else argv)])
     except (UsageError, KernelUnavailable) as exc:
         if getattr(args, "debug", False):
             raise
@@ -93,12 +143,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-def _dispatch(args) -> int:
-    from verify import checks
-    from verify.registry import REGISTRY, select
+def _dispatch(args, command: list[str]) -> int:
+    from verify import results
+    from verify.runner import load_checks
     if args.command == "compare":
         return compare.run(args)
-    checks.load_all()
+    if args.command == "merge":
+        return results.run_merge(args, command)
+    load_checks()
+    from verify.registry import select
     if args.command == "list":
         chosen = select(args.patterns)
         if not chosen:
@@ -107,76 +160,135 @@ def _dispatch(args) -> int:
         for c in chosen:
             print(f"{c.id:<{width}}  {c.description}")
         return 0
-    return _run(args, FAMILIES[args.command][0], REGISTRY, select)
+    return _run(args, command)
 
 
-def _run(args, prefixes, REGISTRY, select) -> int:
-    from rich.console import Console
-
-    from verify import environment, runner
-    from verify.registry import Context
-
-    if args.kernel_root and os.environ.get("VERIFY_KERNEL_ROOT_CHILD") != args.kernel_root:
-        return _rerun_with_kernel_root(args)
-    device = environment.resolve_device(args.device)
-    runner.check_writable(args.json, "--json")
-    runner.check_writable(args.junit, "--junit")
-    chosen = select(args.patterns, args.ids, prefixes)
+def _selection(args) -> list:
+    from verify.registry import select
+    from verify.runner import shard
+    chosen = select(args.patterns, args.ids, FAMILIES[args.command][0])
     if args.command == "all":
         chosen = [c for c in chosen if not c.id.startswith(OPT_IN) or c.id in (args.ids or ())
                   or any("mutant" in p for p in args.patterns or ())]
     if not chosen:
-        what = args.patterns or args.ids
-        raise UsageError(f"no check of `verify {args.command}` matches {what}; see `verify list`")
+        raise UsageError(f"no check of `verify {args.command}` matches {args.patterns or args.ids}; see `verify list`")
+    if args.durations and not args.shard:
+        raise UsageError("--durations balances --shard: give --shard K/N too")
+    if args.shard:
+        m = re.fullmatch(r"(\d+)/(\d+)", args.shard)
+        if not m or not 1 <= int(m[1]) <= int(m[2]):
+            raise UsageError(f"--shard {args.shard}: must be K/N with 1 <= K <= N")
+        chosen = shard(chosen, int(m[1]), int(m[2]), _durations(args.durations) if args.durations else None)
+    return chosen
+
+
+def _durations(path: str) -> dict[str, float]:
+    from verify import results
+    return {c["id"]: c["seconds"] for c in results.load(path)["checks"] if c["started"]}
+
+
+def _validate(args) -> None:
     if args.examples is not None and args.examples < 1:
         raise UsageError(f"--examples {args.examples}: must be at least 1")
     if args.repeat < 1:
         raise UsageError(f"--repeat {args.repeat}: must be at least 1")
     if args.time_limit is not None and not args.time_limit > 0:
         raise UsageError(f"--time-limit {args.time_limit}: must be positive")
-    deadline = None if args.time_limit is None else time.monotonic() + args.time_limit
-    if any(c.id.startswith(("kernel.", OPT_IN)) for c in chosen):
+    if args.check_timeout is not None and not args.check_timeout > 0:
+        raise UsageError(f"--check-timeout {args.check_timeout}: must be positive")
+    if args.save_failing and Path(args.save_failing).exists() and not Path(args.save_failing).is_dir():
+        raise UsageError(f"--save-failing {args.save_failing}: not a directory")
+
+
+def _interrupt(signum, frame):
+    from verify.runner import Interrupted
+    raise Interrupted(128 + signum)
+
+
+def _run(args, command: list[str]) -> int:
+    from verify import environment, results, runner, terminal
+    from verify.kernel_root import activate
+    from verify.registry import Context
+
+    _validate(args)
+    if args.kernel_root:
+        args.kernel_root = activate(args.kernel_root)
+    device = environment.resolve_device(args.device)
+    for path, flag in ((args.json, "--json"), (args.junit, "--junit")):
+        results.check_writable(path, flag)
+    chosen = _selection(args)
+    kernels = any(c.id.startswith(("kernel.", "env.interpreter.", OPT_IN)) for c in chosen)
+    if kernels:
         check_fla_version()
+    n_workers = runner.worker_count(args.workers, device)
     first = args.seed if args.seed_from is None else args.seed_from
     seeds = list(range(first, first + args.repeat))
-    console = Console(highlight=False)
-    if not console.is_terminal:     # logs and pipes: wide enough that tables keep check ids whole
-        console.width = 200
-    env = environment.versions()
-    console.print(f"verify {args.command}: {len(chosen)} checks, device={device}, profile={args.profile}, "
-                  f"seed{'s' if len(seeds) > 1 else ''}={_span(seeds)}, torch {env['torch']}, "
-                  f"triton {env['triton']}, fla {env['fla']}")
-    runs = {}
-    for n, seed in enumerate(seeds, 1):
-        ctx = Context(device=device, profile=args.profile, seed=seed, fp32_dot=args.fp32_dot,
-                      kernel_root=args.kernel_root, examples=args.examples)
-        if len(seeds) > 1:
-            console.rule(f"run {n}/{len(seeds)}: seed {seed}")
-        runs[seed] = runner.run_checks(chosen, ctx, console, args.debug, deadline)
+    save_failing = None
+    if args.save_failing:
+        Path(args.save_failing).mkdir(parents=True, exist_ok=True)
+        save_failing = str(Path(args.save_failing).resolve())
+    contexts = [Context(device=device, profile=args.profile, seed=s, fp32_dot=args.fp32_dot,
+                        kernel_root=args.kernel_root, examples=args.examples, save_failing=save_failing)
+                for s in seeds]
+    timeout = args.check_timeout or runner.CHECK_TIMEOUT[args.profile]
+    deadline = None if args.time_limit is None else time.monotonic() + args.time_limit
+    for path in (args.json, args.junit):      # never leave a stale result in place
+        if path:
+            Path(path).unlink(missing_ok=True)
+    console = terminal.make_console()
+    started, t0 = time.time(), time.monotonic()
+    finished: dict[int, dict] = {s: {} for s in seeds}
+    interrupted = None
+    handlers = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    workers = None
+    info = {}
+    try:
+        workers = runner.Workers(n_workers, contexts[0], kernels, args.debug)
+        info = workers.wait_ready()
+        env = environment.versions()
+        console.print(f"verify {args.command}: {len(chosen)} checks{f' (shard {args.shard})' if args.shard else ''}, "
+                      f"device={device}, profile={args.profile}, seed{'s' if len(seeds) > 1 else ''}="
+                      f"{_span(seeds)}, workers={n_workers}, torch {env['torch']}, triton {env['triton']}, "
+                      f"{environment.describe_kernel_package(info['kernel_package'])}")
+        progress = terminal.Progress(console, len(chosen), args.verbose, args.debug)
+        try:
+            for n, ctx in enumerate(contexts, 1):
+                if len(seeds) > 1:
+                    console.rule(f"run {n}/{len(seeds)}: seed {ctx.seed}")
+                workers.run(chosen, ctx, finished[ctx.seed], timeout, deadline, progress.start, progress.done)
+        finally:
+            progress.close()
+    except runner.Interrupted as exc:
+        interrupted = exc.code
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)
+        if workers is not None:
+            workers.close()
+    runs = {ctx.seed: [finished[ctx.seed].get(i) or runner.not_run(c, ctx, runner.INTERRUPTED)
+                       for i, c in enumerate(chosen)] for ctx in contexts}
     records = [r for rs in runs.values() for r in rs]
-    runner.print_summary(records, console)
+    wall = time.monotonic() - t0
+    terminal.print_summary(records, console, wall, interrupted is not None)
     if len(seeds) > 1:
-        runner.print_repeat_summary(runs, console)
+        terminal.print_repeat_summary(runs, console)
     if args.command == "mutants":
         from verify.checks.mutants import table
         console.print(table(records))
+    environment_doc = {**environment.versions(), **environment.describe(device), "profile": args.profile,
+                       "seed": contexts[0].seed, "fp32_dot": args.fp32_dot, "kernel_root": args.kernel_root,
+                       "workers": n_workers, "shard": args.shard, "check_timeout": timeout,
+                       "interpreter_fidelity": info.get("interpreter_fidelity"),
+                       **({"seeds": seeds} if len(seeds) > 1 else {})}
+    doc = results.document(records, command=command, toolkit=environment.toolkit(),
+                           kernel_package=info.get("kernel_package"), environment=environment_doc,
+                           started=started, wall_seconds=wall, interrupted=interrupted is not None)
     if args.json:
-        runner.write_json(args.json, records, ctx, seeds if len(seeds) > 1 else None)
+        results.write_json(args.json, doc)
     if args.junit:
-        runner.write_junit(args.junit, records)
-    counts = runner.summary_counts(records)
-    return 1 if counts["fail"] or counts["error"] else 0
+        results.write_junit(args.junit, doc["checks"])
+    return interrupted or results.exit_status(doc["checks"])
 
 
 def _span(seeds: list[int]) -> str:
     return str(seeds[0]) if len(seeds) == 1 else f"{seeds[0]}..{seeds[-1]}"
-
-
-def _rerun_with_kernel_root(args) -> int:
-    """Re-execute this command in a fresh interpreter with the kernel checkout first on sys.path."""
-    from verify.kernel_root import validate_kernel_root
-    root = validate_kernel_root(args.kernel_root)
-    env = dict(os.environ, VERIFY_KERNEL_ROOT_CHILD=root,
-               PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
-    argv = [a if a != args.kernel_root else root for a in sys.argv[1:]]
-    return subprocess.call([sys.executable, "-m", "verify", *argv], env=env)

@@ -1,13 +1,22 @@
-"""Versions and device facts recorded in every JSON result and report."""
+"""Versions and device facts recorded in every JSON result and shown in the console header: the toolkit,
+the libraries, the device, and the kernel package actually loaded (which may be a --kernel-root checkout)."""
 from __future__ import annotations
 
 import importlib.metadata as md
+import os
 import platform
+import subprocess
+from pathlib import Path
 
 from verify.errors import UsageError
 
 PACKAGES = {"numpy": "numpy", "torch": "torch", "triton": "triton", "sympy": "sympy",
-            "mpmath": "mpmath", "hypothesis": "hypothesis", "fla": "fla-core"}
+            "mpmath": "mpmath", "hypothesis": "hypothesis"}
+TOOLKIT = "pathmdn-verify"
+KERNEL_PACKAGE = "fla"
+# Third-party warnings that contradict what the toolkit does (shown with --debug): fla warns that it
+# "rolls back to CPU" when no GPU is present, but the toolkit runs its Triton kernels in the interpreter.
+CONTRADICTED_WARNINGS = ("Triton is not supported on current platform",)
 
 
 def versions() -> dict:
@@ -18,6 +27,48 @@ def versions() -> dict:
         except md.PackageNotFoundError:
             out[name] = None
     return out
+
+
+def git_commit(path: Path) -> str | None:
+    """The commit of the git checkout that tracks `path`, or None (not a checkout, or git missing)."""
+    try:
+        tracked = subprocess.run(["git", "-C", str(path.parent), "ls-files", "--error-unmatch", path.name],
+                                 capture_output=True, text=True, timeout=10)
+        head = subprocess.run(["git", "-C", str(path.parent), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head.stdout.strip() if tracked.returncode == 0 and head.returncode == 0 else None
+
+
+def toolkit() -> dict:
+    """This toolkit's name, version and git commit (None outside a checkout)."""
+    try:
+        version = md.version(TOOLKIT)
+    except md.PackageNotFoundError:
+        version = None
+    return {"name": TOOLKIT, "version": version, "git_commit": git_commit(Path(__file__).resolve())}
+
+
+def kernel_package() -> dict:
+    """The kernel package as imported in this process: name, version, directory, the distribution that
+    installed it (None for a checkout) and the checkout's git commit.  Imports it (let ImportError out)."""
+    import fla
+    path = Path(fla.__file__).resolve().parent
+    dists = md.packages_distributions().get(KERNEL_PACKAGE, [])
+    installed = [d for d in dists if any(Path(md.distribution(d).locate_file(f)).resolve() == path / "__init__.py"
+                                         for f in md.distribution(d).files or ())]
+    return {"name": KERNEL_PACKAGE, "version": getattr(fla, "__version__", None), "path": str(path),
+            "distribution": installed[0] if installed else None,
+            "git_commit": git_commit(path / "__init__.py")}
+
+
+def describe_kernel_package(pkg: dict | None) -> str:
+    """One line for the console header."""
+    if pkg is None:
+        return f"{KERNEL_PACKAGE} not loaded"
+    origin = pkg["distribution"] or (f"checkout {pkg['git_commit'][:12]}" if pkg["git_commit"] else "directory")
+    return f"{pkg['name']} {pkg['version']} ({origin}, {pkg['path']})"
 
 
 def resolve_device(requested: str | None) -> str:
@@ -31,19 +82,27 @@ def resolve_device(requested: str | None) -> str:
     return requested
 
 
+def gpu_count() -> int:
+    import torch
+    return torch.cuda.device_count()
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES entries (the user's own list, if set)."""
+    given = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return given.split(",")[:gpu_count()] if given else [str(i) for i in range(gpu_count())]
+
+
+def cpu_count() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
 def describe(device: str) -> dict:
     import torch
-    import importlib.util
-    spec = importlib.util.find_spec("fla")
-    info = {"device": device, "platform": platform.platform(), "cpu_count": _cpu_count(),
-            "fla_origin": None if spec is None else spec.origin}
+    info = {"device": device, "platform": platform.platform(), "cpu_count": cpu_count()}
     if device == "cuda":
         info["device_name"] = torch.cuda.get_device_name(0)
+        info["gpu_count"] = torch.cuda.device_count()
     else:
         info["device_name"] = platform.processor() or platform.machine()
     return info
-
-
-def _cpu_count():
-    import os
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()

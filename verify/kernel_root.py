@@ -1,6 +1,8 @@
 """--kernel-root: verify a kernel package (fla) imported from a checkout instead of site-packages."""
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 from verify.errors import UsageError
@@ -17,3 +19,12 @@ def validate_kernel_root(path: str) -> str:
             hint = f" (the package is in {root / 'flash-linear-attention'}: point --kernel-root there)"
         raise UsageError(f"--kernel-root {path}: does not contain the package fla/__init__.py{hint}")
     return str(root)
+
+
+def activate(path: str) -> str:
+    """Put the checkout first on the import path of this process and of every process it starts (the check
+    workers inherit PYTHONPATH and, being spawned, this process's sys.path); returns its absolute path."""
+    root = validate_kernel_root(path)
+    sys.path.insert(0, root)
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    return root

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import fnmatch
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Callable
+
+from verify.errors import UsageError
 
 STATUSES = ("pass", "fail", "xfail", "skip", "error")
 # Result.kind: why a check did not pass (or was not measured).  Failures: over_budget, non_finite, exception,
@@ -103,18 +106,69 @@ def check(check_id: str, description: str, devices: tuple[str, ...] = ("cpu", "c
 def select(patterns: list[str] | None, ids: list[str] | None = None,
            prefixes: tuple[str, ...] | None = None) -> list[Check]:
     """Checks whose id starts with one of prefixes and, when any selector is given, matches a -k
-    pattern (substring, or glob when the pattern has * ? or [) or equals one of ids (a union)."""
+    expression (see :func:`matcher`) or equals one of ids (a union over every -k and --id)."""
+    tests = [matcher(p) for p in patterns or ()]
     chosen = []
     for cid, c in REGISTRY.items():
         if prefixes and not cid.startswith(prefixes):
             continue
-        if (patterns or ids) and not (cid in (ids or ()) or any(_matches(cid, p) for p in patterns or ())):
+        if (patterns or ids) and not (cid in (ids or ()) or any(t(cid) for t in tests)):
             continue
         chosen.append(c)
     return chosen
 
 
-def _matches(cid: str, pattern: str) -> bool:
-    if any(ch in pattern for ch in "*?["):
-        return fnmatch.fnmatchcase(cid, pattern)
-    return pattern in cid
+_TOKEN = re.compile(r"\(|\)|[^\s()]+")
+
+
+def matcher(expression: str) -> Callable[[str], bool]:
+    """A -k expression as pytest writes it: words joined by `and`, `or`, `not` and parentheses.  A word
+    matches an id that contains it; a word with * ? or [ is a glob matched against any part of the id
+    (`path_attn.*.bf16` matches `kernel.fla.path_attn.fwd.bf16.typical`).  UsageError when malformed."""
+    tokens = _TOKEN.findall(expression)
+    pos = 0
+
+    def peek():
+        return tokens[pos] if pos < len(tokens) else None
+
+    def take(expected=None):
+        nonlocal pos
+        tok = peek()
+        if tok is None or tok in ("and", "or", ")") and expected != tok:
+            raise UsageError(f"-k {expression!r}: expected {expected or 'a word'} at token {pos + 1}, "
+                             f"found {tok or 'the end'}")
+        pos += 1
+        return tok
+
+    def joined(op, combine, term):
+        terms = [term()]
+        while peek() == op:
+            take(op)
+            terms.append(term())
+        return lambda cid: combine(t(cid) for t in terms)
+
+    def disjunction():
+        return joined("or", any, conjunction)
+
+    def conjunction():
+        return joined("and", all, negation)
+
+    def negation():
+        if peek() == "not":
+            take("not")
+            inner = negation()
+            return lambda cid: not inner(cid)
+        if peek() == "(":
+            take("(")
+            inner = disjunction()
+            take(")")
+            return inner
+        word = take()
+        if any(ch in word for ch in "*?["):
+            return lambda cid: fnmatch.fnmatchcase(cid, f"*{word}*")
+        return lambda cid: word in cid
+
+    test = disjunction()
+    if peek() is not None:
+        raise UsageError(f"-k {expression!r}: unexpected {peek()!r} at token {pos + 1}")
+    return test

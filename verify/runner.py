@@ -1,28 +1,51 @@
-"""Run selected checks with live progress, apply the expected-failure list, and write JSON / JUnit."""
+"""Execution: every check runs in a worker process, never in the process that reports.
+
+Each worker slot is a one-process `concurrent.futures.ProcessPoolExecutor` (spawn context), so a worker that
+dies (segfault, abort, killed for memory), exceeds the per-check timeout, or leaves a poisoned CUDA context
+(a fatal CUDA error) takes only its own check with it: that check is recorded as a failure of kind
+`crashed`, `timeout` or `cuda_fatal`, the slot gets a fresh worker, and the run goes on.  Results come back in
+the order of the selection whatever the number of workers.  The expected-failure list is applied here, in the
+reporting process, by :func:`judge` (the one place that calls verify.xfails).
+"""
 from __future__ import annotations
 
-import json
+import concurrent.futures as cf
+import importlib
 import math
+import multiprocessing
 import os
 import shlex
-import sys
+import signal
 import time
 import traceback
-import xml.etree.ElementTree as ET
-from dataclasses import dataclass
-from pathlib import Path
-
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+import warnings
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+from unittest import mock
 
 from verify import environment
-from verify.errors import UsageError
-from verify.registry import DEVICE_LOST, STATUSES, Check, Context, Result
 from verify import xfails as xfail_list
-from verify.xfails import NOT_REPRODUCED, applies
+from verify.errors import UsageError, is_device_fatal, is_interpreter_gap
+from verify.registry import DEVICE_LOST, REGISTRY, STATUSES, Check, Context, Result
+from verify.results import check_writable, write_text_atomic  # noqa: F401  (verify.compare writes through these)
+
+# --check-timeout default per profile (seconds): above the slowest check of the profile on a 2-core CPU
+# (a mutant check, which runs the killers in a subprocess, takes minutes), below a CI job's patience.
+CHECK_TIMEOUT = {"quick": 300.0, "ci": 600.0, "full": 1800.0}
 TIME_LIMIT = "not run: --time-limit reached"
-COLOURS = {"pass": "green", "fail": "red", "error": "red", "xfail": "yellow", "skip": "dim"}
+INTERRUPTED = "not run: the run was interrupted"
+# Comma-separated modules that register extra checks, imported by the CLI and by every worker (tests plant
+# checks that crash, hang or raise a fatal CUDA error this way).
+EXTRA_CHECKS_ENV = "VERIFY_EXTRA_CHECKS"
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM: stop the workers, report what finished, exit with `code` (130 or 143)."""
+
+    def __init__(self, code: int):
+        super().__init__(code)
+        self.code = code
 
 
 @dataclass
@@ -32,13 +55,16 @@ class Record:
     result: Result
     seconds: float
     repro: str
+    started: float = 0.0     # time.time() when the check started (0: it never started)
+    seed: int = 0
 
-    def as_json(self) -> dict:
-        def num(x):
-            return None if x is None else (x if math.isfinite(x) else str(x))
-        return {"id": self.id, "status": self.result.status, "measured": num(self.result.measured),
-                "budget": num(self.result.budget), "message": self.result.message,
-                "repro": self.repro, "seconds": round(self.seconds, 3), "details": self.result.details}
+
+def load_checks() -> None:
+    """Register every check family, and the modules named by $VERIFY_EXTRA_CHECKS."""
+    from verify import checks
+    checks.load_all()
+    for name in filter(None, os.environ.get(EXTRA_CHECKS_ENV, "").split(",")):
+        importlib.import_module(name)
 
 
 def repro_command(check_id: str, ctx: Context) -> str:
@@ -53,10 +79,16 @@ def repro_command(check_id: str, ctx: Context) -> str:
     return shlex.join(parts)
 
 
-def run_one(check: Check, ctx: Context, xfails: dict[str, dict], debug: bool = False) -> Record:
-    t0 = time.perf_counter()
+def not_run(check: Check, ctx: Context, message: str) -> Record:
+    return Record(check.id, check.description, Result("skip", message=message, kind="not_run"), 0.0,
+                  repro_command(check.id, ctx), seed=ctx.seed)
+
+
+def execute(check: Check, ctx: Context, debug: bool = False) -> Record:
+    """Run one check in this process and classify what went wrong (no expected-failure list here)."""
+    started, t0 = time.time(), time.perf_counter()
     if ctx.device not in check.devices:
-        result = Result("skip", message=f"not applicable on device {ctx.device}")
+        result = Result("skip", message=f"not applicable on device {ctx.device}", kind="unsupported")
     else:
         try:
             result = check.run(ctx)
@@ -66,48 +98,44 @@ def run_one(check: Check, ctx: Context, xfails: dict[str, dict], debug: bool = F
             raise
         except Exception as exc:  # a crashing check is an error, never a pass
             tb = traceback.format_exc() if debug else traceback.format_exc(limit=-3)
-            result = Result("error", message=f"{type(exc).__name__}: {exc}", details={"traceback": tb})
-    entry = xfails.get(check.id)
-    if entry is not None and applies(entry, ctx.device, ctx.profile):
-        if result.status == "fail":
-            result.status = "xfail"
-            result.message += f" [expected failure, listed with {entry['measured']}; cause: {entry['cause']}]"
-        elif result.status == "pass":   # not strict: a marginal regime may pass on some draws
-            result.message += f" [listed in expected_failures.toml but {NOT_REPRODUCED} in this run]"
-    return Record(check.id, check.description, result, time.perf_counter() - t0, repro_command(check.id, ctx))
+            message = f"{type(exc).__name__}: {exc}"
+            if is_device_fatal(exc):
+                result = Result("fail", message=f"fatal CUDA error: {message}", kind="cuda_fatal",
+                                details={"traceback": tb, DEVICE_LOST: True})
+            elif is_interpreter_gap(exc):
+                result = Result("skip", message=f"not verifiable on the CPU interpreter: {message}",
+                                kind="interpreter_gap", details={"traceback": tb})
+            else:
+                result = Result("error", message=message, kind="check_error", details={"traceback": tb})
+    if result.details.get(DEVICE_LOST):
+        result.kind = "cuda_fatal"
+    elif result.status == "fail" and result.kind is None:
+        finite = result.measured is None or math.isfinite(result.measured)
+        result.kind = "over_budget" if finite else "non_finite"
+    return Record(check.id, check.description, result, time.perf_counter() - t0, repro_command(check.id, ctx),
+                  started, ctx.seed)
 
 
-def run_checks(checks: list[Check], ctx: Context, console: Console, debug: bool = False,
-               deadline: float | None = None) -> list[Record]:
-    """Run each check in turn; after `deadline` (time.monotonic()) the rest are recorded as skipped."""
-    xfails = xfail_list.expected_failures()
-    records = []
-    width = len(str(len(checks)))
-    lost_in = None      # the check after which the CUDA context is unusable
-    for n, chk in enumerate(checks, 1):
-        not_run = (Result("skip", message=TIME_LIMIT) if deadline is not None and time.monotonic() > deadline
-                   else Result("error", message=f"not run: the CUDA context was lost to a fatal error in {lost_in}; "
-                                                "run this check with --id") if lost_in is not None
-                   else None)
-        if not_run is not None:
-            records.append(Record(chk.id, chk.description, not_run, 0.0, repro_command(chk.id, ctx)))
-            continue
-        if console.is_terminal:
-            with console.status(escape(f"[{n}/{len(checks)}] {chk.id}")):
-                rec = run_one(chk, ctx, xfails, debug)
-        else:
-            rec = run_one(chk, ctx, xfails, debug)
-        records.append(rec)
-        if rec.result.details.get(DEVICE_LOST):
-            lost_in = rec.id
-        st = rec.result.status
-        console.print(f"\\[{n:>{width}}/{len(checks)}] [{COLOURS[st]}]{st:5}[/] {rec.id}  "
-                      f"{escape(rec.result.message)}  ({rec.seconds:.1f}s)", highlight=False, soft_wrap=True)
-        if st in ("fail", "error"):
-            console.print(f"    reproduce: {rec.repro}", highlight=False, soft_wrap=True)
-            if debug and "traceback" in rec.result.details:
-                console.print(rec.result.details["traceback"], highlight=False, markup=False)
-    return records
+def judge(record: Record, ctx: Context, xfails: dict[str, dict]) -> Record:
+    """Apply the expected-failure list: a listed failure becomes xfail (its entry named in the details); a
+    listed check that passed is marked NOT REPRODUCED.  The one place the runner consults verify.xfails."""
+    entry = xfails.get(record.id)
+    if entry is None or not xfail_list.applies(entry, ctx.device, ctx.profile):
+        return record
+    result = record.result
+    if result.status == "fail":
+        result.status = "xfail"
+        result.message += f" [expected failure, listed with {entry['measured']}; cause: {entry['cause']}]"
+        result.details["expected_failure"] = {"ids": list(entry.get("ids", [entry.get("id")])),
+                                              "cause": entry["cause"], "listed": entry["measured"]}
+    elif result.status == "pass":   # not strict: a marginal regime may pass on some draws
+        result.message += f" [listed in expected_failures.toml but {xfail_list.NOT_REPRODUCED} in this run]"
+    return record
+
+
+def run_one(check: Check, ctx: Context, xfails: dict[str, dict], debug: bool = False) -> Record:
+    """execute + judge in this process (tests; the CLI always uses workers)."""
+    return judge(execute(check, ctx, debug), ctx, xfails)
 
 
 def status_counts(statuses) -> dict[str, int]:
@@ -120,129 +148,196 @@ def summary_counts(records: list[Record]) -> dict[str, int]:
     return status_counts(r.result.status for r in records)
 
 
-def print_summary(records: list[Record], console: Console) -> None:
-    families: dict[str, dict[str, int]] = {}
-    for r in records:
-        fam = ".".join(r.id.split(".")[:2])
-        families.setdefault(fam, {s: 0 for s in STATUSES})[r.result.status] += 1
-    table = Table(title="verify summary")
-    table.add_column("family")
-    for s in STATUSES:
-        table.add_column(s, justify="right")
-    for fam, c in families.items():
-        table.add_row(fam, *(str(c[s]) for s in STATUSES))
-    total = summary_counts(records)
-    table.add_row("[bold]total", *(f"[bold]{total[s]}" for s in STATUSES))
-    console.print(table)
-    xf = [r for r in records if r.result.status == "xfail"]
-    if xf:
-        console.print(f"[yellow]{len(xf)} expected failure(s) (listed in verify/expected_failures.toml):")
-        for r in xf:
-            console.print(f"  {r.id}: {escape(r.result.message)}", highlight=False, soft_wrap=True)
-    stale = [r for r in records if r.result.status == "pass" and NOT_REPRODUCED in r.result.message]
-    for r in stale:
-        console.print(f"[yellow]expected failure not reproduced[/] {r.id} (check verify/expected_failures.toml)",
-                      highlight=False)
-    not_run = [r for r in records if r.result.message == TIME_LIMIT]
-    if not_run:
-        console.print(f"[yellow]{len(not_run)} check(s) not run: --time-limit reached[/] "
-                      f"(first: {not_run[0].id}); run them with --id or -k", highlight=False, soft_wrap=True)
-    bad = [r for r in records if r.result.status in ("fail", "error")]
-    for r in bad:
-        console.print(f"[red]{r.result.status.upper()}[/] {r.id}\n    {escape(r.result.message)}\n    reproduce: {r.repro}",
-                      highlight=False, soft_wrap=True)
+# ---------------------------------------------------------------------------------------------- workers
+
+def _worker_init(debug: bool) -> None:
+    """In each fresh worker: Ctrl-C is the reporting process's to handle; register the checks."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if not debug:
+        for text in environment.CONTRADICTED_WARNINGS:
+            warnings.filterwarnings("ignore", message=text)
+    load_checks()
 
 
-def print_repeat_summary(runs: dict[int, list[Record]], console: Console) -> None:
-    """After --repeat: per check that did not always pass, in how many runs it failed, errored or failed
-    as expected, and its worst such run; a check whose outcome differs between seeds is marked flaky."""
-    by_id: dict[str, list[tuple[int, Record]]] = {}
-    for seed, records in runs.items():
-        for r in records:
-            by_id.setdefault(r.id, []).append((seed, r))
-    header = f"{len(runs)} runs, seeds {min(runs)}..{max(runs)}"
-    lines = []
-    for cid, seen in by_id.items():
-        statuses = [r.result.status for _, r in seen]
-        if set(statuses) <= {"pass", "skip"}:
-            continue
-        seed_, bad = max(((s, r) for s, r in seen if r.result.status not in ("pass", "skip")),
-                         key=lambda sr: _ratio(sr[1].result))
-        counts = ", ".join(f"{st} {statuses.count(st)}/{len(seen)}" for st in ("fail", "error", "xfail")
-                           if st in statuses)
-        lines.append(f"  {cid}: {counts}{' FLAKY' if len(set(statuses)) > 1 else ''}; worst: seed {seed_} "
-                     f"{bad.result.status} {_fmt(bad.result.measured)} / {_fmt(bad.result.budget)}")
-    if not lines:
-        console.print(f"{header}: every check passed in every run")
-        return
-    console.print(f"{header}: {len(lines)} check(s) did not always pass (measured / budget)")
-    for line in lines:
-        console.print(escape(line), highlight=False, soft_wrap=True)
+def _worker_start(ctx: Context, kernels: bool) -> dict:
+    """The first task of every worker: import the kernel package the way kernel checks do (after the CPU
+    interpreter's fidelity layer) and say what was loaded; the import error as text when it fails."""
+    info = {"pid": os.getpid(), "kernel_package": None, "interpreter_fidelity": None, "import_error": None}
+    if kernels:
+        try:
+            from verify.checks.kernels import prepare
+            prepare(ctx)
+            info["kernel_package"] = environment.kernel_package()
+        except Exception as exc:
+            info["import_error"] = f"{type(exc).__name__}: {exc}"
+        if ctx.device == "cpu" and info["import_error"] is None:
+            from verify import fidelity
+            info["interpreter_fidelity"] = fidelity.active_parts()
+    return info
 
 
-def _ratio(result: Result) -> float:
-    """measured / budget for ordering runs; a result without both numbers (an error) sorts first."""
-    if result.measured is None or not result.budget:
-        return math.inf
-    return result.measured / result.budget
+def _worker_run(check_id: str, ctx: Context, debug: bool) -> Record:
+    return execute(REGISTRY[check_id], ctx, debug)
 
 
-def _fmt(x: float | None) -> str:
-    return "-" if x is None else f"{x:.3g}"
+@dataclass
+class _Slot:
+    env: dict[str, str]
+    executor: cf.ProcessPoolExecutor | None = None
+    process: multiprocessing.Process | None = None
+    future: cf.Future | None = None
+    index: int | None = None       # position in the selection of the check it runs; None while starting
+    t0: float = 0.0
+    ready: bool = False
 
 
-def check_writable(path: str | None, flag: str) -> None:
-    """Fail before any work when an output path cannot be written."""
-    if path is None:
-        return
-    if Path(path).is_dir():
-        raise UsageError(f"{flag} {path}: is a directory")
-    parent = Path(path).resolve().parent
-    if not parent.is_dir():
-        raise UsageError(f"{flag} {path}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK) or (Path(path).exists() and not os.access(path, os.W_OK)):
-        raise UsageError(f"{flag} {path}: not writable")
+def worker_count(spec: str, device: str) -> int:
+    """--workers N|auto: auto is one per visible GPU on cuda, one per available core on the CPU."""
+    if spec == "auto":
+        return max(1, environment.gpu_count() if device == "cuda" else environment.cpu_count())
+    if not spec.isdigit() or int(spec) < 1:
+        raise UsageError(f"--workers {spec}: must be a positive integer or auto")
+    return int(spec)
 
 
-def write_text_atomic(path: str, text: str) -> None:
-    """Write through a temporary file, so that a reader never sees a partial result."""
-    tmp = Path(str(path) + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+@dataclass
+class Workers:
+    """N worker slots; on cuda with several visible GPUs, slot i sees only the i-th (mod count) of them."""
+    n: int
+    ctx: Context
+    kernels: bool                  # import the kernel package in each worker at start
+    debug: bool = False
+    info: dict | None = None       # what the first worker reported at start (kernel package, fidelity)
+    slots: list[_Slot] = field(default_factory=list)
+
+    def __post_init__(self):
+        gpus = environment.visible_gpus() if self.ctx.device == "cuda" else []
+        self.slots = [_Slot({"CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)]} if len(gpus) > 1 else {})
+                      for i in range(self.n)]
+        for slot in self.slots:
+            self._start(slot)
+
+    def _start(self, slot: _Slot) -> None:
+        slot.executor = cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                               initializer=_worker_init, initargs=(self.debug,))
+        with mock.patch.dict(os.environ, slot.env):   # the worker is spawned here and inherits them
+            slot.future = slot.executor.submit(_worker_start, self.ctx, self.kernels)
+        slot.process = next(iter(slot.executor._processes.values()))   # spawned by submit
+        slot.index, slot.ready = None, False
+
+    def _replace(self, slot: _Slot) -> None:
+        self._kill(slot)
+        self._start(slot)
+
+    @staticmethod
+    def _kill(slot: _Slot) -> None:
+        if slot.process is not None and slot.process.is_alive():
+            slot.process.kill()
+        slot.executor.shutdown(wait=False, cancel_futures=True)
+
+    def close(self) -> None:
+        for slot in self.slots:
+            self._kill(slot)
+
+    def _started(self, slot: _Slot) -> None:
+        """A worker's start task finished: the slot takes checks, or the kernel package cannot be imported."""
+        try:
+            info = slot.future.result()
+        except cf.process.BrokenProcessPool as exc:
+            raise UsageError(f"a worker process died while starting (exit code {slot.process.exitcode})") from exc
+        if info["import_error"]:
+            where = f"--kernel-root {self.ctx.kernel_root}" if self.ctx.kernel_root else "the installed fla"
+            raise UsageError(f"{where}: the kernel package cannot be imported: {info['import_error']}")
+        if self.info is None:
+            self.info = info
+        slot.future, slot.ready = None, True
+
+    def wait_ready(self) -> dict:
+        """Block until the first worker has started; what it loaded (for the header)."""
+        while self.info is None:
+            done, _ = cf.wait([s.future for s in self.slots if not s.ready], return_when=cf.FIRST_COMPLETED)
+            for slot in self.slots:
+                if slot.future in done:
+                    self._started(slot)
+        return self.info
+
+    def run(self, checks: list[Check], ctx: Context, finished: dict[int, Record], timeout: float,
+            deadline: float | None = None, on_start: Callable[[int, Check], None] = lambda i, c: None,
+            on_done: Callable[[int, Record], None] = lambda i, r: None) -> list[Record]:
+        """Run checks (ctx.seed etc. from ctx); fills `finished` (selection index -> judged Record) as they
+        end and calls on_done in selection order.  `deadline` (time.monotonic()): start no check after it."""
+        xfails = xfail_list.expected_failures()
+        pending = deque(range(len(checks)))
+        reported = 0
+        while pending or any(s.future is not None for s in self.slots):
+            for slot in self.slots:
+                if slot.ready and slot.future is None and pending:
+                    i = pending.popleft()
+                    if deadline is not None and time.monotonic() > deadline:
+                        finished[i] = not_run(checks[i], ctx, TIME_LIMIT)
+                        continue
+                    slot.future = slot.executor.submit(_worker_run, checks[i].id, ctx, self.debug)
+                    slot.index, slot.t0 = i, time.monotonic()
+                    on_start(i, checks[i])
+            busy = [s for s in self.slots if s.future is not None]
+            wait_for = min((s.t0 + timeout - time.monotonic() for s in busy if s.index is not None), default=None)
+            done, _ = cf.wait([s.future for s in busy], timeout=None if wait_for is None else max(wait_for, 0),
+                              return_when=cf.FIRST_COMPLETED)
+            for slot in busy:
+                i = slot.index
+                if slot.future in done and i is None:
+                    self._started(slot)
+                elif slot.future in done:
+                    finished[i] = judge(self._collect(slot, checks[i], ctx), ctx, xfails)
+                elif i is not None and time.monotonic() - slot.t0 > timeout:
+                    finished[i] = judge(self._failed(slot, checks[i], ctx, "timeout",
+                                                     f"exceeded the per-check timeout of {timeout:g} s"), ctx, xfails)
+            while reported < len(checks) and reported in finished:
+                on_done(reported, finished[reported])
+                reported += 1
+        return [finished[i] for i in range(len(checks))]
+
+    def _collect(self, slot: _Slot, check: Check, ctx: Context) -> Record:
+        try:
+            record = slot.future.result()
+        except cf.process.BrokenProcessPool:
+            slot.process.join(5)
+            code = slot.process.exitcode
+            how = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0
+                   else f"exit code {code}")
+            hint = " (the kernel crashed, or the machine ran out of memory)" if code in (-9, -6, -11) else ""
+            return self._failed(slot, check, ctx, "crashed", f"the worker process died: {how}{hint}")
+        except UsageError:
+            raise
+        except Exception as exc:     # the result could not come back (not picklable, ...)
+            record = Record(check.id, check.description,
+                            Result("error", message=f"{type(exc).__name__}: {exc}", kind="check_error"),
+                            time.monotonic() - slot.t0, repro_command(check.id, ctx), seed=ctx.seed)
+        slot.future, slot.index = None, None
+        if record.result.kind == "cuda_fatal":      # the worker's CUDA context is unusable: a fresh one
+            self._replace(slot)
+        return record
+
+    def _failed(self, slot: _Slot, check: Check, ctx: Context, kind: str, what: str) -> Record:
+        """The worker was lost with this check (crash or timeout): record it and start a fresh worker."""
+        seconds = time.monotonic() - slot.t0
+        self._replace(slot)
+        return Record(check.id, check.description,
+                      Result("fail", message=f"{what}; the run went on in a fresh worker", kind=kind),
+                      seconds, repro_command(check.id, ctx), time.time() - seconds, ctx.seed)
 
 
-def write_json(path: str, records: list[Record], ctx: Context, seeds: list[int] | None = None) -> None:
-    """seeds: every seed of a --repeat run (the records of all runs, each with its own repro line)."""
-    doc = {"environment": {**environment.versions(), **environment.describe(ctx.device),
-                           "profile": ctx.profile, "seed": ctx.seed, "fp32_dot": ctx.fp32_dot,
-                           "kernel_root": ctx.kernel_root, "interpreter_fidelity": _fidelity_parts(),
-                           **({"seeds": seeds} if seeds else {})},
-           "checks": [r.as_json() for r in records],
-           "summary": summary_counts(records)}
-    write_text_atomic(path, json.dumps(doc, indent=2))
-
-
-def _fidelity_parts():
-    """The interpreter fidelity patches in force (None when kernels ran natively or none ran)."""
-    if "verify.fidelity" not in sys.modules:
-        return None
-    return sys.modules["verify.fidelity"].active_parts()
-
-
-def write_junit(path: str, records: list[Record]) -> None:
-    counts = summary_counts(records)
-    suite = ET.Element("testsuite", name="verify", tests=str(len(records)),
-                       failures=str(counts["fail"]), errors=str(counts["error"]),
-                       skipped=str(counts["skip"] + counts["xfail"]))
-    for r in records:
-        case = ET.SubElement(suite, "testcase", classname=r.id.rsplit(".", 1)[0], name=r.id,
-                             time=f"{r.seconds:.3f}")
-        st = r.result.status
-        if st in ("fail", "error"):
-            el = ET.SubElement(case, "failure" if st == "fail" else "error", message=r.result.message)
-            el.text = f"reproduce: {r.repro}"
-        elif st in ("skip", "xfail"):
-            ET.SubElement(case, "skipped", message=f"{st}: {r.result.message}")
-    tmp = Path(str(path) + ".tmp")
-    ET.ElementTree(suite).write(tmp, encoding="utf-8", xml_declaration=True)
-    tmp.replace(path)
+def shard(checks: list[Check], k: int, n: int, durations: dict[str, float] | None = None) -> list[Check]:
+    """Shard k of n (1-based): longest first, each check to the shard with the least total duration so far
+    (ties to the lower shard); a check without a duration counts the median one; without durations every
+    check counts 1, i.e. round robin over sorted ids.  Deterministic; the selection's order is kept."""
+    known = sorted((durations or {}).values())
+    weight = {c.id: (durations or {}).get(c.id, known[len(known) // 2] if known else 1.0) for c in checks}
+    loads = [0.0] * n
+    mine = set()
+    for cid in sorted(weight, key=lambda c: (-weight[c], c)):
+        target = min(range(n), key=lambda s: (loads[s], s))
+        loads[target] += weight[cid]
+        if target == k - 1:
+            mine.add(cid)
+    return [c for c in checks if c.id in mine]

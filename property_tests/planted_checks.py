@@ -1,0 +1,58 @@
+"""Checks planted by the runner and CLI tests: a worker that aborts, hangs or hits a (fake) fatal CUDA error,
+plain pass / fail / error / non-finite results.  Tests select this module with $VERIFY_EXTRA_CHECKS (fixture
+`planted` in conftest.py) so that the check workers import it too; importing it registers the checks."""
+import math
+import os
+import time
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from verify.registry import Result, register
+
+_POISONED = []      # set in a worker by the fatal CUDA error; a check run later in that worker sees it
+
+
+def _fatal(ctx):
+    _POISONED.append(True)
+    raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+
+def _after_fatal(ctx):
+    if _POISONED:
+        return Result("fail", message="ran in the worker whose CUDA context a fatal error poisoned")
+    return Result("pass", 0.0, 1.0, "ran in a fresh worker", measure="threshold")
+
+
+def _hypothesis(ctx):
+    """A hypothesis search that writes hypothesis' storage directory (text strategies cache unicode data there;
+    by default that is .hypothesis/ in the current directory)."""
+    seen = []
+
+    @settings(max_examples=5, database=None)
+    @given(st.text(max_size=3))
+    def prop(x):
+        seen.append(x)
+    prop()
+    return Result("pass", 0.0, 1.0, f"{len(seen)} examples", measure="threshold")
+
+
+register("test.planted.pass", "always passes", lambda ctx: Result("pass", 0.5, 1.0, "ok", measure="max_abs"))
+register("test.planted.fail", "always fails", lambda ctx: Result("fail", 2.0, 1.0, "planted failure",
+                                                                 measure="normwise_relative"))
+register("test.planted.error", "always raises", lambda ctx: 1 / 0)
+register("test.planted.xfail", "fails; the tests list it as an expected failure",
+         lambda ctx: Result("fail", 2.0, 1.0, "planted"))
+register("test.planted.nonfinite", "fails with a non-finite error",
+         lambda ctx: Result("fail", math.inf, 1.0, "output is inf", details={"worst_ratio": math.nan}))
+register("test.planted.abort", "the worker process aborts (a segfaulting kernel)", lambda ctx: os.abort())
+register("test.planted.cuda_fatal", "raises a fatal CUDA error (illegal memory access)", _fatal)
+register("test.planted.after_fatal", "passes unless run in a worker poisoned by the fatal error", _after_fatal)
+register("test.planted.hang", "never returns", lambda ctx: time.sleep(3600))
+register("test.planted.hypothesis", "runs a hypothesis search", _hypothesis)
+register("test.planted.odd_seeds", "fails on odd seeds",
+         lambda ctx: Result("fail" if ctx.seed % 2 else "pass", float(ctx.seed), 1.0))
+for _n in ("a", "b"):
+    register(f"test.planted.gpu.{_n}", "says which GPUs its worker sees (slow enough that two workers take one each)",
+             lambda ctx: time.sleep(2) or Result("pass", 0.0, 1.0, os.environ.get("CUDA_VISIBLE_DEVICES", "")))
+register("mutant.test_planted", "planted mutant check", lambda ctx: Result("pass", 2.0, 1.0, "planted"))
