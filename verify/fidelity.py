@@ -17,9 +17,14 @@ Patch points (triton 3.6, ``triton/runtime/interpreter.py`` and ``triton/runtime
   autotune    Autotuner._bench                (replaced: returns a zero timing without running)
   numpy_index interpreter._patch_lang_tensor  (wrapped: tensor.__index__ via .item(); a crash fix for
               numpy >= 2.4, not a numerical one)
+  loop_index  interpreter.ASTTransformer.visit_For (added: range() / tl.range() loops yield int32 /
+              int64 tensors, as the GPU's scf.for induction variable is, not Python ints)
+  bf16_arith  InterpreterBuilder.binary_op / ternary_op (wrapped: bf16 add, sub, mul, min, max, clamp
+              and comparisons computed as the GPU does, rounded to nearest even)
+  bf16_scalar InterpreterBuilder.get_bf16 (added: a Python float constant in bf16 arithmetic)
   bf16_guard  InterpreterBuilder.binary_op / unary_op / ternary_op / create_fma, ReduceOps.apply,
-              ScanOps.apply  (wrapped: raise on bf16 arithmetic, which the raw interpreter does on the
-              uint16 bit patterns; a loud refusal, not an emulation)
+              ScanOps.apply  (same wrappers: raise on any other bf16 arithmetic, which the raw
+              interpreter does on the uint16 bit patterns; a loud refusal, not an emulation)
 """
 from __future__ import annotations
 
@@ -30,7 +35,8 @@ import warnings
 
 from verify.errors import UsageError
 
-PARTS = ("bf16_dot", "bf16_round", "autotune", "tf32", "numpy_index", "bf16_guard")
+PARTS = ("bf16_dot", "bf16_round", "autotune", "tf32", "numpy_index", "loop_index", "bf16_arith",
+         "bf16_scalar", "bf16_guard")
 FP32_DOT_MODES = ("tf32", "ieee")
 TESTED_TRITON = ("3.6.",)          # version prefixes the patches were written and measured against
 ALLOW_UNTESTED_ENV = "VERIFY_ALLOW_UNTESTED_TRITON"
@@ -177,21 +183,74 @@ def _make_patch_lang_tensor(original):
     return _patch_lang_tensor
 
 
+LOOP_RANGE = "_verify_loop_range"   # the name the rewritten loops call (injected into kernel globals)
+
+
+def _visit_for(self, node):
+    """loop_index (rewrites the kernel's AST): Triton compiles `for i in range(a, b, c)` and
+    `tl.range(...)` to an scf.for whose induction variable is a scalar tensor of the promoted integer
+    type of a, b, c (int32 for Python ints, int64 when a bound is int64); the raw interpreter runs
+    Python's range, so i is a Python int and `i.to(tl.int64)` (fla's chunk_delta_h.py, the Gated
+    DeltaNet chunk kernels) raises AttributeError: 'int' object has no attribute 'to'.  The rewritten
+    loop calls _loop_range, which yields such tensors.  tl.static_range stays a Python range (its
+    variable is a constexpr on the GPU too)."""
+    import ast
+    self.generic_visit(node)
+    it = node.iter
+    if isinstance(it, ast.Call) and (isinstance(it.func, ast.Name) and it.func.id == "range"
+                                     or isinstance(it.func, ast.Attribute) and it.func.attr == "range"):
+        node.iter = ast.Call(func=ast.Name(id=LOOP_RANGE, ctx=ast.Load()), args=it.args, keywords=it.keywords)
+    return node
+
+
+def _loop_range(arg1, arg2=None, step=None, **_options):
+    """range(arg1[, arg2[, step]]) yielding the GPU's induction variable (see _visit_for); the raw
+    Python range when the part is bypassed or not installed (a rewritten kernel is cached)."""
+    start, end = (0, arg1) if arg2 is None else (arg1, arg2)
+    step = 1 if step is None else step
+    if _bypass or _state is None or "loop_index" not in _state["installed"]:
+        return range(start, end, step)
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime.interpreter import TensorHandle, interpreter_semantic as sem
+    iv = sem.integer_promote_impl(sem.to_tensor(start).dtype, sem.to_tensor(end).dtype)
+    iv = sem.integer_promote_impl(iv, sem.to_tensor(step).dtype)
+    np_type = np.dtype(iv.name)       # a tensor bound goes through tensor.__index__ (part numpy_index)
+    return (tl.tensor(TensorHandle(np.array([i], dtype=np_type), iv), iv) for i in range(start, end, step))
+
+
 class Bf16ArithmeticNotEmulated(NotImplementedError):
     """Raised (inside the interpreter, so it arrives wrapped in InterpreterError) by bf16_guard."""
 
 
-def _make_bf16_guard(original, what: str):
+def _bf16_emulations():
+    """bf16_arith: numpy function the interpreter passes to binary_op / ternary_op -> what the GPU
+    computes for bf16 operands.  Triton 3.6 lowers a bf16 add / sub / mul on NVIDIA either natively
+    (add.rn.bf16, sm_90) or as fp32 op + cvt.rn.bf16.f32 (emitDualBF16ElementwiseOp); both give the
+    correctly rounded bf16 result: the fp32 product of two bf16 values is exact, and an fp32 sum
+    rounded again to bf16 cannot double-round (24 >= 2*8 + 2 bits, Figueroa 1995).  So: decode exactly,
+    compute in fp32, round to nearest even.  Comparisons, min / max and clamp select one operand:
+    exact in fp32.  Subnormal results (below 2^-126) are not claimed (the GPU may flush them).
+    Refused (bf16_guard): fma (one rounding on the GPU), unary math (tl.exp & co. take fp32 only),
+    reductions and scans (their order is the GPU's tile tree), tl.div_rn (/ and % upcast to fp32)."""
+    import numpy as np
+    rounded = (np.add, np.subtract, np.multiply)
+    selecting = (np.minimum, np.maximum, np.clip)
+    comparing = (np.less, np.greater, np.less_equal, np.greater_equal, np.equal, np.not_equal)
+    return {op: "round" for op in rounded} | {op: "select" for op in selecting} | {op: "compare" for op in comparing}
+
+
+def _make_bf16_arith(original, what: str, emulate: bool, guard: bool):
     """bf16_guard: the raw interpreter does bf16 elementwise arithmetic, comparisons, min/max and
     reductions (tl.sum / tl.max / tl.cumsum of a bf16 tensor) with numpy on the uint16 storage, so
     x + y, x * y, x < y, -x, tl.sum(x) of bf16 tensors are silently garbage (measured: [1.5, -2.0] +
-    [0.5, 1.0] gave [1.3e38, -inf]).  The GPU computes them in bf16 with round-to-nearest-even.  This
-    is not emulated; the guard makes it an error instead of a wrong number.  fla's PaTH, FoX, attention
-    and MDN kernels (forward and backward) were measured to do none of it (they compute in fp32).
-    tl.where on bf16 (np.where on the bit patterns) is exact and stays allowed."""
+    [0.5, 1.0] gave [1.3e38, -inf]).  With bf16_arith the elementwise ops of _bf16_emulations are
+    computed as the GPU does; the guard makes every other bf16 operation an error instead of a wrong
+    number.  tl.where on bf16 (np.where on the bit patterns) is exact and stays allowed."""
     import numpy as np
     import triton.language as tl
     from triton.runtime.interpreter import TensorHandle
+    emulations = _bf16_emulations() if emulate else {}
 
     def is_bf16(x):
         if isinstance(x, TensorHandle):
@@ -200,16 +259,44 @@ def _make_bf16_guard(original, what: str):
             return any(is_bf16(t) for t in x)
         return getattr(x, "dtype", None) == tl.bfloat16        # tl.tensor (reductions, scans)
 
-    def guarded(self, *args, **kwargs):
-        if not _bypass and not (what == "ternary_op" and args[-1] is np.where) \
-                and any(is_bf16(a) for a in args):
+    def emulated(args):
+        *operands, op = args
+        kind = emulations[op]
+        values = [bf16_bits_to_f32(h.data) if is_bf16(h) else h.data for h in operands]
+        with np.errstate(all="ignore"):
+            out = op(*values)
+        if kind == "compare":
+            return TensorHandle(out, tl.int1)
+        return TensorHandle(f32_to_bf16_bits(out).reshape(np.shape(out)), tl.bfloat16)
+
+    def wrapped(self, *args, **kwargs):
+        if _bypass or not any(is_bf16(a) for a in args) or (what == "ternary_op" and args[-1] is np.where):
+            return original(self, *args, **kwargs)
+        if what in ("binary_op", "ternary_op") and args[-1] in emulations and is_bf16(args[-2]):
+            return emulated(args)
+        if guard:
             op = getattr(args[-1], "__name__", "") if what in ("binary_op", "unary_op", "ternary_op") else ""
             raise Bf16ArithmeticNotEmulated(
                 f"bf16 arithmetic ({what} {op}) is not emulated by the Triton interpreter (it would compute "
                 "on the uint16 bit patterns); the fidelity layer refuses it (part bf16_guard). Cast to "
                 "tl.float32 in the kernel, or extend verify/fidelity.py")
         return original(self, *args, **kwargs)
-    return guarded
+    return wrapped
+
+
+def _get_bf16(self, value):
+    """bf16_scalar: a Python float meeting a bf16 tensor (x * 0.5) stays bf16 (semantic.py,
+    computation_type_impl: a scalar does not promote) and becomes builder.get_bf16(value), which the
+    raw InterpreterBuilder lacks (AttributeError 'get_bf16').  Triton's ir.cc builds it as
+    APFloat(bf16, std::to_string(float(value))): the value rounded to fp32, printed with six decimals
+    ("%f"), then rounded to nearest even bf16 -- so 1e-7 becomes 0 on the GPU, and this does the same."""
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime.interpreter import TensorHandle
+    if _bypass or _state is None or "bf16_scalar" not in _state["installed"]:
+        raise AttributeError("'InterpreterBuilder' object has no attribute 'get_bf16'")
+    decimal = "%f" % float(np.float32(value))
+    return TensorHandle(f64_to_bf16_bits(np.array([float(decimal)])), tl.bfloat16)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -290,11 +377,12 @@ def activate(fp32_dot: str = "tf32", parts=PARTS, allow_untested_triton: bool | 
     from triton.runtime import autotuner, interpreter
     builder = interpreter.InterpreterBuilder
     needed = [(builder, "create_dot"), (builder, "cast_impl"), (autotuner.Autotuner, "_bench"),
-              (interpreter, "_patch_lang_tensor"), (builder, "binary_op"), (builder, "unary_op"),
+              (interpreter, "_patch_lang_tensor"), (interpreter, "interpreter_semantic"),
+              (interpreter.ASTTransformer, "visit_Assign"), (builder, "binary_op"), (builder, "unary_op"),
               (builder, "ternary_op"), (builder, "create_fma")]
     needed += [(getattr(interpreter, c, None), "apply") for c in ("ReduceOps", "ScanOps")]
     for owner, name in needed:
-        if owner is None or not callable(getattr(owner, name, None)):
+        if owner is None or getattr(owner, name, None) is None:
             raise UsageError(f"triton {version}: {getattr(owner, '__name__', owner)}.{name} not found; "
                              "the fidelity patches do not fit this triton")
 
@@ -310,11 +398,17 @@ def activate(fp32_dot: str = "tf32", parts=PARTS, allow_untested_triton: bool | 
         install(autotuner.Autotuner, "_bench", _make_bench(autotuner.Autotuner._bench))
     if "numpy_index" in parts:
         install(interpreter, "_patch_lang_tensor", _make_patch_lang_tensor(interpreter._patch_lang_tensor))
-    if "bf16_guard" in parts:
+    if "loop_index" in parts:
+        install(interpreter.ASTTransformer, "visit_For", _visit_for)
+        install(interpreter, LOOP_RANGE, _loop_range)
+    if "bf16_guard" in parts or "bf16_arith" in parts:
         for owner, name in ((builder, "binary_op"), (builder, "unary_op"), (builder, "ternary_op"),
                             (builder, "create_fma"), (interpreter.ReduceOps, "apply"),
                             (interpreter.ScanOps, "apply")):
-            install(owner, name, _make_bf16_guard(getattr(owner, name), name))
+            install(owner, name, _make_bf16_arith(getattr(owner, name), name, "bf16_arith" in parts,
+                                                  "bf16_guard" in parts))
+    if "bf16_scalar" in parts:
+        install(builder, "get_bf16", _get_bf16)
     _state = {"installed": parts, "fp32_dot": fp32_dot, "triton": version, "tested": tested}
     return active_parts()
 

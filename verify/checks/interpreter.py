@@ -99,12 +99,29 @@ def _k():
                 o = x * y
             elif OP == 2:
                 o = tl.where(x < y, x, y)                  # a bf16 comparison
-            else:
+            elif OP == 4:
                 o = -x
+            elif OP == 5:
+                o = x - y
+            elif OP == 6:
+                o = tl.maximum(x, y)
+            elif OP == 7:
+                o = x * 0.3                                # a Python float constant (builder.get_bf16)
+            else:
+                o = x * 1e-7
             tl.store(o_ptr + r, o)
 
+    @triton.jit
+    def loop_kernel(o_ptr, n, N: tl.constexpr):
+        acc = tl.zeros([N], dtype=tl.int64)
+        for i in range(N):                                 # the GPU's induction variable is an int32 tensor
+            acc += i.to(tl.int64) * 3
+        for j in tl.range(0, n, 2):                        # also with a runtime bound
+            acc += j.to(tl.int64)
+        tl.store(o_ptr + tl.arange(0, N), acc)
+
     _KERNELS.update(dot=dot_kernel, cast=cast_kernel, double=double_kernel, index=index_kernel,
-                    bf16_arith=bf16_arith_kernel, triton=triton, tl=tl)
+                    bf16_arith=bf16_arith_kernel, loop=loop_kernel, triton=triton, tl=tl)
     return _KERNELS
 
 
@@ -481,13 +498,59 @@ def upstream_numpy_index(ctx: Context) -> Result:
 
 
 # ------------------------------------------------------------------------------------------------
-# bf16 arithmetic: refused on the cpu (not emulated), exact on the GPU
+# loop induction variables are tensors
 
-_ARITH_OPS = {0: "x + y", 1: "x * y", 2: "where(x < y, x, y)", 3: "sum(x)", 4: "-x"}
+def _loop_run(ctx: Context, raw: bool = False):
+    torch, dev = _setup(ctx)
+    k = _k()
+    n, N = 7, 16
+    o = torch.zeros(N, dtype=torch.int64, device=dev)
+    try:
+        if raw:
+            with _raw(ctx):
+                k["loop"][(1,)](o, n, N)
+        else:
+            k["loop"][(1,)](o, n, N)
+    except Exception as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+    want = 3 * sum(range(N)) + sum(range(0, n, 2))
+    return int((o.cpu() != want).sum().item()), ""
+
+
+@check("env.interpreter.loop_index",
+       "the variable of a range() / tl.range() loop is an integer tensor (i.to(tl.int64) works, as on the GPU)")
+def loop_index(ctx: Context) -> Result:
+    wrong, err = _loop_run(ctx)
+    if wrong is None:
+        return Result("fail", message=f"loop over range(n) raised {err[:200]}")
+    return within(wrong, 0, "loop-variable arithmetic, wrong outputs")
+
+
+@check("env.interpreter.upstream_bug.loop_index",
+       "raw interpreter's loop variables are still Python ints (i.to raises): patch loop_index needed",
+       devices=("cpu",))
+def upstream_loop_index(ctx: Context) -> Result:
+    wrong, err = _loop_run(ctx, raw=True)
+    if wrong is None and "attribute 'to'" in err:
+        return Result("pass", message=f"raw interpreter still raises {err[:120]} (keep patch loop_index)")
+    if wrong is None:
+        return Result("error", message=f"raw interpreter raised something else: {err[:200]}")
+    return Result("fail", float(wrong), 0.0, "raw interpreter's loop variables are tensors: patch loop_index can go")
+
+
+# ------------------------------------------------------------------------------------------------
+# bf16 arithmetic: elementwise ops emulated, the rest refused on the cpu; exact on the GPU
+
+_ARITH_OPS = {0: "x + y", 1: "x * y", 2: "where(x < y, x, y)", 3: "sum(x)", 4: "-x", 5: "x - y",
+              6: "maximum(x, y)", 7: "x * 0.3", 8: "x * 1e-7"}
+EMULATED = ("x + y", "x * y", "where(x < y, x, y)", "-x", "x - y", "maximum(x, y)")   # part bf16_arith
+SCALAR = ("x * 0.3", "x * 1e-7")                                                      # part bf16_scalar
+REFUSED = ("sum(x)",)                                                                 # part bf16_guard
 
 
 def _bf16_arith(ctx: Context, raw: bool = False) -> dict:
-    """Run each op; per op: 'refused' (guard error), 'right' (equals the exact bf16 result) or 'wrong'."""
+    """Run each op; per op: 'refused' (guard error), 'right' (equals the GPU's bf16 result bit for bit:
+    the exact result rounded once to nearest even) or 'wrong' / 'raised ...'."""
     torch, dev = _setup(ctx)
     k = _k()
     n = 16
@@ -495,10 +558,14 @@ def _bf16_arith(ctx: Context, raw: bool = False) -> dict:
     x = torch.randn(n, generator=g).to(torch.bfloat16)
     y = torch.randn(n, generator=g).to(torch.bfloat16)
     xi = torch.randint(-8, 9, (n,), generator=g).to(torch.bfloat16)   # sums of these are exact in any order
-    xs, ys = x.double().tolist(), y.double().tolist()
+    xs, ys = [Fraction(v) for v in x.double().tolist()], [Fraction(v) for v in y.double().tolist()]
+    # a Python float constant is built as APFloat(bf16, std::to_string(float32(c))): six decimals
+    c03, c1e7 = bf16_rne(Fraction("0.300000")), 0.0
     want = {0: [bf16_rne(a + b) for a, b in zip(xs, ys)], 1: [bf16_rne(a * b) for a, b in zip(xs, ys)],
-            2: [min(a, b) if a < b else b for a, b in zip(xs, ys)], 3: [float(xi.double().sum())],
-            4: [-a for a in xs]}
+            2: [float(min(a, b)) for a, b in zip(xs, ys)], 3: [float(xi.double().sum())],
+            4: [float(-a) for a in xs], 5: [bf16_rne(a - b) for a, b in zip(xs, ys)],
+            6: [float(max(a, b)) for a, b in zip(xs, ys)], 7: [bf16_rne(a * Fraction(c03)) for a in xs],
+            8: [float(a * Fraction(c1e7)) for a in xs]}
     out = {}
     for op, expected in want.items():
         o = torch.zeros(n, dtype=torch.bfloat16, device=dev)
@@ -517,26 +584,54 @@ def _bf16_arith(ctx: Context, raw: bool = False) -> dict:
     return out
 
 
-@check("env.interpreter.bf16_guard",
-       "bf16 add/mul/compare/neg/sum: exact on the GPU; on the cpu refused loudly (never a silent wrong value)")
-def bf16_guard(ctx: Context) -> Result:
+def _bf16_verdict(ctx: Context, ops: tuple, what: str) -> Result:
+    """On the GPU every op is exact; on the cpu the emulated ones must be exact, the refused ones refused."""
     out = _bf16_arith(ctx)
-    ok = ("refused", "right") if ctx.device == "cpu" else ("right",)
-    bad = {op: v for op, v in out.items() if v not in ok}
-    what = "neither refused nor exact" if ctx.device == "cpu" else "not exact"
-    r = within(len(bad), 0, f"bf16 arithmetic ops {what} (of {len(out)})")
-    r.details.update(out)
+    ok = ("refused",) if ctx.device == "cpu" and ops == REFUSED else ("right",)
+    bad = {op: out[op] for op in ops if out[op] not in ok}
+    r = within(len(bad), 0, f"bf16 {what} not {' / '.join(ok)} (of {len(ops)})")
+    r.details.update({op: out[op] for op in ops})
     return r
+
+
+@check("env.interpreter.bf16_arith",
+       "bf16 add/sub/mul/max/compare/neg: the exact result rounded to nearest even, bit for bit")
+def bf16_arith(ctx: Context) -> Result:
+    return _bf16_verdict(ctx, EMULATED, "elementwise ops")
+
+
+@check("env.interpreter.bf16_scalar",
+       "bf16 tensor times a Python float: the constant is the bf16 of its six-decimal print, product rounded once")
+def bf16_scalar(ctx: Context) -> Result:
+    return _bf16_verdict(ctx, SCALAR, "tensor-scalar ops")
+
+
+@check("env.interpreter.bf16_guard",
+       "bf16 reductions: exact on the GPU (integer data); on the cpu refused loudly (never a silent wrong value)")
+def bf16_guard(ctx: Context) -> Result:
+    return _bf16_verdict(ctx, REFUSED, "reductions")
 
 
 @check("env.interpreter.upstream_bug.bf16_arith",
-       "raw interpreter still computes bf16 arithmetic on the uint16 bit patterns: keep bf16_guard",
+       "raw interpreter still computes bf16 arithmetic on the uint16 bit patterns: keep bf16_arith / bf16_guard",
        devices=("cpu",))
 def upstream_bf16_arith(ctx: Context) -> Result:
     out = _bf16_arith(ctx, raw=True)
-    wrong = sum(1 for v in out.values() if v != "right")
-    r = rejects(wrong, 0, f"raw interpreter bf16 ops not right (of {len(out)})")
-    r.message += (" (bug still present: keep bf16_guard)" if r.status == "pass"
-                  else " (raw interpreter now right: bf16_guard can go)")
-    r.details.update(out)
+    ops = EMULATED + REFUSED
+    wrong = sum(1 for op in ops if out[op] != "right")
+    r = rejects(wrong, 0, f"raw interpreter bf16 ops not right (of {len(ops)})")
+    r.message += (" (bug still present: keep bf16_arith and bf16_guard)" if r.status == "pass"
+                  else " (raw interpreter now right: bf16_arith / bf16_guard can go)")
+    r.details.update({op: out[op] for op in ops})
     return r
+
+
+@check("env.interpreter.upstream_bug.bf16_scalar",
+       "raw interpreter still lacks builder.get_bf16 (bf16 times a Python float raises): keep bf16_scalar",
+       devices=("cpu",))
+def upstream_bf16_scalar(ctx: Context) -> Result:
+    out = _bf16_arith(ctx, raw=True)
+    raised = [op for op in SCALAR if "get_bf16" in out[op]]
+    if len(raised) == len(SCALAR):
+        return Result("pass", message="raw interpreter still raises AttributeError get_bf16 (keep bf16_scalar)")
+    return Result("fail", message=f"raw interpreter now builds bf16 constants ({out}): bf16_scalar may go")
