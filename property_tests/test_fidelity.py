@@ -34,7 +34,7 @@ def run_child(code: str, timeout: float = 300) -> dict:
 # ------------------------------------------------------------------------------------------------
 # canaries, layer on and each part off
 
-PARTS = ("bf16_dot", "bf16_round", "autotune", "tf32", "numpy_index", "loop_index", "bf16_arith", "bf16_scalar",
+PARTS = ("bf16_dot", "bf16_round", "autotune", "tf32", "dot_order", "numpy_index", "loop_index", "bf16_arith", "bf16_scalar",
          "bf16_guard")
 # which canaries must turn red when a part is off
 RED_WHEN_OFF = {
@@ -42,6 +42,7 @@ RED_WHEN_OFF = {
     "bf16_round": ["env.interpreter.bf16_round", "env.interpreter.bf16_cast_other"],
     "autotune": ["env.interpreter.autotune"],
     "tf32": ["env.interpreter.tf32_dot"],
+    "dot_order": ["env.interpreter.dot_order"],
     "numpy_index": ["env.interpreter.numpy_index", "env.interpreter.loop_index"],   # a tensor loop bound
     "loop_index": ["env.interpreter.loop_index"],
     "bf16_arith": ["env.interpreter.bf16_arith", "env.interpreter.bf16_scalar"],   # x * 0.3 is a bf16 multiply

@@ -12,6 +12,8 @@ NVIDIA H200.  Each part can be left out; ``verify/checks/interpreter.py`` holds 
 Patch points (triton 3.6, ``triton/runtime/interpreter.py`` and ``triton/runtime/autotuner.py``):
   bf16_dot    InterpreterBuilder.create_dot   (wrapped: operands decoded before the original runs)
   tf32        InterpreterBuilder.create_dot   (same wrapper: fp32 operands truncated for tf32 dots)
+  dot_order   InterpreterBuilder.create_dot   (same wrapper: fp32-accumulated dots summed in float64 in a
+              fixed order and rounded once, instead of numpy's machine-dependent sgemm order)
   bf16_round  InterpreterBuilder.cast_impl    (wrapped: every cast to or from bf16 handled here;
               create_fp_trunc / create_fp_ext / create_si_to_fp / ... all call cast_impl)
   autotune    Autotuner._bench                (replaced: returns a zero timing without running)
@@ -35,7 +37,7 @@ import warnings
 
 from verify.errors import UsageError
 
-PARTS = ("bf16_dot", "bf16_round", "autotune", "tf32", "numpy_index", "loop_index", "bf16_arith",
+PARTS = ("bf16_dot", "bf16_round", "autotune", "tf32", "dot_order", "numpy_index", "loop_index", "bf16_arith",
          "bf16_scalar", "bf16_guard")
 FP32_DOT_MODES = ("tf32", "ieee")
 TESTED_TRITON = ("3.6.",)          # version prefixes the patches were written and measured against
@@ -89,7 +91,29 @@ def truncate_to_tf32(x):
 # ------------------------------------------------------------------------------------------------
 # the patches
 
-def _make_create_dot(original, fix_bf16: bool, tf32: bool):
+def fixed_order_dot(a, b, d):
+    """d + a @ b for fp32 d: every product a_ik b_kj formed exactly in float64 (the operands have at
+    most 24 significant bits, so a product has at most 48 <= 53), summed in float64 in the fixed order
+    d, k = 0, 1, ..., K-1 by elementwise numpy operations (IEEE-exact on every CPU, no BLAS), and
+    rounded to fp32 once.
+
+    Why this is at least as faithful to a tensor-core MMA as numpy's fp32 sgemm: the H200's wgmma
+    multiplies TF32 / bf16 operands exactly and accumulates each k-group with internal precision of at
+    least fp32 into the fp32 accumulator, in an order fixed by the instruction and the tile config.
+    numpy's sgemm rounds to fp32 after every one of the K additions, in an order set by the BLAS build
+    and the CPU (so a verdict near a threshold moved between machines, issue 13).  Here the sum is
+    within K * 2^-53 of exact before one final fp32 rounding: no more rounding than the GPU's, and the
+    same on every machine.  Both differ from the GPU by far less than the operand rounding (TF32:
+    2^-11 relative, bf16: 2^-9) that the other patches emulate."""
+    import numpy as np
+    a64, b64 = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    acc = np.array(d, dtype=np.float64)
+    for k in range(a64.shape[-1]):
+        acc += a64[..., :, k:k + 1] * b64[..., k:k + 1, :]
+    return acc.astype(np.float32)
+
+
+def _make_create_dot(original, fix_bf16: bool, tf32: bool, fixed_order: bool):
     """bf16_dot: the raw interpreter hands bf16 operands to numpy as their uint16 bit patterns, so
     np.matmul multiplies integers (triton-lang/triton#11584).  On the GPU the tensor core multiplies
     the bf16 values exactly and accumulates in fp32; here the operands are decoded exactly to float32
@@ -122,6 +146,9 @@ def _make_create_dot(original, fix_bf16: bool, tf32: bool):
                     and a.data.dtype == np.float32 and b.data.dtype == np.float32):
                 a = TensorHandle(truncate_to_tf32(a.data), a.dtype)
                 b = TensorHandle(truncate_to_tf32(b.data), b.dtype)
+            if (fixed_order and d.data.dtype == np.float32
+                    and {a.data.dtype, b.data.dtype} <= {np.dtype(np.float32), np.dtype(np.float16)}):
+                return TensorHandle(fixed_order_dot(a.data, b.data, d.data), d.dtype.scalar)
         return original(self, a, b, d, input_precision, max_num_imprecise_acc)
     return create_dot
 
@@ -390,8 +417,9 @@ def activate(fp32_dot: str = "tf32", parts=PARTS, allow_untested_triton: bool | 
         _originals[(owner, name)] = owner.__dict__.get(name, _INHERITED)
         setattr(owner, name, new)
 
-    if "bf16_dot" in parts or "tf32" in parts:
-        install(builder, "create_dot", _make_create_dot(builder.create_dot, "bf16_dot" in parts, "tf32" in parts))
+    if {"bf16_dot", "tf32", "dot_order"} & set(parts):
+        install(builder, "create_dot", _make_create_dot(builder.create_dot, "bf16_dot" in parts, "tf32" in parts,
+                                                        "dot_order" in parts))
     if "bf16_round" in parts:
         install(builder, "cast_impl", _make_cast_impl(builder.cast_impl))
     if "autotune" in parts:

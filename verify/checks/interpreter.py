@@ -455,6 +455,57 @@ def upstream_tf32(ctx: Context) -> Result:
 
 
 # ------------------------------------------------------------------------------------------------
+# fp32 accumulation order of tl.dot
+
+def _dot_order_run(ctx: Context, raw: bool = False):
+    """Rows of A hold one 1 (at column i mod K) and K-1 entries 2^-24; B is all ones.  Exact row sum
+    1 + 31 * 2^-24 rounds (tie, to even) to 1 + 2^-19 in fp32; an fp32 accumulation gets anything from
+    1 to 1 + 2^-19 depending on where the 1 sits in its order.  Returns (got, exact) as float lists."""
+    import struct
+    torch, dev = _setup(ctx)
+    k = _k()
+    M = N = 16
+    K = 32
+    a = torch.full((M, K), 2.0 ** -24)
+    a[torch.arange(M), torch.arange(M) % K] = 1.0
+    b = torch.ones(K, N)
+    c = torch.empty(M, N, dtype=torch.float32, device=dev)
+    if raw:
+        with _raw(ctx):
+            k["dot"][(1,)](a.to(dev), b.to(dev), c, M, N, K, "ieee")
+    else:
+        k["dot"][(1,)](a.to(dev), b.to(dev), c, M, N, K, "ieee")
+    exact = struct.unpack("<f", struct.pack("<f", 1 + (K - 1) * 2.0 ** -24))[0]
+    return c.cpu().flatten().tolist(), exact, K
+
+
+@check("env.interpreter.dot_order",
+       "fp32 tl.dot accumulation: cpu: summed exactly and rounded once (same bits on every machine); "
+       "gpu: within fp32 accumulation of the exact sum")
+def dot_order(ctx: Context) -> Result:
+    got, exact, K = _dot_order_run(ctx)
+    if ctx.device == "cpu":
+        r = within(sum(g != exact for g in got), 0, f"dot entries differing from the once-rounded exact sum (of {len(got)})")
+    else:
+        r = within(max(abs(g - exact) for g in got), K * 2.0 ** -24, "dot entries, max |C - exact|")
+    r.details.update({"distinct_values": sorted(set(got)), "exact_rounded": exact})
+    return r
+
+
+@check("env.interpreter.upstream_bug.dot_order",
+       "raw interpreter's fp32 dot is numpy's sgemm (order set by the BLAS and CPU): keep dot_order",
+       devices=("cpu",))
+def upstream_dot_order(ctx: Context) -> Result:
+    got, exact, _ = _dot_order_run(ctx, raw=True)
+    wrong = sum(g != exact for g in got)
+    r = rejects(wrong, 0, "raw interpreter dot entries differing from the once-rounded exact sum")
+    r.message += (" (the BLAS's fp32 order shows: keep dot_order)" if r.status == "pass" else
+                  " (this BLAS happens to match here; dot_order still fixes the order on other machines)")
+    r.details["distinct_values"] = sorted(set(got))
+    return r
+
+
+# ------------------------------------------------------------------------------------------------
 # tensor.__index__ under numpy >= 2.4
 
 def _index_run(ctx: Context, raw: bool = False):
