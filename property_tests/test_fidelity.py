@@ -174,6 +174,56 @@ def test_exact_bf16_conversions():
     assert np.isnan(bf16_bits_to_f32(f32_to_bf16_bits(np.array([np.nan], np.float32))))[0]
 
 
+GAP_CHILD = """
+import json, warnings
+warnings.filterwarnings("ignore")
+from verify import fidelity
+fidelity.activate(parts=[p for p in fidelity.PARTS if p != "bf16_scalar"])
+import torch, triton, triton.language as tl
+
+@triton.jit
+def k(x_ptr, o_ptr, N: tl.constexpr, CASE: tl.constexpr):
+    r = tl.arange(0, N)
+    x = tl.load(x_ptr + r)
+    if CASE == 0:
+        tl.store(o_ptr, tl.sum(x, 0))                     # bf16 reduction: guard refuses
+    elif CASE == 1:
+        tl.store(o_ptr + r, x * 0.5)                      # bf16 * float: builder.get_bf16 (part off)
+    elif CASE == 2:
+        tl.store(o_ptr + r, tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=tl.float32,
+                                                      is_pure=True, pack=1))
+    elif CASE == 3:
+        tl.store(o_ptr + x, x)                            # kernel error: a pointer plus a float offset
+    elif CASE == 4:
+        tl.static_assert(N == 3, "InterpreterBuilder mentioned in a kernel's own message")
+    else:
+        i = 3
+        tl.store(o_ptr + r, x * i.to(tl.float32))        # a Python int has no .to: the kernel's error
+
+out = {}
+for case, dtype in [(0, torch.bfloat16), (1, torch.bfloat16), (2, torch.float32), (3, torch.float32),
+                    (4, torch.float32), (5, torch.float32)]:
+    x = torch.ones(16, dtype=dtype)
+    try:
+        k[(1,)](x, torch.zeros(16, dtype=dtype), 16, case)
+        out[case] = ["ran", None]
+    except Exception as exc:
+        out[case] = [fidelity.is_interpreter_gap(exc), repr(exc)[:300]]
+out["plain"] = fidelity.is_interpreter_gap(ValueError("'InterpreterBuilder' object has no attribute 'x'"))
+out["plain_nie"] = fidelity.is_interpreter_gap(NotImplementedError("not in interpreter.py"))
+print(json.dumps(out))
+"""
+
+
+def test_is_interpreter_gap_on_real_errors():
+    """Real interpreter errors are gaps (guard refusal, missing builder method, inline asm); kernel
+    errors and look-alike messages are not."""
+    out = run_child(GAP_CHILD)
+    assert [out[str(c)][0] for c in range(6)] == [True, True, True, False, False, False], out
+    assert "get_bf16" in out["1"][1] and "inline_asm" in out["2"][1], out
+    assert out["plain"] is False and out["plain_nie"] is False
+
+
 # ------------------------------------------------------------------------------------------------
 # end to end: fla PaTH and FoX under the interpreter vs float64
 

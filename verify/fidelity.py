@@ -442,9 +442,27 @@ def activate(fp32_dot: str = "tf32", parts=PARTS, allow_untested_triton: bool | 
 
 
 def is_interpreter_gap(exc: BaseException) -> bool:
-    """Whether exc comes from the interpreter's own missing support (the fidelity guard's refusal, or an
-    InterpreterBuilder attribute it lacks), not from the kernel."""
-    return isinstance(exc, Bf16ArithmeticNotEmulated) or "InterpreterBuilder" in str(exc)
+    """Whether exc (or an exception it was raised from: the interpreter re-raises everything as
+    InterpreterError from the original) is the interpreter's own missing support, not the kernel's
+    error: the fidelity guard's refusal (Bf16ArithmeticNotEmulated), an InterpreterBuilder method the
+    interpreter does not have (AttributeError on the builder object, e.g. get_bf16 without part
+    bf16_scalar), or a NotImplementedError raised by triton/runtime/interpreter.py itself
+    (inline_asm, extern_elementwise).  Messages are not matched: a kernel error that mentions the
+    interpreter is still the kernel's."""
+    import traceback
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, Bf16ArithmeticNotEmulated):
+            return True
+        if isinstance(exc, AttributeError) and type(getattr(exc, "obj", None)).__name__ == "InterpreterBuilder":
+            return True
+        if isinstance(exc, NotImplementedError) and exc.__traceback__ is not None:
+            innermost = traceback.extract_tb(exc.__traceback__)[-1].filename.replace(os.sep, "/")
+            if innermost.endswith("triton/runtime/interpreter.py"):
+                return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def is_active() -> bool:
