@@ -433,7 +433,8 @@ def activate(fp32_dot: str = "tf32", parts=PARTS, allow_untested_triton: bool | 
         for owner, name in ((builder, "binary_op"), (builder, "unary_op"), (builder, "ternary_op"),
                             (builder, "create_fma"), (interpreter.ReduceOps, "apply"),
                             (interpreter.ScanOps, "apply")):
-            install(owner, name, _make_bf16_arith(getattr(owner, name), name, "bf16_arith" in parts,
+            what = name if owner is builder else f"{owner.__name__}.{name}: a bf16 reduction or scan"
+            install(owner, name, _make_bf16_arith(getattr(owner, name), what, "bf16_arith" in parts,
                                                   "bf16_guard" in parts))
     if "bf16_scalar" in parts:
         install(builder, "get_bf16", _get_bf16)
