@@ -34,8 +34,8 @@ def run_child(code: str, timeout: float = 300) -> dict:
 # ------------------------------------------------------------------------------------------------
 # canaries, layer on and each part off
 
-PARTS = ("bf16_dot", "bf16_round", "autotune", "tf32", "dot_order", "numpy_index", "loop_index", "bf16_arith", "bf16_scalar",
-         "bf16_guard")
+PARTS = ("bf16_dot", "bf16_round", "autotune", "tf32", "dot_order", "numpy_index", "loop_index", "bf16_arith",
+         "bf16_scalar", "tl_alias", "torch_cpu_device", "bf16_guard")
 # which canaries must turn red when a part is off
 RED_WHEN_OFF = {
     "bf16_dot": ["env.interpreter.bf16_dot"],
@@ -47,6 +47,8 @@ RED_WHEN_OFF = {
     "loop_index": ["env.interpreter.loop_index"],
     "bf16_arith": ["env.interpreter.bf16_arith", "env.interpreter.bf16_scalar"],   # x * 0.3 is a bf16 multiply
     "bf16_scalar": ["env.interpreter.bf16_scalar"],
+    "tl_alias": ["env.interpreter.tl_alias"],
+    "torch_cpu_device": ["env.interpreter.torch_cpu_device"],
     "bf16_guard": ["env.interpreter.bf16_guard"],
 }
 

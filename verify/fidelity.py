@@ -24,6 +24,10 @@ Patch points (triton 3.6, ``triton/runtime/interpreter.py`` and ``triton/runtime
   bf16_arith  InterpreterBuilder.binary_op / ternary_op (wrapped: bf16 add, sub, mul, min, max, clamp
               and comparisons computed as the GPU does, rounded to nearest even)
   bf16_scalar InterpreterBuilder.get_bf16 (added: a Python float constant in bf16 arithmetic)
+  tl_alias    interpreter._patch_lang         (wrapped: module-level aliases of tl builtins, `exp = tl.exp`,
+              are bound to the interpreter too)
+  torch_cpu_device  torch.cpu.device      (added where torch lacks it: a no-op device context, as fla
+              forks call getattr(torch, backend).device(index))
   bf16_guard  InterpreterBuilder.binary_op / unary_op / ternary_op / create_fma, ReduceOps.apply,
               ScanOps.apply  (same wrappers: raise on any other bf16 arithmetic, which the raw
               interpreter does on the uint16 bit patterns; a loud refusal, not an emulation)
@@ -38,7 +42,7 @@ import warnings
 from verify.errors import UsageError
 
 PARTS = ("bf16_dot", "bf16_round", "autotune", "tf32", "dot_order", "numpy_index", "loop_index", "bf16_arith",
-         "bf16_scalar", "bf16_guard")
+         "bf16_scalar", "tl_alias", "torch_cpu_device", "bf16_guard")
 FP32_DOT_MODES = ("tf32", "ieee")
 TESTED_TRITON = ("3.6.",)          # version prefixes the patches were written and measured against
 ALLOW_UNTESTED_ENV = "VERIFY_ALLOW_UNTESTED_TRITON"
@@ -246,6 +250,46 @@ def _loop_range(arg1, arg2=None, step=None, **_options):
     return (tl.tensor(TensorHandle(np.array([i], dtype=np_type), iv), iv) for i in range(start, end, step))
 
 
+def _make_patch_lang(original):
+    """tl_alias: while a kernel runs, the interpreter swaps the builtins of triton.language, tl.core
+    and tl.math for versions bound to its builder (_patch_lang).  A module that aliased one at import
+    time (the MDN authors' fla/ops/utils/op.py: `exp = tl.exp`) keeps the unbound original, which
+    raises "Did you forget to add @triton.jit ?" (its _semantic is None); the GPU compiler resolves the
+    alias to the same builtin.  Here every builtin the kernel's module globals hold is swapped too,
+    within the same restore scope."""
+    import sys
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    def _patch_lang(fn):
+        scope = original(fn)
+        module = sys.modules.get(getattr(fn, "__module__", None) or "")
+        if not _bypass and module is not None and module.__dict__ is fn.__globals__:
+            for name, value in list(fn.__globals__.items()):
+                if not name.startswith("__") and tl.core.is_builtin(value):
+                    interpreter._patch_attr(module, name, value, interpreter.interpreter_builder, scope)
+        return scope
+    return _patch_lang
+
+
+class _CpuDevice:
+    """torch_cpu_device: torch.cpu.device(index), the CPU's counterpart of torch.cuda.device.  fla
+    forks pick `getattr(torch, backend).device(index)` as the device context of every op (the MDN
+    authors' fla/utils.py custom_device_ctx); torch 2.13 has no torch.cpu.device, so on the CPU every
+    op, even the recurrent one, raises AttributeError.  There is one CPU device: entering selects
+    nothing."""
+
+    def __init__(self, index=None):
+        if index not in (None, 0, -1, "cpu"):
+            raise ValueError(f"torch.cpu.device: no CPU device {index!r} (there is one)")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
 class Bf16ArithmeticNotEmulated(NotImplementedError):
     """Raised (inside the interpreter, so it arrives wrapped in InterpreterError) by bf16_guard."""
 
@@ -401,10 +445,12 @@ def activate(fp32_dot: str = "tf32", parts=PARTS, allow_untested_triton: bool | 
                          f"version. Set {ALLOW_UNTESTED_ENV}=1 to patch anyway and let the "
                          "env.interpreter.* canaries decide")
 
+    import torch
     from triton.runtime import autotuner, interpreter
     builder = interpreter.InterpreterBuilder
     needed = [(builder, "create_dot"), (builder, "cast_impl"), (autotuner.Autotuner, "_bench"),
               (interpreter, "_patch_lang_tensor"), (interpreter, "interpreter_semantic"),
+              (interpreter, "_patch_lang"), (interpreter, "_patch_attr"), (interpreter, "interpreter_builder"),
               (interpreter.ASTTransformer, "visit_Assign"), (builder, "binary_op"), (builder, "unary_op"),
               (builder, "ternary_op"), (builder, "create_fma")]
     needed += [(getattr(interpreter, c, None), "apply") for c in ("ReduceOps", "ScanOps")]
@@ -426,6 +472,10 @@ def activate(fp32_dot: str = "tf32", parts=PARTS, allow_untested_triton: bool | 
         install(autotuner.Autotuner, "_bench", _make_bench(autotuner.Autotuner._bench))
     if "numpy_index" in parts:
         install(interpreter, "_patch_lang_tensor", _make_patch_lang_tensor(interpreter._patch_lang_tensor))
+    if "tl_alias" in parts:
+        install(interpreter, "_patch_lang", _make_patch_lang(interpreter._patch_lang))
+    if "torch_cpu_device" in parts and not hasattr(torch.cpu, "device"):
+        install(torch.cpu, "device", _CpuDevice)
     if "loop_index" in parts:
         install(interpreter.ASTTransformer, "visit_For", _visit_for)
         install(interpreter, LOOP_RANGE, _loop_range)

@@ -111,6 +111,13 @@ def _k():
                 o = x * 1e-7
             tl.store(o_ptr + r, o)
 
+    globals()["alias_exp"] = tl.exp                           # a module-level alias, like `exp = tl.exp`
+
+    @triton.jit
+    def alias_kernel(x_ptr, o_ptr, N: tl.constexpr):
+        r = tl.arange(0, N)
+        tl.store(o_ptr + r, alias_exp(tl.load(x_ptr + r)))    # noqa: F821 (defined just above)
+
     @triton.jit
     def loop_kernel(o_ptr, n, N: tl.constexpr):
         acc = tl.zeros([N], dtype=tl.int64)
@@ -121,7 +128,8 @@ def _k():
         tl.store(o_ptr + tl.arange(0, N), acc)
 
     _KERNELS.update(dot=dot_kernel, cast=cast_kernel, double=double_kernel, index=index_kernel,
-                    bf16_arith=bf16_arith_kernel, loop=loop_kernel, triton=triton, tl=tl)
+                    bf16_arith=bf16_arith_kernel, loop=loop_kernel, alias=alias_kernel,
+                    triton=triton, tl=tl)
     return _KERNELS
 
 
@@ -587,6 +595,67 @@ def upstream_loop_index(ctx: Context) -> Result:
     if wrong is None:
         return Result("error", message=f"raw interpreter raised something else: {err[:200]}")
     return Result("fail", float(wrong), 0.0, "raw interpreter's loop variables are tensors: patch loop_index can go")
+
+
+# ------------------------------------------------------------------------------------------------
+# module-level aliases of tl builtins; torch.cpu.device
+
+def _alias_run(ctx: Context, raw: bool = False):
+    torch, dev = _setup(ctx)
+    k = _k()
+    x = torch.linspace(-2, 2, 16)
+    o = torch.zeros(16, device=dev)
+    try:
+        if raw:
+            with _raw(ctx):
+                k["alias"][(1,)](x.to(dev), o, 16)
+        else:
+            k["alias"][(1,)](x.to(dev), o, 16)
+    except Exception as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+    return ((o.cpu().double() - x.double().exp()).abs() / x.double().exp()).max().item(), ""
+
+
+@check("env.interpreter.tl_alias",
+       "a module-level alias of a tl builtin (alias_exp = tl.exp, as a fork's op.py) works in a kernel")
+def tl_alias(ctx: Context) -> Result:
+    err, msg = _alias_run(ctx)
+    if err is None:
+        return Result("fail", message=f"kernel calling a module-level alias of tl.exp raised {msg[:200]}")
+    return within(err, 2.0 ** -20, "alias_exp(x) vs exp(x), max relative error")
+
+
+@check("env.interpreter.upstream_bug.tl_alias",
+       "raw interpreter still leaves module-level aliases of tl builtins unbound: keep tl_alias", devices=("cpu",))
+def upstream_tl_alias(ctx: Context) -> Result:
+    err, msg = _alias_run(ctx, raw=True)
+    if err is None:
+        return Result("pass", message=f"raw interpreter still raises {msg[:120]} (keep tl_alias)")
+    return Result("fail", err, 0.0, "raw interpreter binds module-level aliases now: tl_alias can go")
+
+
+@check("env.interpreter.torch_cpu_device",
+       "torch.cpu.device(index) is a device context (a fork's custom_device_ctx on the CPU)", devices=("cpu",))
+def torch_cpu_device(ctx: Context) -> Result:
+    torch, _ = _setup(ctx)
+    try:
+        for index in (None, 0):
+            with torch.cpu.device(index):
+                pass
+    except Exception as exc:
+        return Result("fail", message=f"torch.cpu.device raised {type(exc).__name__}: {exc}")
+    return Result("pass", message="torch.cpu.device(None) and (0) enter and exit")
+
+
+@check("env.interpreter.upstream_bug.torch_cpu_device",
+       "torch still has no torch.cpu.device of its own: keep torch_cpu_device", devices=("cpu",))
+def upstream_torch_cpu_device(ctx: Context) -> Result:
+    from verify import fidelity
+    torch, _ = _setup(ctx)
+    own = getattr(torch.cpu, "device", None)
+    if own is None or own is fidelity._CpuDevice:
+        return Result("pass", message=f"torch {torch.__version__} has no torch.cpu.device (keep torch_cpu_device)")
+    return Result("fail", message=f"torch {torch.__version__} has torch.cpu.device: torch_cpu_device can go")
 
 
 # ------------------------------------------------------------------------------------------------
