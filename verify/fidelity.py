@@ -365,7 +365,7 @@ def _get_bf16(self, value):
     import triton.language as tl
     from triton.runtime.interpreter import TensorHandle
     if _bypass or _state is None or "bf16_scalar" not in _state["installed"]:
-        raise AttributeError("'InterpreterBuilder' object has no attribute 'get_bf16'")
+        raise AttributeError("'InterpreterBuilder' object has no attribute 'get_bf16'", name="get_bf16", obj=self)
     decimal = "%f" % float(np.float32(value))
     return TensorHandle(f64_to_bf16_bits(np.array([float(decimal)])), tl.bfloat16)
 

@@ -488,8 +488,8 @@ def _dot_order_run(ctx: Context, raw: bool = False):
 
 
 @check("env.interpreter.dot_order",
-       "fp32 tl.dot accumulation: cpu: summed exactly and rounded once (same bits on every machine); "
-       "gpu: within fp32 accumulation of the exact sum")
+       "fp32 tl.dot accumulation: cpu: float64 in a fixed order, rounded once (the same bits on every "
+       "machine); gpu: within fp32 accumulation of the exact sum")
 def dot_order(ctx: Context) -> Result:
     got, exact, K = _dot_order_run(ctx)
     if ctx.device == "cpu":
