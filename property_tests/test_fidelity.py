@@ -158,6 +158,21 @@ def test_bad_arguments_refused():
         fidelity.activate(parts=("bf16_dot", "no_such_part"))
 
 
+def test_fixed_order_dot_is_the_once_rounded_sum():
+    """dot_order's accumulation: float64 in a fixed order, rounded once; equal to the correctly rounded
+    exact sum (math.fsum) on seeded data, so the same on every machine (elementwise IEEE, no BLAS)."""
+    import math
+    import numpy as np
+    from verify.fidelity import fixed_order_dot
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal(s).astype(np.float32) for s in ((16, 64), (64, 8)))
+    d = rng.standard_normal((16, 8)).astype(np.float32)
+    got = fixed_order_dot(a, b, d)
+    want = np.array([[math.fsum([float(d[i, j])] + [float(a[i, k]) * float(b[k, j]) for k in range(64)])
+                      for j in range(8)] for i in range(16)]).astype(np.float32)
+    assert got.dtype == np.float32 and np.array_equal(got, want)
+
+
 def test_exact_bf16_conversions():
     """The numpy helpers the patches use, against the rational RNE oracle of the canaries."""
     import math
@@ -224,6 +239,43 @@ def test_is_interpreter_gap_on_real_errors():
     assert [out[str(c)][0] for c in range(6)] == [True, True, True, False, False, False], out
     assert "get_bf16" in out["1"][1] and "inline_asm" in out["2"][1], out
     assert out["plain"] is False and out["plain_nie"] is False
+
+
+GDN_CHILD = """
+import json, warnings
+warnings.filterwarnings("ignore")
+from verify import fidelity
+fidelity.prepare_cpu_kernels()
+import torch
+from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+from verify.gdn_compare import GRADS, inputs, reference
+from verify.metrics import rel_err
+x = inputs(T=64, D=32, offset=2.0, seed=0)
+out = {}
+for name, dt in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+    ref = reference({n: t.double() if n == "do" else t.to(dt).double() for n, t in x.items()})
+    leaves = {n: x[n].to(dt).requires_grad_() for n in GRADS}
+    o, S = chunk_gated_delta_rule(*(leaves[n] for n in GRADS), output_final_state=True)
+    out[name] = {"o": rel_err(o, ref["o"]), "final_state": rel_err(S, ref["final_state"])}
+    try:
+        (o.float() * x["do"]).sum().backward()
+        out[name].update({"d" + n: rel_err(leaves[n].grad, ref["d" + n]) for n in GRADS})
+    except Exception as exc:
+        out[name]["backward_gap"] = fidelity.is_interpreter_gap(exc)
+print(json.dumps(out))
+"""
+
+
+def test_fla_gdn_chunk_runs():
+    """fla's GDN chunk kernels under the layer (loop_index, bf16_arith): fp32 forward and backward at
+    TF32 level against the float64 recurrence, bf16 forward at bf16 level; the bf16 backward's bf16
+    reduction (chunk_o.py, tl.sum(b_h * b_dh)) is refused as an interpreter gap, not run wrongly."""
+    out = run_child(GDN_CHILD)
+    print("\nfla GDN chunk under the interpreter, normwise relative error vs float64:", json.dumps(out, indent=1))
+    for key in ("o", "final_state", "dq", "dk", "dv", "dg", "dbeta"):
+        assert 1e-5 < out["fp32"][key] < 1e-2, (key, out)      # TF32 level: about 1.5e-3 measured at T=256
+    assert 1e-4 < out["bf16"]["o"] < 2e-2 and out["bf16"]["final_state"] < 2e-2, out
+    assert out["bf16"]["backward_gap"] is True, out
 
 
 # ------------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 CASES = [  # (dtype, T, D, gate offset: g = logsigmoid(randn + offset), seed)
     ("fp32", 256, 64, 4.0, 1),
@@ -103,10 +104,8 @@ def main(argv=None) -> int:
         ap.error("give --device or --compare")
     rows = measure(args.device)
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(rows, f, indent=1)
+        Path(args.out).write_text(json.dumps(rows, indent=1))
     return 0
-
 
 if __name__ == "__main__":
     raise SystemExit(main())

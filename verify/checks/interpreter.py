@@ -11,6 +11,7 @@ layer is active.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from fractions import Fraction
@@ -139,6 +140,28 @@ def _raw(ctx: Context):
     return fidelity.bypassed()
 
 
+def _launch(ctx: Context, raw: bool, kernel, grid, *args) -> None:
+    """kernel[grid](*args), on the raw interpreter when raw (the upstream_bug canaries)."""
+    with _raw(ctx) if raw else contextlib.nullcontext():
+        kernel[grid](*args)
+
+
+def _wrong_outputs(ctx: Context, raw: bool, kernel, grid, args: tuple, out, want) -> tuple[int | None, str]:
+    """Launch; (entries of out differing from want, "") or (None, the exception) when it raised."""
+    try:
+        _launch(ctx, raw, kernel, grid, *args)
+    except Exception as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+    return int((out.cpu() != want).sum().item()), ""
+
+
+def _runs_right(wrong: int | None, err: str, what: str) -> Result:
+    """fail when the launch raised, else every output must be right."""
+    if wrong is None:
+        return Result("fail", message=f"{what} raised {err[:200]}")
+    return within(wrong, 0, f"{what}, wrong outputs")
+
+
 # ------------------------------------------------------------------------------------------------
 # exact expected values
 
@@ -206,11 +229,7 @@ def _bf16_dot_error(ctx: Context, raw: bool = False) -> tuple[float, dict]:
     a = torch.randn(M, K, generator=g).to(torch.bfloat16)
     b = torch.randn(K, N, generator=g).to(torch.bfloat16)
     c = torch.empty(M, N, dtype=torch.float32, device=dev)
-    if raw:
-        with _raw(ctx):
-            k["dot"][(1,)](a.to(dev), b.to(dev), c, M, N, K, "default")
-    else:
-        k["dot"][(1,)](a.to(dev), b.to(dev), c, M, N, K, "default")
+    _launch(ctx, raw, k["dot"], (1,), a.to(dev), b.to(dev), c, M, N, K, "default")
     exact = a.double() @ b.double()
     bound = a.double().abs() @ b.double().abs()
     err = ((c.cpu().double() - exact).abs() / bound).max().item()
@@ -251,11 +270,7 @@ def _cast_mismatches(ctx: Context, raw: bool = False) -> tuple[int, dict]:
     x = torch.zeros(n, dtype=torch.float32)
     x[:len(vals)] = torch.tensor(vals, dtype=torch.float32)
     y = torch.empty(n, dtype=torch.bfloat16, device=dev)
-    if raw:
-        with _raw(ctx):
-            k["cast"][(1,)](x.to(dev), y, n, k["tl"].bfloat16)
-    else:
-        k["cast"][(1,)](x.to(dev), y, n, k["tl"].bfloat16)
+    _launch(ctx, raw, k["cast"], (1,), x.to(dev), y, n, k["tl"].bfloat16)
     got = y.cpu().float().tolist()
     bad = []
     for i, v in enumerate(x.tolist()):
@@ -338,11 +353,7 @@ def _autotune_run(ctx: Context, raw: bool = False):
     o = torch.zeros(n, dtype=torch.float32, device=dev)
     grid = lambda meta: (k["triton"].cdiv(n, meta["BLOCK"]),)   # noqa: E731
     try:
-        if raw:
-            with _raw(ctx):
-                kern[grid](x, o, n)
-        else:
-            kern[grid](x, o, n)
+        _launch(ctx, raw, kern, grid, x, o, n)
     except Exception as exc:  # reported, never hidden
         return None, f"{type(exc).__name__}: {exc}", configs
     wrong = int((o != 2 * x).sum().item())
@@ -391,11 +402,7 @@ def _fp32_dot(ctx: Context, prec: str, raw: bool = False, env: dict | None = Non
     saved = {name: os.environ.get(name) for name in (env or {})}
     os.environ.update(env or {})
     try:
-        if raw:
-            with _raw(ctx):
-                k["dot"][(1,)](a.to(dev), b.to(dev), c, M, N, K, prec)
-        else:
-            k["dot"][(1,)](a.to(dev), b.to(dev), c, M, N, K, prec)
+        _launch(ctx, raw, k["dot"], (1,), a.to(dev), b.to(dev), c, M, N, K, prec)
     finally:
         for name, value in saved.items():
             if value is None:
@@ -478,11 +485,7 @@ def _dot_order_run(ctx: Context, raw: bool = False):
     a[torch.arange(M), torch.arange(M) % K] = 1.0
     b = torch.ones(K, N)
     c = torch.empty(M, N, dtype=torch.float32, device=dev)
-    if raw:
-        with _raw(ctx):
-            k["dot"][(1,)](a.to(dev), b.to(dev), c, M, N, K, "ieee")
-    else:
-        k["dot"][(1,)](a.to(dev), b.to(dev), c, M, N, K, "ieee")
+    _launch(ctx, raw, k["dot"], (1,), a.to(dev), b.to(dev), c, M, N, K, "ieee")
     exact = struct.unpack("<f", struct.pack("<f", 1 + (K - 1) * 2.0 ** -24))[0]
     return c.cpu().flatten().tolist(), exact, K
 
@@ -521,25 +524,14 @@ def _index_run(ctx: Context, raw: bool = False):
     k = _k()
     P, N = 4, 16
     o = torch.zeros(P * N, dtype=torch.int32, device=dev)
-    try:
-        if raw:
-            with _raw(ctx):
-                k["index"][(P,)](o, N)
-        else:
-            k["index"][(P,)](o, N)
-    except Exception as exc:
-        return None, f"{type(exc).__name__}: {exc}"
     want = torch.arange(P, dtype=torch.int32).repeat_interleave(N) * 4 + 1
-    return int((o.cpu() != want).sum().item()), ""
+    return _wrong_outputs(ctx, raw, k["index"], (P,), (o, N), o, want)
 
 
 @check("env.interpreter.numpy_index",
        "range() over a program_id-derived tensor runs (tensor.__index__; numpy >= 2.4 crash fix)")
 def numpy_index(ctx: Context) -> Result:
-    wrong, err = _index_run(ctx)
-    if wrong is None:
-        return Result("fail", message=f"range(program_id ...) raised {err[:200]}")
-    return within(wrong, 0, "range(program_id ...) loop, wrong outputs")
+    return _runs_right(*_index_run(ctx), "range(program_id ...) loop")
 
 
 @check("env.interpreter.upstream_bug.numpy_index",
@@ -564,25 +556,13 @@ def _loop_run(ctx: Context, raw: bool = False):
     k = _k()
     n, N = 7, 16
     o = torch.zeros(N, dtype=torch.int64, device=dev)
-    try:
-        if raw:
-            with _raw(ctx):
-                k["loop"][(1,)](o, n, N)
-        else:
-            k["loop"][(1,)](o, n, N)
-    except Exception as exc:
-        return None, f"{type(exc).__name__}: {exc}"
-    want = 3 * sum(range(N)) + sum(range(0, n, 2))
-    return int((o.cpu() != want).sum().item()), ""
+    return _wrong_outputs(ctx, raw, k["loop"], (1,), (o, n, N), o, 3 * sum(range(N)) + sum(range(0, n, 2)))
 
 
 @check("env.interpreter.loop_index",
        "the variable of a range() / tl.range() loop is an integer tensor (i.to(tl.int64) works, as on the GPU)")
 def loop_index(ctx: Context) -> Result:
-    wrong, err = _loop_run(ctx)
-    if wrong is None:
-        return Result("fail", message=f"loop over range(n) raised {err[:200]}")
-    return within(wrong, 0, "loop-variable arithmetic, wrong outputs")
+    return _runs_right(*_loop_run(ctx), "loops using i.to(tl.int64)")
 
 
 @check("env.interpreter.upstream_bug.loop_index",
@@ -606,11 +586,7 @@ def _alias_run(ctx: Context, raw: bool = False):
     x = torch.linspace(-2, 2, 16)
     o = torch.zeros(16, device=dev)
     try:
-        if raw:
-            with _raw(ctx):
-                k["alias"][(1,)](x.to(dev), o, 16)
-        else:
-            k["alias"][(1,)](x.to(dev), o, 16)
+        _launch(ctx, raw, k["alias"], (1,), x.to(dev), o, 16)
     except Exception as exc:
         return None, f"{type(exc).__name__}: {exc}"
     return ((o.cpu().double() - x.double().exp()).abs() / x.double().exp()).max().item(), ""
@@ -691,11 +667,7 @@ def _bf16_arith(ctx: Context, raw: bool = False) -> dict:
         o = torch.zeros(n, dtype=torch.bfloat16, device=dev)
         src = xi if op == 3 else x
         try:
-            if raw:
-                with _raw(ctx):
-                    k["bf16_arith"][(1,)](src.to(dev), y.to(dev), o, n, op)
-            else:
-                k["bf16_arith"][(1,)](src.to(dev), y.to(dev), o, n, op)
+            _launch(ctx, raw, k["bf16_arith"], (1,), src.to(dev), y.to(dev), o, n, op)
         except Exception as exc:
             out[_ARITH_OPS[op]] = "refused" if "Bf16ArithmeticNotEmulated" in repr(exc) else f"raised {exc!r}"[:200]
             continue
