@@ -355,19 +355,26 @@ def _make_bf16_arith(original, what: str, emulate: bool, guard: bool):
     return wrapped
 
 
+def bf16_constant_bits(value: float):
+    """The bf16 constant Triton 3.6 builds for a Python float (ir.cc get_bf16:
+    APFloat(bf16, std::to_string(float(value)))): the value rounded to fp32, printed with six decimals
+    ("%f"), that decimal rounded to nearest even bf16 -- so 1e-7 and 5e-7 become 0 and 1.5e-6 becomes
+    2e-6.  Measured against the compiled builder (property_tests/test_fidelity.py)."""
+    import numpy as np
+    decimal = "%f" % float(np.float32(value))
+    return f64_to_bf16_bits(np.array([float(decimal)]))
+
+
 def _get_bf16(self, value):
     """bf16_scalar: a Python float meeting a bf16 tensor (x * 0.5) stays bf16 (semantic.py,
     computation_type_impl: a scalar does not promote) and becomes builder.get_bf16(value), which the
-    raw InterpreterBuilder lacks (AttributeError 'get_bf16').  Triton's ir.cc builds it as
-    APFloat(bf16, std::to_string(float(value))): the value rounded to fp32, printed with six decimals
-    ("%f"), then rounded to nearest even bf16 -- so 1e-7 becomes 0 on the GPU, and this does the same."""
-    import numpy as np
+    raw InterpreterBuilder lacks (AttributeError 'get_bf16'); built here as the GPU compiler does
+    (bf16_constant_bits)."""
     import triton.language as tl
     from triton.runtime.interpreter import TensorHandle
     if _bypass or _state is None or "bf16_scalar" not in _state["installed"]:
         raise AttributeError("'InterpreterBuilder' object has no attribute 'get_bf16'", name="get_bf16", obj=self)
-    decimal = "%f" % float(np.float32(value))
-    return TensorHandle(f64_to_bf16_bits(np.array([float(decimal)])), tl.bfloat16)
+    return TensorHandle(bf16_constant_bits(value), tl.bfloat16)
 
 
 # ------------------------------------------------------------------------------------------------
