@@ -198,6 +198,21 @@ def test_bf16_constants_as_the_compiler_builds_them():
     assert printed[0] == 0.0 and printed[1] == 0.0                      # std::to_string prints 0.000000
 
 
+def test_bf16_fma_canary_discriminates():
+    """The canary's x*y + x and x - x*y data (seed 0) tell one rounding (the GPU's fma.rn.bf16) from two
+    (mul.bf16 then add.bf16): the emulation cannot pass it by rounding the product first."""
+    import torch
+    from fractions import Fraction
+    from verify.checks.interpreter import bf16_rne
+    g = torch.Generator().manual_seed(2)
+    x, y = (torch.randn(16, generator=g).to(torch.bfloat16).double().tolist() for _ in range(2))
+    pairs = [(Fraction(a), Fraction(b)) for a, b in zip(x, y)]
+    once = [bf16_rne(a * b + a) for a, b in pairs] + [bf16_rne(a - a * b) for a, b in pairs]
+    twice = ([bf16_rne(Fraction(bf16_rne(a * b)) + a) for a, b in pairs]
+             + [bf16_rne(a - Fraction(bf16_rne(a * b))) for a, b in pairs])
+    assert sum(p != q for p, q in zip(once, twice)) >= 3
+
+
 def test_exact_bf16_conversions():
     """The numpy helpers the patches use, against the rational RNE oracle of the canaries."""
     import math

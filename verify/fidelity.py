@@ -296,19 +296,36 @@ class Bf16ArithmeticNotEmulated(NotImplementedError):
 
 def _bf16_emulations():
     """bf16_arith: numpy function the interpreter passes to binary_op / ternary_op -> what the GPU
-    computes for bf16 operands.  Triton 3.6 lowers a bf16 add / sub / mul on NVIDIA either natively
-    (add.rn.bf16, sm_90) or as fp32 op + cvt.rn.bf16.f32 (emitDualBF16ElementwiseOp); both give the
-    correctly rounded bf16 result: the fp32 product of two bf16 values is exact, and an fp32 sum
-    rounded again to bf16 cannot double-round (24 >= 2*8 + 2 bits, Figueroa 1995).  So: decode exactly,
-    compute in fp32, round to nearest even.  Comparisons, min / max and clamp select one operand:
-    exact in fp32.  Subnormal results (below 2^-126) are not claimed (the GPU may flush them).
-    Refused (bf16_guard): fma (one rounding on the GPU), unary math (tl.exp & co. take fp32 only),
-    reductions and scans (their order is the GPU's tile tree), tl.div_rn (/ and % upcast to fp32)."""
+    computes for bf16 operands.  Measured in the PTX that Triton 3.6 emits for sm_90 (compiled on the
+    CPU): bf16 x + y, x * y, x - y are add.bf16 / mul.bf16 / sub.bf16 (-x is 0 - x), each correctly
+    rounded to nearest even; so: decode exactly, compute in fp32 (a bf16 product is exact in fp32, and
+    an fp32 sum rounded again to bf16 cannot double-round: 24 >= 2*8 + 2 bits), round once.  A product
+    that feeds an add or subtract directly is contracted to fma.rn.bf16 (LLVM's NVPTX backend fuses
+    aggressively): see _fused.  Comparisons, min / max and clamp select one operand: exact.
+    Subnormal results (below 2^-126) are not claimed.  Refused (bf16_guard): explicit fma, unary math
+    (tl.exp & co. take fp32 only), reductions and scans (their order is the GPU's layout tree)."""
     import numpy as np
     rounded = (np.add, np.subtract, np.multiply)
     selecting = (np.minimum, np.maximum, np.clip)
     comparing = (np.less, np.greater, np.less_equal, np.greater_equal, np.equal, np.not_equal)
     return {op: "round" for op in rounded} | {op: "select" for op in selecting} | {op: "compare" for op in comparing}
+
+
+EXACT_PRODUCT = "_verify_exact_product"     # TensorHandle.attr key: a bf16 product's exact float64 value
+
+
+def _fused(product, addend):
+    """fma.rn.bf16(a, b, c): product (= a*b, exact in float64) + addend rounded ONCE to bf16.  The sum
+    is formed in float64 with its TwoSum error made sticky (round to odd), which f64_to_bf16_bits then
+    rounds to nearest even without double rounding."""
+    import numpy as np
+    with np.errstate(all="ignore"):
+        s = product + addend
+        bb = s - product
+        err = (product - (s - bb)) + (addend - bb)
+        odd = (s.view(np.uint64) & np.uint64(1)) == 1
+        s = np.where(np.isfinite(err) & (err != 0) & ~odd, np.nextafter(s, s + err), s)
+    return f64_to_bf16_bits(s)
 
 
 def _make_bf16_arith(original, what: str, emulate: bool, guard: bool):
@@ -333,12 +350,28 @@ def _make_bf16_arith(original, what: str, emulate: bool, guard: bool):
     def emulated(args):
         *operands, op = args
         kind = emulations[op]
+        if op in (np.add, np.subtract) and any(EXACT_PRODUCT in h.attr for h in operands):
+            return contracted(*operands, op)
         values = [bf16_bits_to_f32(h.data) if is_bf16(h) else h.data for h in operands]
         with np.errstate(all="ignore"):
             out = op(*values)
         if kind == "compare":
             return TensorHandle(out, tl.int1)
-        return TensorHandle(f32_to_bf16_bits(out).reshape(np.shape(out)), tl.bfloat16)
+        result = TensorHandle(f32_to_bf16_bits(out).reshape(np.shape(out)), tl.bfloat16)
+        if op is np.multiply:
+            result.attr[EXACT_PRODUCT] = out.astype(np.float64)
+        return result
+
+    def contracted(lhs, rhs, op):
+        """x*y + z, z + x*y, x*y - z, z - x*y as one fma (LLVM picks the product with fewer uses;
+        uses are unknown here: the left one)."""
+        fused, other = (lhs, rhs) if EXACT_PRODUCT in lhs.attr else (rhs, lhs)
+        product = fused.attr[EXACT_PRODUCT]
+        addend = bf16_bits_to_f32(other.data).astype(np.float64)
+        if op is np.subtract:
+            product, addend = (product, -addend) if fused is lhs else (-product, addend)
+        bits = _fused(*np.broadcast_arrays(product, addend))
+        return TensorHandle(bits.reshape(np.broadcast_shapes(np.shape(lhs.data), np.shape(rhs.data))), tl.bfloat16)
 
     def wrapped(self, *args, **kwargs):
         if _bypass or not any(is_bf16(a) for a in args) or (what == "ternary_op" and args[-1] is np.where):

@@ -108,8 +108,12 @@ def _k():
                 o = tl.maximum(x, y)
             elif OP == 7:
                 o = x * 0.3                                # a Python float constant (builder.get_bf16)
-            else:
+            elif OP == 8:
                 o = x * 1e-7
+            elif OP == 9:
+                o = x * y + x                              # contracted to fma.rn.bf16 on sm_90
+            else:
+                o = x - x * y
             tl.store(o_ptr + r, o)
 
     globals()["alias_exp"] = tl.exp                           # a module-level alias, like `exp = tl.exp`
@@ -638,8 +642,9 @@ def upstream_torch_cpu_device(ctx: Context) -> Result:
 # bf16 arithmetic: elementwise ops emulated, the rest refused on the cpu; exact on the GPU
 
 _ARITH_OPS = {0: "x + y", 1: "x * y", 2: "where(x < y, x, y)", 3: "sum(x)", 4: "-x", 5: "x - y",
-              6: "maximum(x, y)", 7: "x * 0.3", 8: "x * 1e-7"}
-EMULATED = ("x + y", "x * y", "where(x < y, x, y)", "-x", "x - y", "maximum(x, y)")   # part bf16_arith
+              6: "maximum(x, y)", 7: "x * 0.3", 8: "x * 1e-7", 9: "x * y + x", 10: "x - x * y"}
+EMULATED = ("x + y", "x * y", "where(x < y, x, y)", "-x", "x - y", "maximum(x, y)",        # part bf16_arith
+            "x * y + x", "x - x * y")
 SCALAR = ("x * 0.3", "x * 1e-7")                                                      # part bf16_scalar
 REFUSED = ("sum(x)",)                                                                 # part bf16_guard
 
@@ -661,7 +666,8 @@ def _bf16_arith(ctx: Context, raw: bool = False) -> dict:
             2: [float(min(a, b)) for a, b in zip(xs, ys)], 3: [float(xi.double().sum())],
             4: [float(-a) for a in xs], 5: [bf16_rne(a - b) for a, b in zip(xs, ys)],
             6: [float(max(a, b)) for a, b in zip(xs, ys)], 7: [bf16_rne(a * Fraction(c03)) for a in xs],
-            8: [float(a * Fraction(c1e7)) for a in xs]}
+            8: [float(a * Fraction(c1e7)) for a in xs],
+            9: [bf16_rne(a * b + a) for a, b in zip(xs, ys)], 10: [bf16_rne(a - a * b) for a, b in zip(xs, ys)]}
     out = {}
     for op, expected in want.items():
         o = torch.zeros(n, dtype=torch.bfloat16, device=dev)
@@ -687,7 +693,7 @@ def _bf16_verdict(ctx: Context, ops: tuple, what: str) -> Result:
 
 
 @check("env.interpreter.bf16_arith",
-       "bf16 add/sub/mul/max/compare/neg: the exact result rounded to nearest even, bit for bit")
+       "bf16 add/sub/mul/max/compare/neg and x*y+z (one fma): the exact result rounded to nearest even, bit for bit")
 def bf16_arith(ctx: Context) -> Result:
     return _bf16_verdict(ctx, EMULATED, "elementwise ops")
 
