@@ -231,6 +231,22 @@ def test_exact_bf16_conversions():
     assert np.isnan(bf16_bits_to_f32(f32_to_bf16_bits(np.array([np.nan], np.float32))))[0]
 
 
+def test_bf16_lowering_canary_rejects_the_unfused_model():
+    """Negative control: expecting x*y + x to compile to mul.bf16 + add.bf16 (two roundings) fails."""
+    out = run_child("""
+        import json, warnings
+        warnings.filterwarnings("ignore")
+        from verify import fidelity
+        fidelity.activate()
+        import verify.checks.interpreter as I
+        from verify.registry import Context
+        I._BF16_PTX[9] = {"mul.bf16", "add.bf16"}
+        r = I.bf16_lowering(Context(device="cpu"))
+        print(json.dumps([r.status, r.details["x * y + x"]]))
+    """)
+    assert out == ["fail", ["fma.rn.bf16"]]
+
+
 GAP_CHILD = """
 import json, warnings
 warnings.filterwarnings("ignore")

@@ -704,6 +704,34 @@ def bf16_scalar(ctx: Context) -> Result:
     return _bf16_verdict(ctx, SCALAR, "tensor-scalar ops")
 
 
+# the instruction each emulated op must compile to for an H200 (sm_90), as bf16_arith emulates it
+_BF16_PTX = {0: {"add.bf16"}, 1: {"mul.bf16"}, 4: {"sub.bf16"}, 5: {"sub.bf16"}, 7: {"mul.bf16"},
+             9: {"fma.rn.bf16"}, 10: {"fma.rn.bf16"}}
+
+
+@check("env.interpreter.bf16_lowering",
+       "Triton still compiles the emulated bf16 ops for sm_90 to the emulated instructions (PTX built on the "
+       "cpu): add/sub/mul.bf16, and fma.rn.bf16 for a product feeding an add", devices=("cpu",))
+def bf16_lowering(ctx: Context) -> Result:
+    import re
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from triton.runtime.jit import JITFunction
+    _setup(ctx)
+    k = _k()
+    kernel = JITFunction(k["bf16_arith"].fn)       # the interpreted kernel's Python source, compiled
+    signature = {"x_ptr": "*bf16", "y_ptr": "*bf16", "o_ptr": "*bf16", "N": "constexpr", "OP": "constexpr"}
+    seen = {}
+    for op, want in _BF16_PTX.items():
+        src = ASTSource(fn=kernel, signature=signature, constexprs={"N": 16, "OP": op})
+        ptx = k["triton"].compile(src, target=GPUTarget("cuda", 90, 32)).asm["ptx"]
+        seen[_ARITH_OPS[op]] = sorted(set(re.findall(r"\b(?:add|sub|mul|fma)(?:\.rn)?\.bf16\b", ptx)))
+    bad = {_ARITH_OPS[op]: seen[_ARITH_OPS[op]] for op, want in _BF16_PTX.items() if set(seen[_ARITH_OPS[op]]) != want}
+    r = within(len(bad), 0, f"emulated bf16 ops compiled to other instructions (of {len(_BF16_PTX)})")
+    r.details.update(seen)
+    return r
+
+
 @check("env.interpreter.bf16_guard",
        "bf16 reductions: exact on the GPU (integer data); on the cpu refused loudly (never a silent wrong value)")
 def bf16_guard(ctx: Context) -> Result:
