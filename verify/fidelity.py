@@ -12,14 +12,25 @@ NVIDIA H200.  Each part can be left out; ``verify/checks/interpreter.py`` holds 
 Patch points (triton 3.6, ``triton/runtime/interpreter.py`` and ``triton/runtime/autotuner.py``):
   bf16_dot    InterpreterBuilder.create_dot   (wrapped: operands decoded before the original runs)
   tf32        InterpreterBuilder.create_dot   (same wrapper: fp32 operands truncated for tf32 dots)
+  dot_order   InterpreterBuilder.create_dot   (same wrapper: fp32-accumulated dots summed in float64 in a
+              fixed order and rounded once, instead of numpy's machine-dependent sgemm order)
   bf16_round  InterpreterBuilder.cast_impl    (wrapped: every cast to or from bf16 handled here;
               create_fp_trunc / create_fp_ext / create_si_to_fp / ... all call cast_impl)
   autotune    Autotuner._bench                (replaced: returns a zero timing without running)
   numpy_index interpreter._patch_lang_tensor  (wrapped: tensor.__index__ via .item(); a crash fix for
               numpy >= 2.4, not a numerical one)
+  loop_index  interpreter.ASTTransformer.visit_For (added: range() / tl.range() loops yield int32 /
+              int64 tensors, as the GPU's scf.for induction variable is, not Python ints)
+  bf16_arith  InterpreterBuilder.binary_op / ternary_op (wrapped: bf16 add, sub, mul, min, max, clamp
+              and comparisons computed as the GPU does, rounded to nearest even)
+  bf16_scalar InterpreterBuilder.get_bf16 (added: a Python float constant in bf16 arithmetic)
+  tl_alias    interpreter._patch_lang         (wrapped: module-level aliases of tl builtins, `exp = tl.exp`,
+              are bound to the interpreter too)
+  torch_cpu_device  torch.cpu.device      (added where torch lacks it: a no-op device context, as fla
+              forks call getattr(torch, backend).device(index))
   bf16_guard  InterpreterBuilder.binary_op / unary_op / ternary_op / create_fma, ReduceOps.apply,
-              ScanOps.apply  (wrapped: raise on bf16 arithmetic, which the raw interpreter does on the
-              uint16 bit patterns; a loud refusal, not an emulation)
+              ScanOps.apply  (same wrappers: raise on any other bf16 arithmetic, which the raw
+              interpreter does on the uint16 bit patterns; a loud refusal, not an emulation)
 """
 from __future__ import annotations
 
@@ -30,7 +41,8 @@ import warnings
 
 from verify.errors import UsageError
 
-PARTS = ("bf16_dot", "bf16_round", "autotune", "tf32", "numpy_index", "bf16_guard")
+PARTS = ("bf16_dot", "bf16_round", "autotune", "tf32", "dot_order", "numpy_index", "loop_index", "bf16_arith",
+         "bf16_scalar", "tl_alias", "torch_cpu_device", "bf16_guard")
 FP32_DOT_MODES = ("tf32", "ieee")
 TESTED_TRITON = ("3.6.",)          # version prefixes the patches were written and measured against
 ALLOW_UNTESTED_ENV = "VERIFY_ALLOW_UNTESTED_TRITON"
@@ -83,7 +95,29 @@ def truncate_to_tf32(x):
 # ------------------------------------------------------------------------------------------------
 # the patches
 
-def _make_create_dot(original, fix_bf16: bool, tf32: bool):
+def fixed_order_dot(a, b, d):
+    """d + a @ b for fp32 d: every product a_ik b_kj formed exactly in float64 (the operands have at
+    most 24 significant bits, so a product has at most 48 <= 53), summed in float64 in the fixed order
+    d, k = 0, 1, ..., K-1 by elementwise numpy operations (IEEE-exact on every CPU, no BLAS), and
+    rounded to fp32 once.
+
+    Why this is at least as faithful to a tensor-core MMA as numpy's fp32 sgemm: the H200's wgmma
+    multiplies TF32 / bf16 operands exactly and accumulates each k-group with internal precision of at
+    least fp32 into the fp32 accumulator, in an order fixed by the instruction and the tile config.
+    numpy's sgemm rounds to fp32 after every one of the K additions, in an order set by the BLAS build
+    and the CPU (so a verdict near a threshold moved between machines, issue 13).  Here the sum is
+    within K * 2^-53 of exact before one final fp32 rounding: no more rounding than the GPU's, and the
+    same on every machine.  Both differ from the GPU by far less than the operand rounding (TF32:
+    2^-11 relative, bf16: 2^-9) that the other patches emulate."""
+    import numpy as np
+    a64, b64 = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    acc = np.array(d, dtype=np.float64)
+    for k in range(a64.shape[-1]):
+        acc += a64[..., :, k:k + 1] * b64[..., k:k + 1, :]
+    return acc.astype(np.float32)
+
+
+def _make_create_dot(original, fix_bf16: bool, tf32: bool, fixed_order: bool):
     """bf16_dot: the raw interpreter hands bf16 operands to numpy as their uint16 bit patterns, so
     np.matmul multiplies integers (triton-lang/triton#11584).  On the GPU the tensor core multiplies
     the bf16 values exactly and accumulates in fp32; here the operands are decoded exactly to float32
@@ -116,6 +150,9 @@ def _make_create_dot(original, fix_bf16: bool, tf32: bool):
                     and a.data.dtype == np.float32 and b.data.dtype == np.float32):
                 a = TensorHandle(truncate_to_tf32(a.data), a.dtype)
                 b = TensorHandle(truncate_to_tf32(b.data), b.dtype)
+            if (fixed_order and d.data.dtype == np.float32
+                    and {a.data.dtype, b.data.dtype} <= {np.dtype(np.float32), np.dtype(np.float16)}):
+                return TensorHandle(fixed_order_dot(a.data, b.data, d.data), d.dtype.scalar)
         return original(self, a, b, d, input_precision, max_num_imprecise_acc)
     return create_dot
 
@@ -177,21 +214,131 @@ def _make_patch_lang_tensor(original):
     return _patch_lang_tensor
 
 
+LOOP_RANGE = "_verify_loop_range"   # the name the rewritten loops call (injected into kernel globals)
+
+
+def _visit_for(self, node):
+    """loop_index (rewrites the kernel's AST): Triton compiles `for i in range(a, b, c)` and
+    `tl.range(...)` to an scf.for whose induction variable is a scalar tensor of the promoted integer
+    type of a, b, c (int32 for Python ints, int64 when a bound is int64); the raw interpreter runs
+    Python's range, so i is a Python int and `i.to(tl.int64)` (fla's chunk_delta_h.py, the Gated
+    DeltaNet chunk kernels) raises AttributeError: 'int' object has no attribute 'to'.  The rewritten
+    loop calls _loop_range, which yields such tensors.  tl.static_range stays a Python range (its
+    variable is a constexpr on the GPU too)."""
+    import ast
+    self.generic_visit(node)
+    it = node.iter
+    if isinstance(it, ast.Call) and (isinstance(it.func, ast.Name) and it.func.id == "range"
+                                     or isinstance(it.func, ast.Attribute) and it.func.attr == "range"):
+        node.iter = ast.Call(func=ast.Name(id=LOOP_RANGE, ctx=ast.Load()), args=it.args, keywords=it.keywords)
+    return node
+
+
+def _loop_range(arg1, arg2=None, step=None, **_options):
+    """range(arg1[, arg2[, step]]) yielding the GPU's induction variable (see _visit_for); the raw
+    Python range when the part is bypassed or not installed (a rewritten kernel is cached)."""
+    start, end = (0, arg1) if arg2 is None else (arg1, arg2)
+    step = 1 if step is None else step
+    if _bypass or _state is None or "loop_index" not in _state["installed"]:
+        return range(start, end, step)
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime.interpreter import TensorHandle, interpreter_semantic as sem
+    iv = sem.integer_promote_impl(sem.to_tensor(start).dtype, sem.to_tensor(end).dtype)
+    iv = sem.integer_promote_impl(iv, sem.to_tensor(step).dtype)
+    np_type = np.dtype(iv.name)       # a tensor bound goes through tensor.__index__ (part numpy_index)
+    return (tl.tensor(TensorHandle(np.array([i], dtype=np_type), iv), iv) for i in range(start, end, step))
+
+
+def _make_patch_lang(original):
+    """tl_alias: while a kernel runs, the interpreter swaps the builtins of triton.language, tl.core
+    and tl.math for versions bound to its builder (_patch_lang).  A module that aliased one at import
+    time (the MDN authors' fla/ops/utils/op.py: `exp = tl.exp`) keeps the unbound original, which
+    raises "Did you forget to add @triton.jit ?" (its _semantic is None); the GPU compiler resolves the
+    alias to the same builtin.  Here every builtin the kernel's module globals hold is swapped too,
+    within the same restore scope."""
+    import sys
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    def _patch_lang(fn):
+        scope = original(fn)
+        module = sys.modules.get(getattr(fn, "__module__", None) or "")
+        if not _bypass and module is not None and module.__dict__ is fn.__globals__:
+            for name, value in list(fn.__globals__.items()):
+                if not name.startswith("__") and tl.core.is_builtin(value):
+                    interpreter._patch_attr(module, name, value, interpreter.interpreter_builder, scope)
+        return scope
+    return _patch_lang
+
+
+class _CpuDevice:
+    """torch_cpu_device: torch.cpu.device(index), the CPU's counterpart of torch.cuda.device.  fla
+    forks pick `getattr(torch, backend).device(index)` as the device context of every op (the MDN
+    authors' fla/utils.py custom_device_ctx); torch 2.13 has no torch.cpu.device, so on the CPU every
+    op, even the recurrent one, raises AttributeError.  There is one CPU device: entering selects
+    nothing."""
+
+    def __init__(self, index=None):
+        if index not in (None, 0, -1, "cpu"):
+            raise ValueError(f"torch.cpu.device: no CPU device {index!r} (there is one)")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
 class Bf16ArithmeticNotEmulated(NotImplementedError):
     """Raised (inside the interpreter, so it arrives wrapped in InterpreterError) by bf16_guard."""
 
 
-def _make_bf16_guard(original, what: str):
+def _bf16_emulations():
+    """bf16_arith: numpy function the interpreter passes to binary_op / ternary_op -> what the GPU
+    computes for bf16 operands.  Measured in the PTX that Triton 3.6 emits for sm_90 (compiled on the
+    CPU): bf16 x + y, x * y, x - y are add.bf16 / mul.bf16 / sub.bf16 (-x is 0 - x), each correctly
+    rounded to nearest even; so: decode exactly, compute in fp32 (a bf16 product is exact in fp32, and
+    an fp32 sum rounded again to bf16 cannot double-round: 24 >= 2*8 + 2 bits), round once.  A product
+    that feeds an add or subtract directly is contracted to fma.rn.bf16 (LLVM's NVPTX backend fuses
+    aggressively): see _fused.  Comparisons, min / max and clamp select one operand: exact.
+    Subnormal results (below 2^-126) are not claimed.  Refused (bf16_guard): explicit fma, unary math
+    (tl.exp & co. take fp32 only), reductions and scans (their order is the GPU's layout tree)."""
+    import numpy as np
+    rounded = (np.add, np.subtract, np.multiply)
+    selecting = (np.minimum, np.maximum, np.clip)
+    comparing = (np.less, np.greater, np.less_equal, np.greater_equal, np.equal, np.not_equal)
+    return {op: "round" for op in rounded} | {op: "select" for op in selecting} | {op: "compare" for op in comparing}
+
+
+EXACT_PRODUCT = "_verify_exact_product"     # TensorHandle.attr key: a bf16 product's exact float64 value
+
+
+def _fused(product, addend):
+    """fma.rn.bf16(a, b, c): product (= a*b, exact in float64) + addend rounded ONCE to bf16.  The sum
+    is formed in float64 with its TwoSum error made sticky (round to odd), which f64_to_bf16_bits then
+    rounds to nearest even without double rounding."""
+    import numpy as np
+    with np.errstate(all="ignore"):
+        s = product + addend
+        bb = s - product
+        err = (product - (s - bb)) + (addend - bb)
+        odd = (s.view(np.uint64) & np.uint64(1)) == 1
+        s = np.where(np.isfinite(err) & (err != 0) & ~odd, np.nextafter(s, s + err), s)
+    return f64_to_bf16_bits(s)
+
+
+def _make_bf16_arith(original, what: str, emulate: bool, guard: bool):
     """bf16_guard: the raw interpreter does bf16 elementwise arithmetic, comparisons, min/max and
     reductions (tl.sum / tl.max / tl.cumsum of a bf16 tensor) with numpy on the uint16 storage, so
     x + y, x * y, x < y, -x, tl.sum(x) of bf16 tensors are silently garbage (measured: [1.5, -2.0] +
-    [0.5, 1.0] gave [1.3e38, -inf]).  The GPU computes them in bf16 with round-to-nearest-even.  This
-    is not emulated; the guard makes it an error instead of a wrong number.  fla's PaTH, FoX, attention
-    and MDN kernels (forward and backward) were measured to do none of it (they compute in fp32).
-    tl.where on bf16 (np.where on the bit patterns) is exact and stays allowed."""
+    [0.5, 1.0] gave [1.3e38, -inf]).  With bf16_arith the elementwise ops of _bf16_emulations are
+    computed as the GPU does; the guard makes every other bf16 operation an error instead of a wrong
+    number.  tl.where on bf16 (np.where on the bit patterns) is exact and stays allowed."""
     import numpy as np
     import triton.language as tl
     from triton.runtime.interpreter import TensorHandle
+    emulations = _bf16_emulations() if emulate else {}
 
     def is_bf16(x):
         if isinstance(x, TensorHandle):
@@ -200,16 +347,67 @@ def _make_bf16_guard(original, what: str):
             return any(is_bf16(t) for t in x)
         return getattr(x, "dtype", None) == tl.bfloat16        # tl.tensor (reductions, scans)
 
-    def guarded(self, *args, **kwargs):
-        if not _bypass and not (what == "ternary_op" and args[-1] is np.where) \
-                and any(is_bf16(a) for a in args):
+    def emulated(args):
+        *operands, op = args
+        kind = emulations[op]
+        if op in (np.add, np.subtract) and any(EXACT_PRODUCT in h.attr for h in operands):
+            return contracted(*operands, op)
+        values = [bf16_bits_to_f32(h.data) if is_bf16(h) else h.data for h in operands]
+        with np.errstate(all="ignore"):
+            out = op(*values)
+        if kind == "compare":
+            return TensorHandle(out, tl.int1)
+        result = TensorHandle(f32_to_bf16_bits(out).reshape(np.shape(out)), tl.bfloat16)
+        if op is np.multiply:
+            result.attr[EXACT_PRODUCT] = out.astype(np.float64)
+        return result
+
+    def contracted(lhs, rhs, op):
+        """x*y + z, z + x*y, x*y - z, z - x*y as one fma (LLVM picks the product with fewer uses;
+        uses are unknown here: the left one)."""
+        fused, other = (lhs, rhs) if EXACT_PRODUCT in lhs.attr else (rhs, lhs)
+        product = fused.attr[EXACT_PRODUCT]
+        addend = bf16_bits_to_f32(other.data).astype(np.float64)
+        if op is np.subtract:
+            product, addend = (product, -addend) if fused is lhs else (-product, addend)
+        bits = _fused(*np.broadcast_arrays(product, addend))
+        return TensorHandle(bits.reshape(np.broadcast_shapes(np.shape(lhs.data), np.shape(rhs.data))), tl.bfloat16)
+
+    def wrapped(self, *args, **kwargs):
+        if _bypass or not any(is_bf16(a) for a in args) or (what == "ternary_op" and args[-1] is np.where):
+            return original(self, *args, **kwargs)
+        if what in ("binary_op", "ternary_op") and args[-1] in emulations and is_bf16(args[-2]):
+            return emulated(args)
+        if guard:
             op = getattr(args[-1], "__name__", "") if what in ("binary_op", "unary_op", "ternary_op") else ""
             raise Bf16ArithmeticNotEmulated(
                 f"bf16 arithmetic ({what} {op}) is not emulated by the Triton interpreter (it would compute "
                 "on the uint16 bit patterns); the fidelity layer refuses it (part bf16_guard). Cast to "
                 "tl.float32 in the kernel, or extend verify/fidelity.py")
         return original(self, *args, **kwargs)
-    return guarded
+    return wrapped
+
+
+def bf16_constant_bits(value: float):
+    """The bf16 constant Triton 3.6 builds for a Python float (ir.cc get_bf16:
+    APFloat(bf16, std::to_string(float(value)))): the value rounded to fp32, printed with six decimals
+    ("%f"), that decimal rounded to nearest even bf16 -- so 1e-7 and 5e-7 become 0 and 1.5e-6 becomes
+    2e-6.  Measured against the compiled builder (property_tests/test_fidelity.py)."""
+    import numpy as np
+    decimal = "%f" % float(np.float32(value))
+    return f64_to_bf16_bits(np.array([float(decimal)]))
+
+
+def _get_bf16(self, value):
+    """bf16_scalar: a Python float meeting a bf16 tensor (x * 0.5) stays bf16 (semantic.py,
+    computation_type_impl: a scalar does not promote) and becomes builder.get_bf16(value), which the
+    raw InterpreterBuilder lacks (AttributeError 'get_bf16'); built here as the GPU compiler does
+    (bf16_constant_bits)."""
+    import triton.language as tl
+    from triton.runtime.interpreter import TensorHandle
+    if _bypass or _state is None or "bf16_scalar" not in _state["installed"]:
+        raise AttributeError("'InterpreterBuilder' object has no attribute 'get_bf16'", name="get_bf16", obj=self)
+    return TensorHandle(bf16_constant_bits(value), tl.bfloat16)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -287,14 +485,17 @@ def activate(fp32_dot: str = "tf32", parts=PARTS, allow_untested_triton: bool | 
                          f"version. Set {ALLOW_UNTESTED_ENV}=1 to patch anyway and let the "
                          "env.interpreter.* canaries decide")
 
+    import torch
     from triton.runtime import autotuner, interpreter
     builder = interpreter.InterpreterBuilder
     needed = [(builder, "create_dot"), (builder, "cast_impl"), (autotuner.Autotuner, "_bench"),
-              (interpreter, "_patch_lang_tensor"), (builder, "binary_op"), (builder, "unary_op"),
+              (interpreter, "_patch_lang_tensor"), (interpreter, "interpreter_semantic"),
+              (interpreter, "_patch_lang"), (interpreter, "_patch_attr"), (interpreter, "interpreter_builder"),
+              (interpreter.ASTTransformer, "visit_Assign"), (builder, "binary_op"), (builder, "unary_op"),
               (builder, "ternary_op"), (builder, "create_fma")]
     needed += [(getattr(interpreter, c, None), "apply") for c in ("ReduceOps", "ScanOps")]
     for owner, name in needed:
-        if owner is None or not callable(getattr(owner, name, None)):
+        if owner is None or getattr(owner, name, None) is None:
             raise UsageError(f"triton {version}: {getattr(owner, '__name__', owner)}.{name} not found; "
                              "the fidelity patches do not fit this triton")
 
@@ -302,27 +503,57 @@ def activate(fp32_dot: str = "tf32", parts=PARTS, allow_untested_triton: bool | 
         _originals[(owner, name)] = owner.__dict__.get(name, _INHERITED)
         setattr(owner, name, new)
 
-    if "bf16_dot" in parts or "tf32" in parts:
-        install(builder, "create_dot", _make_create_dot(builder.create_dot, "bf16_dot" in parts, "tf32" in parts))
+    if {"bf16_dot", "tf32", "dot_order"} & set(parts):
+        install(builder, "create_dot", _make_create_dot(builder.create_dot, "bf16_dot" in parts, "tf32" in parts,
+                                                        "dot_order" in parts))
     if "bf16_round" in parts:
         install(builder, "cast_impl", _make_cast_impl(builder.cast_impl))
     if "autotune" in parts:
         install(autotuner.Autotuner, "_bench", _make_bench(autotuner.Autotuner._bench))
     if "numpy_index" in parts:
         install(interpreter, "_patch_lang_tensor", _make_patch_lang_tensor(interpreter._patch_lang_tensor))
-    if "bf16_guard" in parts:
+    if "tl_alias" in parts:
+        install(interpreter, "_patch_lang", _make_patch_lang(interpreter._patch_lang))
+    if "torch_cpu_device" in parts and not hasattr(torch.cpu, "device"):
+        install(torch.cpu, "device", _CpuDevice)
+    if "loop_index" in parts:
+        install(interpreter.ASTTransformer, "visit_For", _visit_for)
+        install(interpreter, LOOP_RANGE, _loop_range)
+    if "bf16_guard" in parts or "bf16_arith" in parts:
         for owner, name in ((builder, "binary_op"), (builder, "unary_op"), (builder, "ternary_op"),
                             (builder, "create_fma"), (interpreter.ReduceOps, "apply"),
                             (interpreter.ScanOps, "apply")):
-            install(owner, name, _make_bf16_guard(getattr(owner, name), name))
+            what = name if owner is builder else f"{owner.__name__}.{name}: a bf16 reduction or scan"
+            install(owner, name, _make_bf16_arith(getattr(owner, name), what, "bf16_arith" in parts,
+                                                  "bf16_guard" in parts))
+    if "bf16_scalar" in parts:
+        install(builder, "get_bf16", _get_bf16)
     _state = {"installed": parts, "fp32_dot": fp32_dot, "triton": version, "tested": tested}
     return active_parts()
 
 
 def is_interpreter_gap(exc: BaseException) -> bool:
-    """Whether exc comes from the interpreter's own missing support (the fidelity guard's refusal, or an
-    InterpreterBuilder attribute it lacks), not from the kernel."""
-    return isinstance(exc, Bf16ArithmeticNotEmulated) or "InterpreterBuilder" in str(exc)
+    """Whether exc (or an exception it was raised from: the interpreter re-raises everything as
+    InterpreterError from the original) is the interpreter's own missing support, not the kernel's
+    error: the fidelity guard's refusal (Bf16ArithmeticNotEmulated), an InterpreterBuilder method the
+    interpreter does not have (AttributeError on the builder object, e.g. get_bf16 without part
+    bf16_scalar), or a NotImplementedError raised by triton/runtime/interpreter.py itself
+    (inline_asm, extern_elementwise).  Messages are not matched: a kernel error that mentions the
+    interpreter is still the kernel's."""
+    import traceback
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, Bf16ArithmeticNotEmulated):
+            return True
+        if isinstance(exc, AttributeError) and type(getattr(exc, "obj", None)).__name__ == "InterpreterBuilder":
+            return True
+        if isinstance(exc, NotImplementedError) and exc.__traceback__ is not None:
+            innermost = traceback.extract_tb(exc.__traceback__)[-1].filename.replace(os.sep, "/")
+            if innermost.endswith("triton/runtime/interpreter.py"):
+                return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def is_active() -> bool:

@@ -11,6 +11,7 @@ layer is active.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from fractions import Fraction
@@ -99,12 +100,41 @@ def _k():
                 o = x * y
             elif OP == 2:
                 o = tl.where(x < y, x, y)                  # a bf16 comparison
-            else:
+            elif OP == 4:
                 o = -x
+            elif OP == 5:
+                o = x - y
+            elif OP == 6:
+                o = tl.maximum(x, y)
+            elif OP == 7:
+                o = x * 0.3                                # a Python float constant (builder.get_bf16)
+            elif OP == 8:
+                o = x * 1e-7
+            elif OP == 9:
+                o = x * y + x                              # contracted to fma.rn.bf16 on sm_90
+            else:
+                o = x - x * y
             tl.store(o_ptr + r, o)
 
+    globals()["alias_exp"] = tl.exp                           # a module-level alias, like `exp = tl.exp`
+
+    @triton.jit
+    def alias_kernel(x_ptr, o_ptr, N: tl.constexpr):
+        r = tl.arange(0, N)
+        tl.store(o_ptr + r, alias_exp(tl.load(x_ptr + r)))    # noqa: F821 (defined just above)
+
+    @triton.jit
+    def loop_kernel(o_ptr, n, N: tl.constexpr):
+        acc = tl.zeros([N], dtype=tl.int64)
+        for i in range(N):                                 # the GPU's induction variable is an int32 tensor
+            acc += i.to(tl.int64) * 3
+        for j in tl.range(0, n, 2):                        # also with a runtime bound
+            acc += j.to(tl.int64)
+        tl.store(o_ptr + tl.arange(0, N), acc)
+
     _KERNELS.update(dot=dot_kernel, cast=cast_kernel, double=double_kernel, index=index_kernel,
-                    bf16_arith=bf16_arith_kernel, triton=triton, tl=tl)
+                    bf16_arith=bf16_arith_kernel, loop=loop_kernel, alias=alias_kernel,
+                    triton=triton, tl=tl)
     return _KERNELS
 
 
@@ -112,6 +142,28 @@ def _raw(ctx: Context):
     """Context manager for the raw interpreter (cpu only)."""
     from verify import fidelity
     return fidelity.bypassed()
+
+
+def _launch(ctx: Context, raw: bool, kernel, grid, *args) -> None:
+    """kernel[grid](*args), on the raw interpreter when raw (the upstream_bug canaries)."""
+    with _raw(ctx) if raw else contextlib.nullcontext():
+        kernel[grid](*args)
+
+
+def _wrong_outputs(ctx: Context, raw: bool, kernel, grid, args: tuple, out, want) -> tuple[int | None, str]:
+    """Launch; (entries of out differing from want, "") or (None, the exception) when it raised."""
+    try:
+        _launch(ctx, raw, kernel, grid, *args)
+    except Exception as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+    return int((out.cpu() != want).sum().item()), ""
+
+
+def _runs_right(wrong: int | None, err: str, what: str) -> Result:
+    """fail when the launch raised, else every output must be right."""
+    if wrong is None:
+        return Result("fail", message=f"{what} raised {err[:200]}")
+    return within(wrong, 0, f"{what}, wrong outputs")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -181,11 +233,7 @@ def _bf16_dot_error(ctx: Context, raw: bool = False) -> tuple[float, dict]:
     a = torch.randn(M, K, generator=g).to(torch.bfloat16)
     b = torch.randn(K, N, generator=g).to(torch.bfloat16)
     c = torch.empty(M, N, dtype=torch.float32, device=dev)
-    if raw:
-        with _raw(ctx):
-            k["dot"][(1,)](a.to(dev), b.to(dev), c, M, N, K, "default")
-    else:
-        k["dot"][(1,)](a.to(dev), b.to(dev), c, M, N, K, "default")
+    _launch(ctx, raw, k["dot"], (1,), a.to(dev), b.to(dev), c, M, N, K, "default")
     exact = a.double() @ b.double()
     bound = a.double().abs() @ b.double().abs()
     err = ((c.cpu().double() - exact).abs() / bound).max().item()
@@ -226,11 +274,7 @@ def _cast_mismatches(ctx: Context, raw: bool = False) -> tuple[int, dict]:
     x = torch.zeros(n, dtype=torch.float32)
     x[:len(vals)] = torch.tensor(vals, dtype=torch.float32)
     y = torch.empty(n, dtype=torch.bfloat16, device=dev)
-    if raw:
-        with _raw(ctx):
-            k["cast"][(1,)](x.to(dev), y, n, k["tl"].bfloat16)
-    else:
-        k["cast"][(1,)](x.to(dev), y, n, k["tl"].bfloat16)
+    _launch(ctx, raw, k["cast"], (1,), x.to(dev), y, n, k["tl"].bfloat16)
     got = y.cpu().float().tolist()
     bad = []
     for i, v in enumerate(x.tolist()):
@@ -313,11 +357,7 @@ def _autotune_run(ctx: Context, raw: bool = False):
     o = torch.zeros(n, dtype=torch.float32, device=dev)
     grid = lambda meta: (k["triton"].cdiv(n, meta["BLOCK"]),)   # noqa: E731
     try:
-        if raw:
-            with _raw(ctx):
-                kern[grid](x, o, n)
-        else:
-            kern[grid](x, o, n)
+        _launch(ctx, raw, kern, grid, x, o, n)
     except Exception as exc:  # reported, never hidden
         return None, f"{type(exc).__name__}: {exc}", configs
     wrong = int((o != 2 * x).sum().item())
@@ -366,11 +406,7 @@ def _fp32_dot(ctx: Context, prec: str, raw: bool = False, env: dict | None = Non
     saved = {name: os.environ.get(name) for name in (env or {})}
     os.environ.update(env or {})
     try:
-        if raw:
-            with _raw(ctx):
-                k["dot"][(1,)](a.to(dev), b.to(dev), c, M, N, K, prec)
-        else:
-            k["dot"][(1,)](a.to(dev), b.to(dev), c, M, N, K, prec)
+        _launch(ctx, raw, k["dot"], (1,), a.to(dev), b.to(dev), c, M, N, K, prec)
     finally:
         for name, value in saved.items():
             if value is None:
@@ -438,6 +474,53 @@ def upstream_tf32(ctx: Context) -> Result:
 
 
 # ------------------------------------------------------------------------------------------------
+# fp32 accumulation order of tl.dot
+
+def _dot_order_run(ctx: Context, raw: bool = False):
+    """Rows of A hold one 1 (at column i mod K) and K-1 entries 2^-24; B is all ones.  Exact row sum
+    1 + 31 * 2^-24 rounds (tie, to even) to 1 + 2^-19 in fp32; an fp32 accumulation gets anything from
+    1 to 1 + 2^-19 depending on where the 1 sits in its order.  Returns (got, exact) as float lists."""
+    import struct
+    torch, dev = _setup(ctx)
+    k = _k()
+    M = N = 16
+    K = 32
+    a = torch.full((M, K), 2.0 ** -24)
+    a[torch.arange(M), torch.arange(M) % K] = 1.0
+    b = torch.ones(K, N)
+    c = torch.empty(M, N, dtype=torch.float32, device=dev)
+    _launch(ctx, raw, k["dot"], (1,), a.to(dev), b.to(dev), c, M, N, K, "ieee")
+    exact = struct.unpack("<f", struct.pack("<f", 1 + (K - 1) * 2.0 ** -24))[0]
+    return c.cpu().flatten().tolist(), exact, K
+
+
+@check("env.interpreter.dot_order",
+       "fp32 tl.dot accumulation: cpu: float64 in a fixed order, rounded once (the same bits on every "
+       "machine); gpu: within fp32 accumulation of the exact sum")
+def dot_order(ctx: Context) -> Result:
+    got, exact, K = _dot_order_run(ctx)
+    if ctx.device == "cpu":
+        r = within(sum(g != exact for g in got), 0, f"dot entries differing from the once-rounded exact sum (of {len(got)})")
+    else:
+        r = within(max(abs(g - exact) for g in got), K * 2.0 ** -24, "dot entries, max |C - exact|")
+    r.details.update({"distinct_values": sorted(set(got)), "exact_rounded": exact})
+    return r
+
+
+@check("env.interpreter.upstream_bug.dot_order",
+       "raw interpreter's fp32 dot is numpy's sgemm (order set by the BLAS and CPU): keep dot_order",
+       devices=("cpu",))
+def upstream_dot_order(ctx: Context) -> Result:
+    got, exact, _ = _dot_order_run(ctx, raw=True)
+    wrong = sum(g != exact for g in got)
+    r = rejects(wrong, 0, "raw interpreter dot entries differing from the once-rounded exact sum")
+    r.message += (" (the BLAS's fp32 order shows: keep dot_order)" if r.status == "pass" else
+                  " (this BLAS happens to match here; dot_order still fixes the order on other machines)")
+    r.details["distinct_values"] = sorted(set(got))
+    return r
+
+
+# ------------------------------------------------------------------------------------------------
 # tensor.__index__ under numpy >= 2.4
 
 def _index_run(ctx: Context, raw: bool = False):
@@ -445,25 +528,14 @@ def _index_run(ctx: Context, raw: bool = False):
     k = _k()
     P, N = 4, 16
     o = torch.zeros(P * N, dtype=torch.int32, device=dev)
-    try:
-        if raw:
-            with _raw(ctx):
-                k["index"][(P,)](o, N)
-        else:
-            k["index"][(P,)](o, N)
-    except Exception as exc:
-        return None, f"{type(exc).__name__}: {exc}"
     want = torch.arange(P, dtype=torch.int32).repeat_interleave(N) * 4 + 1
-    return int((o.cpu() != want).sum().item()), ""
+    return _wrong_outputs(ctx, raw, k["index"], (P,), (o, N), o, want)
 
 
 @check("env.interpreter.numpy_index",
        "range() over a program_id-derived tensor runs (tensor.__index__; numpy >= 2.4 crash fix)")
 def numpy_index(ctx: Context) -> Result:
-    wrong, err = _index_run(ctx)
-    if wrong is None:
-        return Result("fail", message=f"range(program_id ...) raised {err[:200]}")
-    return within(wrong, 0, "range(program_id ...) loop, wrong outputs")
+    return _runs_right(*_index_run(ctx), "range(program_id ...) loop")
 
 
 @check("env.interpreter.upstream_bug.numpy_index",
@@ -481,13 +553,105 @@ def upstream_numpy_index(ctx: Context) -> Result:
 
 
 # ------------------------------------------------------------------------------------------------
-# bf16 arithmetic: refused on the cpu (not emulated), exact on the GPU
+# loop induction variables are tensors
 
-_ARITH_OPS = {0: "x + y", 1: "x * y", 2: "where(x < y, x, y)", 3: "sum(x)", 4: "-x"}
+def _loop_run(ctx: Context, raw: bool = False):
+    torch, dev = _setup(ctx)
+    k = _k()
+    n, N = 7, 16
+    o = torch.zeros(N, dtype=torch.int64, device=dev)
+    return _wrong_outputs(ctx, raw, k["loop"], (1,), (o, n, N), o, 3 * sum(range(N)) + sum(range(0, n, 2)))
+
+
+@check("env.interpreter.loop_index",
+       "the variable of a range() / tl.range() loop is an integer tensor (i.to(tl.int64) works, as on the GPU)")
+def loop_index(ctx: Context) -> Result:
+    return _runs_right(*_loop_run(ctx), "loops using i.to(tl.int64)")
+
+
+@check("env.interpreter.upstream_bug.loop_index",
+       "raw interpreter's loop variables are still Python ints (i.to raises): patch loop_index needed",
+       devices=("cpu",))
+def upstream_loop_index(ctx: Context) -> Result:
+    wrong, err = _loop_run(ctx, raw=True)
+    if wrong is None and "attribute 'to'" in err:
+        return Result("pass", message=f"raw interpreter still raises {err[:120]} (keep patch loop_index)")
+    if wrong is None:
+        return Result("error", message=f"raw interpreter raised something else: {err[:200]}")
+    return Result("fail", float(wrong), 0.0, "raw interpreter's loop variables are tensors: patch loop_index can go")
+
+
+# ------------------------------------------------------------------------------------------------
+# module-level aliases of tl builtins; torch.cpu.device
+
+def _alias_run(ctx: Context, raw: bool = False):
+    torch, dev = _setup(ctx)
+    k = _k()
+    x = torch.linspace(-2, 2, 16)
+    o = torch.zeros(16, device=dev)
+    try:
+        _launch(ctx, raw, k["alias"], (1,), x.to(dev), o, 16)
+    except Exception as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+    return ((o.cpu().double() - x.double().exp()).abs() / x.double().exp()).max().item(), ""
+
+
+@check("env.interpreter.tl_alias",
+       "a module-level alias of a tl builtin (alias_exp = tl.exp, as a fork's op.py) works in a kernel")
+def tl_alias(ctx: Context) -> Result:
+    err, msg = _alias_run(ctx)
+    if err is None:
+        return Result("fail", message=f"kernel calling a module-level alias of tl.exp raised {msg[:200]}")
+    return within(err, 2.0 ** -20, "alias_exp(x) vs exp(x), max relative error")
+
+
+@check("env.interpreter.upstream_bug.tl_alias",
+       "raw interpreter still leaves module-level aliases of tl builtins unbound: keep tl_alias", devices=("cpu",))
+def upstream_tl_alias(ctx: Context) -> Result:
+    err, msg = _alias_run(ctx, raw=True)
+    if err is None:
+        return Result("pass", message=f"raw interpreter still raises {msg[:120]} (keep tl_alias)")
+    return Result("fail", err, 0.0, "raw interpreter binds module-level aliases now: tl_alias can go")
+
+
+@check("env.interpreter.torch_cpu_device",
+       "torch.cpu.device(index) is a device context (a fork's custom_device_ctx on the CPU)", devices=("cpu",))
+def torch_cpu_device(ctx: Context) -> Result:
+    torch, _ = _setup(ctx)
+    try:
+        for index in (None, 0):
+            with torch.cpu.device(index):
+                pass
+    except Exception as exc:
+        return Result("fail", message=f"torch.cpu.device raised {type(exc).__name__}: {exc}")
+    return Result("pass", message="torch.cpu.device(None) and (0) enter and exit")
+
+
+@check("env.interpreter.upstream_bug.torch_cpu_device",
+       "torch still has no torch.cpu.device of its own: keep torch_cpu_device", devices=("cpu",))
+def upstream_torch_cpu_device(ctx: Context) -> Result:
+    from verify import fidelity
+    torch, _ = _setup(ctx)
+    own = getattr(torch.cpu, "device", None)
+    if own is None or own is fidelity._CpuDevice:
+        return Result("pass", message=f"torch {torch.__version__} has no torch.cpu.device (keep torch_cpu_device)")
+    return Result("fail", message=f"torch {torch.__version__} has torch.cpu.device: torch_cpu_device can go")
+
+
+# ------------------------------------------------------------------------------------------------
+# bf16 arithmetic: elementwise ops emulated, the rest refused on the cpu; exact on the GPU
+
+_ARITH_OPS = {0: "x + y", 1: "x * y", 2: "where(x < y, x, y)", 3: "sum(x)", 4: "-x", 5: "x - y",
+              6: "maximum(x, y)", 7: "x * 0.3", 8: "x * 1e-7", 9: "x * y + x", 10: "x - x * y"}
+EMULATED = ("x + y", "x * y", "where(x < y, x, y)", "-x", "x - y", "maximum(x, y)",        # part bf16_arith
+            "x * y + x", "x - x * y")
+SCALAR = ("x * 0.3", "x * 1e-7")                                                      # part bf16_scalar
+REFUSED = ("sum(x)",)                                                                 # part bf16_guard
 
 
 def _bf16_arith(ctx: Context, raw: bool = False) -> dict:
-    """Run each op; per op: 'refused' (guard error), 'right' (equals the exact bf16 result) or 'wrong'."""
+    """Run each op; per op: 'refused' (guard error), 'right' (equals the GPU's bf16 result bit for bit:
+    the exact result rounded once to nearest even) or 'wrong' / 'raised ...'."""
     torch, dev = _setup(ctx)
     k = _k()
     n = 16
@@ -495,20 +659,21 @@ def _bf16_arith(ctx: Context, raw: bool = False) -> dict:
     x = torch.randn(n, generator=g).to(torch.bfloat16)
     y = torch.randn(n, generator=g).to(torch.bfloat16)
     xi = torch.randint(-8, 9, (n,), generator=g).to(torch.bfloat16)   # sums of these are exact in any order
-    xs, ys = x.double().tolist(), y.double().tolist()
+    xs, ys = [Fraction(v) for v in x.double().tolist()], [Fraction(v) for v in y.double().tolist()]
+    # a Python float constant is built as APFloat(bf16, std::to_string(float32(c))): six decimals
+    c03, c1e7 = bf16_rne(Fraction("0.300000")), 0.0
     want = {0: [bf16_rne(a + b) for a, b in zip(xs, ys)], 1: [bf16_rne(a * b) for a, b in zip(xs, ys)],
-            2: [min(a, b) if a < b else b for a, b in zip(xs, ys)], 3: [float(xi.double().sum())],
-            4: [-a for a in xs]}
+            2: [float(min(a, b)) for a, b in zip(xs, ys)], 3: [float(xi.double().sum())],
+            4: [float(-a) for a in xs], 5: [bf16_rne(a - b) for a, b in zip(xs, ys)],
+            6: [float(max(a, b)) for a, b in zip(xs, ys)], 7: [bf16_rne(a * Fraction(c03)) for a in xs],
+            8: [float(a * Fraction(c1e7)) for a in xs],
+            9: [bf16_rne(a * b + a) for a, b in zip(xs, ys)], 10: [bf16_rne(a - a * b) for a, b in zip(xs, ys)]}
     out = {}
     for op, expected in want.items():
         o = torch.zeros(n, dtype=torch.bfloat16, device=dev)
         src = xi if op == 3 else x
         try:
-            if raw:
-                with _raw(ctx):
-                    k["bf16_arith"][(1,)](src.to(dev), y.to(dev), o, n, op)
-            else:
-                k["bf16_arith"][(1,)](src.to(dev), y.to(dev), o, n, op)
+            _launch(ctx, raw, k["bf16_arith"], (1,), src.to(dev), y.to(dev), o, n, op)
         except Exception as exc:
             out[_ARITH_OPS[op]] = "refused" if "Bf16ArithmeticNotEmulated" in repr(exc) else f"raised {exc!r}"[:200]
             continue
@@ -517,26 +682,82 @@ def _bf16_arith(ctx: Context, raw: bool = False) -> dict:
     return out
 
 
-@check("env.interpreter.bf16_guard",
-       "bf16 add/mul/compare/neg/sum: exact on the GPU; on the cpu refused loudly (never a silent wrong value)")
-def bf16_guard(ctx: Context) -> Result:
+def _bf16_verdict(ctx: Context, ops: tuple, what: str) -> Result:
+    """On the GPU every op is exact; on the cpu the emulated ones must be exact, the refused ones refused."""
     out = _bf16_arith(ctx)
-    ok = ("refused", "right") if ctx.device == "cpu" else ("right",)
-    bad = {op: v for op, v in out.items() if v not in ok}
-    what = "neither refused nor exact" if ctx.device == "cpu" else "not exact"
-    r = within(len(bad), 0, f"bf16 arithmetic ops {what} (of {len(out)})")
-    r.details.update(out)
+    ok = ("refused",) if ctx.device == "cpu" and ops == REFUSED else ("right",)
+    bad = {op: out[op] for op in ops if out[op] not in ok}
+    r = within(len(bad), 0, f"bf16 {what} not {' / '.join(ok)} (of {len(ops)})")
+    r.details.update({op: out[op] for op in ops})
     return r
+
+
+@check("env.interpreter.bf16_arith",
+       "bf16 add/sub/mul/max/compare/neg and x*y+z (one fma): the exact result rounded to nearest even, bit for bit")
+def bf16_arith(ctx: Context) -> Result:
+    return _bf16_verdict(ctx, EMULATED, "elementwise ops")
+
+
+@check("env.interpreter.bf16_scalar",
+       "bf16 tensor times a Python float: the constant is the bf16 of its six-decimal print, product rounded once")
+def bf16_scalar(ctx: Context) -> Result:
+    return _bf16_verdict(ctx, SCALAR, "tensor-scalar ops")
+
+
+# the instruction each emulated op must compile to for an H200 (sm_90), as bf16_arith emulates it
+_BF16_PTX = {0: {"add.bf16"}, 1: {"mul.bf16"}, 4: {"sub.bf16"}, 5: {"sub.bf16"}, 7: {"mul.bf16"},
+             9: {"fma.rn.bf16"}, 10: {"fma.rn.bf16"}}
+
+
+@check("env.interpreter.bf16_lowering",
+       "Triton still compiles the emulated bf16 ops for sm_90 to the emulated instructions (PTX built on the "
+       "cpu): add/sub/mul.bf16, and fma.rn.bf16 for a product feeding an add", devices=("cpu",))
+def bf16_lowering(ctx: Context) -> Result:
+    import re
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from triton.runtime.jit import JITFunction
+    _setup(ctx)
+    k = _k()
+    kernel = JITFunction(k["bf16_arith"].fn)       # the interpreted kernel's Python source, compiled
+    signature = {"x_ptr": "*bf16", "y_ptr": "*bf16", "o_ptr": "*bf16", "N": "constexpr", "OP": "constexpr"}
+    seen = {}
+    for op, want in _BF16_PTX.items():
+        src = ASTSource(fn=kernel, signature=signature, constexprs={"N": 16, "OP": op})
+        ptx = k["triton"].compile(src, target=GPUTarget("cuda", 90, 32)).asm["ptx"]
+        seen[_ARITH_OPS[op]] = sorted(set(re.findall(r"\b(?:add|sub|mul|fma)(?:\.rn)?\.bf16\b", ptx)))
+    bad = {_ARITH_OPS[op]: seen[_ARITH_OPS[op]] for op, want in _BF16_PTX.items() if set(seen[_ARITH_OPS[op]]) != want}
+    r = within(len(bad), 0, f"emulated bf16 ops compiled to other instructions (of {len(_BF16_PTX)})")
+    r.details.update(seen)
+    return r
+
+
+@check("env.interpreter.bf16_guard",
+       "bf16 reductions: exact on the GPU (integer data); on the cpu refused loudly (never a silent wrong value)")
+def bf16_guard(ctx: Context) -> Result:
+    return _bf16_verdict(ctx, REFUSED, "reductions")
 
 
 @check("env.interpreter.upstream_bug.bf16_arith",
-       "raw interpreter still computes bf16 arithmetic on the uint16 bit patterns: keep bf16_guard",
+       "raw interpreter still computes bf16 arithmetic on the uint16 bit patterns: keep bf16_arith / bf16_guard",
        devices=("cpu",))
 def upstream_bf16_arith(ctx: Context) -> Result:
     out = _bf16_arith(ctx, raw=True)
-    wrong = sum(1 for v in out.values() if v != "right")
-    r = rejects(wrong, 0, f"raw interpreter bf16 ops not right (of {len(out)})")
-    r.message += (" (bug still present: keep bf16_guard)" if r.status == "pass"
-                  else " (raw interpreter now right: bf16_guard can go)")
-    r.details.update(out)
+    ops = EMULATED + REFUSED
+    wrong = sum(1 for op in ops if out[op] != "right")
+    r = rejects(wrong, 0, f"raw interpreter bf16 ops not right (of {len(ops)})")
+    r.message += (" (bug still present: keep bf16_arith and bf16_guard)" if r.status == "pass"
+                  else " (raw interpreter now right: bf16_arith / bf16_guard can go)")
+    r.details.update({op: out[op] for op in ops})
     return r
+
+
+@check("env.interpreter.upstream_bug.bf16_scalar",
+       "raw interpreter still lacks builder.get_bf16 (bf16 times a Python float raises): keep bf16_scalar",
+       devices=("cpu",))
+def upstream_bf16_scalar(ctx: Context) -> Result:
+    out = _bf16_arith(ctx, raw=True)
+    raised = [op for op in SCALAR if "get_bf16" in out[op]]
+    if len(raised) == len(SCALAR):
+        return Result("pass", message="raw interpreter still raises AttributeError get_bf16 (keep bf16_scalar)")
+    return Result("fail", message=f"raw interpreter now builds bf16 constants ({out}): bf16_scalar may go")
