@@ -82,15 +82,19 @@ def print_table(rows: list[dict], console) -> None:
 
 def run(args) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     from kernels import fla_ops
-    from verify import environment, runner
+    from verify import checks, environment, runner
     from verify.checks.kernels import prepare
     from verify.errors import is_device_fatal
     from verify.localize import example
-    from verify.registry import Context
+    from verify.registry import REGISTRY, Context
 
     check = example.KernelCheck.parse(args.id)
+    checks.load_all()
+    if check.id not in REGISTRY:
+        raise UsageError(f"--id {check.id}: no such check; see `verify list -k kernel.fla`")
     if args.kernel_root and os.environ.get("VERIFY_KERNEL_ROOT_CHILD") != args.kernel_root:
         from verify.cli import _rerun_with_kernel_root
         return _rerun_with_kernel_root(args)
@@ -105,15 +109,13 @@ def run(args) -> int:
     fla_ops.check_fla_version()
     ctx = Context(device=device, profile=args.profile, seed=args.seed, fp32_dot=args.fp32_dot,
                   kernel_root=args.kernel_root, examples=args.examples)
+    x = example.load(args.inputs, check, device) if args.inputs else None
     prepare(ctx)
-    if args.inputs:
-        label, x = args.inputs, example.load(args.inputs, check, device)
-    else:
-        label, x = example.from_check(check, ctx)
+    label, x = (args.inputs, x) if args.inputs else example.from_check(check, ctx)
     console = Console(highlight=False)
     if not console.is_terminal:
         console.width = 160
-    console.print(f"verify localize: {check.id} on {device}, example [{label}] ({example.shape(x)})")
+    console.print(escape(f"verify localize: {check.id} on {device}, example [{label}] ({example.shape(x)})"))
     doc = {"environment": {**environment.versions(), **environment.describe(device), "fp32_dot": args.fp32_dot},
            "check": check.id, "example": label, "shape": example.shape(x)}
     status = 0
@@ -126,7 +128,7 @@ def run(args) -> int:
             if args.debug:
                 raise
             hint = "; rerun with --sanitize to name the faulting access" if is_device_fatal(exc) else ""
-            console.print(f"FAIL: the kernel raised {type(exc).__name__}: {exc}".splitlines()[0] + hint)
+            console.print(escape(f"FAIL: the kernel raised {type(exc).__name__}: {exc}".splitlines()[0] + hint))
             rows, doc["error"] = [], f"{type(exc).__name__}: {exc}".splitlines()[0]
         first = first_divergence(rows)
         if rows:
@@ -142,7 +144,7 @@ def run(args) -> int:
             path = os.path.join(tmp, "example.pt")
             example.save(x, path)
             verdict = sanitize.sanitize(check.id, path, device)
-        console.print(f"sanitizer: {verdict['summary']}")
+        console.print(escape(f"sanitizer: {verdict['summary']}"))
         doc["sanitizer"] = verdict
         status = max(status, 1 if verdict["status"] == "fault" else 0)
     if args.json:

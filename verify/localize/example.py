@@ -72,11 +72,7 @@ def build(check: KernelCheck, case, device: str) -> dict:
 
 def from_check(check: KernelCheck, ctx) -> tuple[str, dict]:
     """Run the check at ctx (its hypothesis search, seeded) and rebuild the example it reports."""
-    from verify import checks
     from verify.registry import REGISTRY
-    checks.load_all()
-    if check.id not in REGISTRY:
-        raise UsageError(f"--id {check.id}: no such check; see `verify list -k kernel.fla`")
     result = REGISTRY[check.id].run(ctx)
     label = next((result.details[k] for k in EXAMPLE_KEYS if k in result.details), None)
     if label is None:
