@@ -5,7 +5,6 @@ import json
 import subprocess
 import sys
 
-
 from verify import sanitize
 from verify.inputs import PathCase
 from verify.localize import example

@@ -12,7 +12,8 @@ one example (a saved dict of named tensors, the format of `verify compare`) in f
   here), and the Triton cache goes to a fresh directory so that no kernel compiled without line info is
   reused; PYTORCH_NO_CUDA_MEMORY_CACHING=1 makes every tensor its own allocation, so that an access past a
   tensor's end is out of bounds rather than inside a pooled block.  Without compute-sanitizer on PATH (it
-  ships with the CUDA toolkit; or set COMPUTE_SANITIZER) the result says so and is not a verdict.
+  ships with the CUDA toolkit and the pip package nvidia-cuda-sanitizer-api-cu12; or set COMPUTE_SANITIZER)
+  the result says so and names no access.
 * cpu: Triton's interpreter checks no bounds (measured: a masked-on load 4 elements past a tensor returns
   the host bytes that lie there, one 10^8 elements past segfaults), so `bounds_checked` adds the check:
   every masked-on lane of every interpreted load and store must lie inside the storage of one tensor
@@ -28,6 +29,7 @@ details["sanitizer"].  `verify localize --sanitize` does the same on demand.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -235,9 +237,15 @@ def _run(check_id: str, path: Path, device: str, env: dict, tool: list[str] = ()
 
 
 def find_sanitizer() -> str | None:
-    """$COMPUTE_SANITIZER, compute-sanitizer on PATH, or the CUDA toolkit's copy."""
+    """$COMPUTE_SANITIZER, compute-sanitizer on PATH, the CUDA toolkit's copy, or the one of the pip package
+    nvidia-cuda-sanitizer-api-cu12 (nvidia/cuda_sanitizer_api/bin/compute-sanitizer)."""
+    try:
+        spec = importlib.util.find_spec("nvidia.cuda_sanitizer_api")
+    except ModuleNotFoundError:
+        spec = None
+    wheel = [os.path.join(p, "bin", "compute-sanitizer") for p in (spec.submodule_search_locations or [])] if spec else []
     for candidate in (os.environ.get("COMPUTE_SANITIZER"), shutil.which("compute-sanitizer"),
-                      os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "compute-sanitizer")):
+                      os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "compute-sanitizer"), *wheel):
         if candidate and os.access(candidate, os.X_OK):
             return candidate
     return None

@@ -109,27 +109,32 @@ def run(args) -> int:
     fla_ops.check_fla_version()
     ctx = Context(device=device, profile=args.profile, seed=args.seed, fp32_dot=args.fp32_dot,
                   kernel_root=args.kernel_root, examples=args.examples)
-    x = example.load(args.inputs, check, device) if args.inputs else None
+    x = example.load(args.inputs, check, "cpu") if args.inputs else None
     prepare(ctx)
-    label, x = (args.inputs, x) if args.inputs else example.from_check(check, ctx)
+    label, x, lost = (args.inputs, x, False) if args.inputs else example.from_check(check, ctx)
     console = Console(highlight=False)
     if not console.is_terminal:
         console.width = 160
     console.print(escape(f"verify localize: {check.id} on {device}, example [{label}] ({example.shape(x)})"))
     doc = {"environment": {**environment.versions(), **environment.describe(device), "fp32_dot": args.fp32_dot},
            "check": check.id, "example": label, "shape": example.shape(x)}
+    hint = "" if args.sanitize else "; rerun with --sanitize to name the faulting access"
     status = 0
-    if check.pass_ == "fwd" and check.op in LOCALIZED:
+    if lost:        # the search's fatal CUDA error left this process without a usable CUDA context
+        doc["error"] = "the kernel raised a fatal CUDA error on this example in the check's search"
+        console.print(f"FAIL: {doc['error']}; no stage compared{hint}")
+        status = 1
+    elif check.pass_ == "fwd" and check.op in LOCALIZED:
         try:
-            rows = localize(check, x, args.fp32_dot)
+            rows = localize(check, {n: None if t is None else t.to(device) for n, t in x.items()}, args.fp32_dot)
         except (UsageError, fla_ops.KernelUnavailable):
             raise
         except Exception as exc:        # the kernel raised on valid input: a failure, localized to no stage
             if args.debug:
                 raise
-            hint = "; rerun with --sanitize to name the faulting access" if is_device_fatal(exc) else ""
-            console.print(escape(f"FAIL: the kernel raised {type(exc).__name__}: {exc}".splitlines()[0] + hint))
-            rows, doc["error"] = [], f"{type(exc).__name__}: {exc}".splitlines()[0]
+            doc["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            console.print(escape(f"FAIL: the kernel raised {doc['error']}" + (hint if is_device_fatal(exc) else "")))
+            rows = []
         first = first_divergence(rows)
         if rows:
             print_table(rows, console)

@@ -70,14 +70,15 @@ def build(check: KernelCheck, case, device: str) -> dict:
     return {n: x[n] for n in ("q", "k", "v", "g", "cu_seqlens")} if check.op == "forgetting_attn" else x
 
 
-def from_check(check: KernelCheck, ctx) -> tuple[str, dict]:
-    """Run the check at ctx (its hypothesis search, seeded) and rebuild the example it reports."""
-    from verify.registry import REGISTRY
+def from_check(check: KernelCheck, ctx) -> tuple[str, dict, bool]:
+    """Run the check at ctx (its hypothesis search, seeded) and rebuild the example it reports, on the CPU.
+    Returns (label, inputs, lost): lost when the kernel faulted and this process's CUDA context is gone."""
+    from verify.registry import DEVICE_LOST, REGISTRY
     result = REGISTRY[check.id].run(ctx)
     label = next((result.details[k] for k in EXAMPLE_KEYS if k in result.details), None)
     if label is None:
         raise UsageError(f"{check.id} at seed {ctx.seed} reported no example ({result.status}: {result.message})")
-    return label, build(check, case_from_label(check.case_type, label), ctx.device)
+    return label, build(check, case_from_label(check.case_type, label), "cpu"), bool(result.details.get(DEVICE_LOST))
 
 
 def load(path: str, check: KernelCheck, device: str) -> dict:
