@@ -16,8 +16,9 @@ one example (a saved dict of named tensors, the format of `verify compare`) in f
   the result says so and names no access.
 * cpu: Triton's interpreter checks no bounds (measured: a masked-on load 4 elements past a tensor returns
   the host bytes that lie there, one 10^8 elements past segfaults), so `bounds_checked` adds the check:
-  every masked-on lane of every interpreted load and store must lie inside the storage of one tensor
-  argument of that launch.  The first that does not raises OutOfBounds with the kernel, file:line (the
+  every masked-on lane of every interpreted load and store (plain, block-pointer and tensor-descriptor
+  ones all end in create_masked_load / create_masked_store; atomics and gathers are not checked) must lie
+  inside the storage of one tensor argument of that launch.  The first that does not raises OutOfBounds with the kernel, file:line (the
   interpreter executes the kernel's own source lines), access kind and size.  It judges the CPU's tile
   sizes and layouts (fla on the H200's tiles, verify.fidelity), not the GPU's code generation: a fault
   that comes from the compiler (shared memory, a miscompiled layout) stays invisible here.
@@ -167,13 +168,13 @@ def bounds_checked():
                                                            "masked-on lanes)",
                            "distance": f"{relation} the nearest tensor argument at {hex(lo)} of size {hi - lo} bytes"})
 
-    def load(self, ptrs, mask, other, *a):
+    def load(self, ptrs, mask, other, *a, **kw):
         check(self, "load", ptrs, mask)
-        return orig_load(self, ptrs, mask, other, *a)
+        return orig_load(self, ptrs, mask, other, *a, **kw)
 
-    def store(self, ptrs, value, mask, *a):
+    def store(self, ptrs, value, mask, *a, **kw):
         check(self, "store", ptrs, mask)
-        return orig_store(self, ptrs, value, mask, *a)
+        return orig_store(self, ptrs, value, mask, *a, **kw)
     I.GridExecutor._init_args_hst, I.InterpreterBuilder.create_masked_load, I.InterpreterBuilder.create_masked_store = \
         init_args, load, store
     try:

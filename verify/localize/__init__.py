@@ -71,7 +71,7 @@ def first_divergence(rows: list[dict]) -> dict | None:
 def print_table(rows: list[dict], console) -> None:
     from rich.table import Table
     table = Table(title="stages in the order the kernel computes them")
-    for col in ("stage", "kernel function", "tensor", "measure", "measured", "budget", "ratio", "verdict"):
+    for col in ("stage", "computed by", "tensor", "measure", "measured", "budget", "ratio", "verdict"):
         table.add_column(col, justify="right" if col in ("measured", "budget", "ratio") else "left")
     for r in rows:
         colour = "green" if r["verdict"] == "within" else "red"

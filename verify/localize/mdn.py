@@ -37,6 +37,9 @@ FUNCTION = "chunk_momentum_delta_rule_ref"
 ONCE = ("log_a_cum", "log_m_cum", "log_ct", "b_t", "gamma_mask_q", "gamma_mask", "attn", "attn_inv", "u_c", "y_c",
         "z_c")
 PER_CHUNK = ("v_i", "S_pre", "M_pre")
+STAGES = [("log gates", "log_a_cum, log_m_cum"), ("l_i", "log_ct"), ("b", "b_t"), ("Gamma", "gamma_mask_q"),
+          ("Gamma^-", "gamma_mask"), ("system (P K^T) .* Gamma^-", "attn"), ("inverse T", "attn_inv"),
+          ("U / Y / Z", "u_c, y_c, z_c"), ("V~", "v_i"), ("states per chunk", "S_pre, M_pre"), ("output o", "o")]
 
 
 @contextlib.contextmanager
@@ -82,9 +85,7 @@ def stages(x: dict, dtype: str, chunk: int) -> list[Stage]:
     seen = run_forward(x, chunk)
     f = seen["once"]
     prec = Precision.of(dtype, MDN_DOT)
-    names = ["log gates", "l_i", "b", "Gamma", "Gamma^-", "system (P K^T) .* Gamma^-", "inverse T", "U / Y / Z",
-             "V~", "states per chunk", "output o"]
-    S = {n: Stage(n, FUNCTION, prec) for n in names}
+    S = {n: Stage(n, local, prec) for n, local in STAGES}    # the locals of FUNCTION
     x64, x32 = as_oracle(x), floats_as(x, torch.float32)
     k_hat = prec.store(x32["eta"][..., None] * x32["k"])
     p = prec.store(torch.exp(x32["log_alpha"])[..., None] * x32["k"])
