@@ -71,6 +71,15 @@ def test_case_labels_round_trip():
     assert example.case_from_label(MdnCase, MdnCase(T=1, alpha="near1", initial_state=True).label()).initial_state
 
 
+def test_save_label_writes_the_checks_own_inputs(tmp_path):
+    """The runner's way to save a faulting example: by the label the check reported."""
+    check = example.KernelCheck.parse("kernel.fla.path_attn.bwd.bf16.beta_uniform")
+    case = PathCase(T=5, D=32, Dv=32, HQ=2, H=2, gate="mixed", seed=4)
+    example.save_label(check.id, case.label(), tmp_path / "x.pt")
+    saved, built = example.load(str(tmp_path / "x.pt"), check, "cpu"), example.build(check, case, "cpu")
+    assert all(built[n] is None and saved[n] is None or built[n].equal(saved[n]) for n in built)
+
+
 @pytest.mark.parametrize("argv, says", [
     (["--id", "kernel.fla.nope.fwd.bf16.x"], "not a kernel check"),
     (["--id", "kernel.fla.path_attn.fwd.bf16.no_such_regime", "--device", "cpu"], "no such check"),

@@ -23,13 +23,15 @@ one example (a saved dict of named tensors, the format of `verify compare`) in f
   sizes and layouts (fla on the H200's tiles, verify.fidelity), not the GPU's code generation: a fault
   that comes from the compiler (shared memory, a miscompiled layout) stays invisible here.
 
-The runner's hook: on a Result of kind cuda_fatal, save the failing example (verify.localize.example.save)
-and call sanitize(check_id, file, "cuda"); put result["summary"] in the message and the dict in
-details["sanitizer"].  `verify localize --sanitize` does the same on demand.
+The runner's hook: on a Result of kind cuda_fatal, save the failing example
+(verify.localize.example.save_label(check_id, result.details["failing_example"], file)) and call
+sanitize(check_id, file, "cuda"), which touches CUDA only in subprocesses (the runner's own context is
+lost); put result["summary"] in the message and the dict in details["sanitizer"].  `verify localize --sanitize` does the same on demand.
 """
 from __future__ import annotations
 
 import contextlib
+import glob
 import importlib.util
 import json
 import os
@@ -43,7 +45,7 @@ from pathlib import Path
 FAULT_EXIT = 3          # the replay's exit status when the kernel faulted (CUDA fatal error or OutOfBounds)
 MARK = "OUT_OF_BOUNDS "  # the replay prints the CPU checker's record after this prefix
 SHRINK_TRIES = 12
-TIMEOUT_S = 1800
+TIMEOUT_S = 300          # one replay; compute-sanitizer slows kernels down 10-100x
 
 
 # ------------------------------------------------------------------------------------ the report parser
@@ -233,12 +235,17 @@ def _environment(cache_dir: str) -> dict:
 
 
 def _run(check_id: str, path: Path, device: str, env: dict, tool: list[str] = ()) -> subprocess.CompletedProcess:
+    """One replay in a fresh interpreter; a replay that outlives TIMEOUT_S counts as exit status 124."""
     cmd = [*tool, sys.executable, "-m", "verify.sanitize", check_id, str(path), device]
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        out = [x.decode(errors="replace") if isinstance(x, bytes) else x or "" for x in (exc.stdout, exc.stderr)]
+        return subprocess.CompletedProcess(cmd, 124, out[0], out[1] + f"\ntimed out after {TIMEOUT_S} s")
 
 
 def find_sanitizer() -> str | None:
-    """$COMPUTE_SANITIZER, compute-sanitizer on PATH, the CUDA toolkit's copy, or the one of the pip package
+    """$COMPUTE_SANITIZER, compute-sanitizer on PATH, the CUDA toolkit's copy (newest first), or the pip package
     nvidia-cuda-sanitizer-api-cu12 (nvidia/cuda_sanitizer_api/bin/compute-sanitizer)."""
     try:
         spec = importlib.util.find_spec("nvidia.cuda_sanitizer_api")
@@ -246,7 +253,8 @@ def find_sanitizer() -> str | None:
         spec = None
     wheel = [os.path.join(p, "bin", "compute-sanitizer") for p in (spec.submodule_search_locations or [])] if spec else []
     for candidate in (os.environ.get("COMPUTE_SANITIZER"), shutil.which("compute-sanitizer"),
-                      os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "compute-sanitizer"), *wheel):
+                      os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "compute-sanitizer"),
+                      *sorted(glob.glob("/usr/local/cuda-*/bin/compute-sanitizer"), reverse=True), *wheel):
         if candidate and os.access(candidate, os.X_OK):
             return candidate
     return None

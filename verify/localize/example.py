@@ -96,6 +96,12 @@ def save(x: dict, path) -> None:
     torch.save({n: t.detach().cpu() for n, t in x.items() if t is not None}, path)
 
 
+def save_label(check_id: str, label: str, path) -> None:
+    """Rebuild the example a check reported by its label (e.g. details["failing_example"]) and save it, on the CPU."""
+    check = KernelCheck.parse(check_id)
+    save(build(check, case_from_label(check.case_type, label), "cpu"), path)
+
+
 def shape(x: dict) -> str:
     """'B=1 T=64 HQ=2 H=2 D=32 Dv=32' (+ the sequence split) of an example."""
     B, T, HQ, D = x["q"].shape
