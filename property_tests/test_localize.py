@@ -1,5 +1,6 @@
-"""`verify localize` names the stage where a planted bug sits: a copy of fla with one mutant of verify.mutants
-(one wrong line in one stage) is localized to exactly that stage, and the unmodified kernels to none.
+"""`verify localize` names the stage where a planted bug sits: a copy of fla with one mutant (one wrong line
+in one stage; verify.mutants' or one here) is localized to exactly that stage, and the unmodified kernels
+(PaTH forward and backward, MDN chunk forward) to none.
 Each run is a fresh `verify localize --kernel-root` subprocess on a saved example, so the CPU interpreter's
 fidelity layer is installed before fla's kernels are imported."""
 import json
@@ -11,12 +12,17 @@ import pytest
 from verify import cli
 from verify.inputs import MdnCase, PathCase
 from verify.localize import example
-from verify.mutants import MUTANTS, materialize
+from verify.mutants import MUTANTS, Mutant, materialize
 
 # T = 160 spans three PaTH key blocks (BS = 64) and two query blocks (BT = 128); no gate, which would hide
 # the long-range logits.  MDN: chunk 16 (the chunk size fla's log-form coefficients survive in bf16), 3 chunks.
 PATH = ("kernel.fla.path_attn.fwd.fp32.beta_uniform", PathCase(T=160, HQ=2, H=1, seed=3))
 MDN = ("kernel.fla.mdn_chunk16.fwd.bf16.initial_state", MdnCase(T=40, H=2, initial_state=True, seed=3))
+# The backward at T = 70: two key blocks, so the cross-block kernels have work; a gate, so dg is judged.
+BWD = ("kernel.fla.path_attn.bwd.fp32.beta_uniform", PathCase(T=70, gate="mixed", seed=5))
+DELTA_DROPPED = Mutant("path_bwd_delta_dropped", "PaTH backward: in-block dA = P .* dP without the - delta term",
+                       "ops/path_attn/intra_chunk_preprocess_bwd_prepare.py",
+                       "b_dA = ((b_dp - delta[:, None]) * b_A_softmax * scale)", "b_dA = (b_dp * b_A_softmax * scale)", ())
 
 
 def localize(tmp_path, check_id, case, mutant=None, *extra):
@@ -26,13 +32,13 @@ def localize(tmp_path, check_id, case, mutant=None, *extra):
     cmd = [sys.executable, "-m", "verify", "localize", "--id", check_id, "--device", "cpu", "--inputs", str(inputs),
            "--json", str(out), *extra]
     if mutant:
-        cmd += ["--kernel-root", str(materialize(MUTANTS[mutant], tmp_path / "root"))]
+        cmd += ["--kernel-root", str(materialize(MUTANTS.get(mutant, mutant), tmp_path / "root"))]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert out.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc, json.loads(out.read_text())
 
 
-@pytest.mark.parametrize("check_id, case", [PATH, MDN], ids=["path", "mdn"])
+@pytest.mark.parametrize("check_id, case", [PATH, MDN, BWD], ids=["path", "mdn", "path-bwd"])
 def test_unmodified_kernels_localize_nothing(tmp_path, check_id, case):
     proc, doc = localize(tmp_path, check_id, case)
     assert proc.returncode == 0 and doc["first_divergent"] is None, proc.stdout
@@ -45,7 +51,8 @@ def test_unmodified_kernels_localize_nothing(tmp_path, check_id, case):
     (*PATH, "path_transition_ut_untransposed", "F (block transition)"),   # w2 = U^T W: invisible in o with a gate
     (*MDN, "mdn_mu_cumsum_off_by_one", "log gates"),
     (*MDN, "mdn_gamma_diag_deleted", "Gamma^-"),
-], ids=lambda p: p if isinstance(p, str) and not p.startswith("kernel") else None)
+    (*BWD, DELTA_DROPPED, "bwd: in-block dA, dv, dg"),
+], ids=lambda p: p.name if isinstance(p, Mutant) else p if isinstance(p, str) and not p.startswith("kernel") else None)
 def test_planted_bug_is_localized_to_its_stage(tmp_path, check_id, case, mutant, stage):
     proc, doc = localize(tmp_path, check_id, case, mutant)
     assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
@@ -83,7 +90,7 @@ def test_save_label_writes_the_checks_own_inputs(tmp_path):
 @pytest.mark.parametrize("argv, says", [
     (["--id", "kernel.fla.nope.fwd.bf16.x"], "not a kernel check"),
     (["--id", "kernel.fla.path_attn.fwd.bf16.no_such_regime", "--device", "cpu"], "no such check"),
-    (["--id", "kernel.fla.path_attn.bwd.bf16.beta_uniform"], "backward passes: not yet"),
+    (["--id", "kernel.fla.mdn_chunk16.bwd.bf16.typical"], "stages are defined for"),
     (["--id", PATH[0], "--inputs", "/nonexistent.pt", "--device", "cpu"], "no such file"),
     (["--id", PATH[0], "--examples", "0"], "must be at least 1"),
 ])

@@ -6,9 +6,11 @@ The input is the example a kernel check reports at --seed (its hypothesis search
 when it passes, the minimal failing one when it fails) or a saved file of named tensors (--inputs, the
 format of `verify compare`).  Each stage is judged like a kernel output (verify/budget.py): within c = 4
 times the error of the same stage computed in the working precision by the references, with the unit
-roundoff floor.  Stages covered: fla's PaTH forward (kernel.fla.path_attn.fwd.*) and fla's MDN chunk
-forward (kernel.fla.mdn_chunk*.fwd.*); verify/localize/path.py and mdn.py list them.  Backward passes
-are not split into stages yet.  --sanitize reruns the example under compute-sanitizer (verify.sanitize).
+roundoff floor.  Stages covered: fla's PaTH forward and backward (kernel.fla.path_attn.*; the backward's
+cross-block kernels are judged through the gradients they end in) and fla's MDN chunk forward
+(kernel.fla.mdn_chunk*.fwd.*); verify/localize/path.py and mdn.py list them.  --sanitize reruns the
+example alone under compute-sanitizer, or on the CPU under an interpreter bounds check (verify.sanitize),
+for any kernel check.
 
 Exit status: 0 no stage diverges, 1 a stage diverges (or the kernel raised), 2 bad input.
 """
@@ -23,7 +25,7 @@ import tempfile
 from verify.errors import UsageError
 from verify.registry import PROFILES
 
-LOCALIZED = ("path_attn", "mdn_chunk")     # ops whose forward is split into stages
+LOCALIZED = (("path_attn", "fwd"), ("path_attn", "bwd"), ("mdn_chunk", "fwd"))     # (op, pass) split into stages
 
 
 def add_parser(sub) -> None:
@@ -52,16 +54,15 @@ def _num(x: float):
 
 def localize(check, x: dict, fp32_dot: str) -> list[dict]:
     """One row per judged tensor, in stage order: stage, source, tensor, measured, budget, ratio, verdict."""
-    from verify.checks.kernels import C
     if check.op == "path_attn":
         from verify.localize import path
-        stages = path.stages(x, check.dtype, fp32_dot)
+        stages = path.stages(x, check.dtype, fp32_dot, backward=check.pass_ == "bwd")
     else:
         from verify.localize import mdn
         stages = mdn.stages(x, check.dtype, check.chunk)
     return [{"stage": st.name, "source": st.source, "tensor": v.name, "measured": v.measured, "budget": v.budget,
              "ratio": v.ratio, "decided_by": v.decided_by, "verdict": "within" if v.ratio <= 1 else "DIVERGES"}
-            for st in stages for v in st.judge(C["fwd"])]
+            for st in stages for v in st.judge()]
 
 
 def first_divergence(rows: list[dict]) -> dict | None:
@@ -98,10 +99,10 @@ def run(args) -> int:
     if args.kernel_root and os.environ.get("VERIFY_KERNEL_ROOT_CHILD") != args.kernel_root:
         from verify.cli import _rerun_with_kernel_root
         return _rerun_with_kernel_root(args)
-    if check.pass_ != "fwd" or check.op not in LOCALIZED:
-        if not args.sanitize:
-            raise UsageError(f"--id {check.id}: stages are defined for the forward of "
-                             f"{' and '.join(LOCALIZED)} only (backward passes: not yet); --sanitize works for any kernel check")
+    staged = (check.op, check.pass_) in LOCALIZED
+    if not staged and not args.sanitize:
+        raise UsageError(f"--id {check.id}: stages are defined for " + ", ".join(f"{o}.{p}" for o, p in LOCALIZED)
+                         + " only; --sanitize works for any kernel check")
     if args.examples is not None and args.examples < 1:
         raise UsageError(f"--examples {args.examples}: must be at least 1")
     runner.check_writable(args.json, "--json")
@@ -124,7 +125,7 @@ def run(args) -> int:
         doc["error"] = "the kernel raised a fatal CUDA error on this example in the check's search"
         console.print(f"FAIL: {doc['error']}; no stage compared{hint}")
         status = 1
-    elif check.pass_ == "fwd" and check.op in LOCALIZED:
+    elif staged:
         try:
             rows = localize(check, {n: None if t is None else t.to(device) for n, t in x.items()}, args.fp32_dot)
         except (UsageError, fla_ops.KernelUnavailable):
