@@ -4,9 +4,9 @@ intermediate of the same definition.
 
 The input is the example a kernel check reports at --seed (its hypothesis search, rerun; the worst case
 when it passes, the minimal failing one when it fails) or a saved file of named tensors (--inputs, the
-format of `verify compare`).  Each stage is judged like a kernel output (verify/budget.py): within c = 4
-times the error of the same stage computed in the working precision by the references, with the unit
-roundoff floor.  Stages covered: fla's PaTH forward and backward (kernel.fla.path_attn.*; the backward's
+format of `verify compare`).  Each stage is judged like a kernel output (verify/budget.py): within c
+(4 for a forward stage, 8 for a backward one) times the error of the same stage computed in the working
+precision by the references, with the unit roundoff floor.  Stages covered: fla's PaTH forward and backward (kernel.fla.path_attn.*; the backward's
 cross-block kernels are judged through the gradients they end in) and fla's MDN chunk forward
 (kernel.fla.mdn_chunk*.fwd.*); verify/localize/path.py and mdn.py list them.  --sanitize reruns the
 example alone under compute-sanitizer, or on the CPU under an interpreter bounds check (verify.sanitize),

@@ -149,9 +149,9 @@ def stages(x: dict, dtype: str, fp32_dot: str, backward: bool = False) -> list[S
                     tr32 = P.block_transform(o32["q"], o32["k"], o32["w"], o32["beta"], wide.mm)
                     if first:
                         w64, w32 = o64["w"], o32["w"]
-                        S["A = beta W W^T"].piece("A").add(
-                            A_k[b, rows, kh, :n], P.strict_lower(o64["beta"][:, None] * (w64 @ w64.T)),
-                            P.strict_lower(o32["beta"][:, None] * fp32.mm(w32, w32.T)))
+                        S["A = beta W W^T"].piece("A").add(   # the UT system of ut_factor, less its I
+                            A_k[b, rows, kh, :n], torch.tril(o64["beta"][:, None] * (w64 @ w64.T), -1),
+                            torch.tril(o32["beta"][:, None] * fp32.mm(w32, w32.T), -1))
                         S["U (UT solve)"].piece("U").add(Tinv_k[b, rows, kh, :n].double() * o64["beta"][None, :],
                                                          tr["U"], tr_w["U"])
                         S["Kbar"].piece("Kbar").add(k_new[b, rows, kh], tr["Kbar"], tr32["Kbar"])
