@@ -97,7 +97,7 @@ def test_localize_sanitize_on_demand(tmp_path):
                            "--inputs", str(_example(tmp_path)), "--device", "cpu", "--sanitize", "--json", str(out)],
                           capture_output=True, text=True)
     doc = json.loads(out.read_text())
-    assert proc.returncode == 0 and doc["sanitizer"]["status"] == "clean" and "stages" not in doc, proc.stdout
+    assert proc.returncode == 0 and doc["sanitizer"]["status"] == "clean" and doc["first_divergent"] is None, proc.stdout
     assert "sanitizer: no fault when rerun alone" in proc.stdout
 
 
