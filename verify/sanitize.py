@@ -86,13 +86,11 @@ def parse(text: str) -> dict:
             continue
         if fault is None or not line.startswith("="):
             continue
-        for rx in (_AT_NEW, _AT_OLD, _AT_BARE):
-            at = rx.match(line)
-            if at and fault["kernel"] is None:
-                fault.update({k: v for k, v in at.groupdict().items()})
-                fault["line"] = int(fault["line"]) if fault["line"] else None
-                break
+        at = next((m for m in (rx.match(line) for rx in (_AT_NEW, _AT_OLD, _AT_BARE)) if m), None)
         if at:
+            if fault["kernel"] is None:         # the first "at" line is the faulting access
+                fault.update(at.groupdict())
+                fault["line"] = int(fault["line"]) if fault.get("line") else None
             continue
         for rx in (_THREAD, _ADDRESS, _NEAREST):
             got = rx.match(line)
