@@ -41,7 +41,7 @@ def localize(tmp_path, check_id, case, mutant=None, *extra):
 @pytest.mark.parametrize("check_id, case", [PATH, MDN, BWD], ids=["path", "mdn", "path-bwd"])
 def test_unmodified_kernels_localize_nothing(tmp_path, check_id, case):
     proc, doc = localize(tmp_path, check_id, case)
-    assert proc.returncode == 0 and doc["first_divergent"] is None, proc.stdout
+    assert proc.returncode == 0 and doc["first_divergent"] is None and doc["status"] == "pass", proc.stdout
     assert len({r["stage"] for r in doc["stages"]}) >= 8 and all(r["ratio"] <= 1 for r in doc["stages"])
     assert "no stage leaves its budget" in proc.stdout
 
@@ -55,7 +55,7 @@ def test_unmodified_kernels_localize_nothing(tmp_path, check_id, case):
 ], ids=lambda p: p.name if isinstance(p, Mutant) else p if isinstance(p, str) and not p.startswith("kernel") else None)
 def test_planted_bug_is_localized_to_its_stage(tmp_path, check_id, case, mutant, stage):
     proc, doc = localize(tmp_path, check_id, case, mutant)
-    assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
+    assert proc.returncode == 1 and doc["status"] == "fail", proc.stdout + proc.stderr[-2000:]
     assert doc["first_divergent"]["stage"] == stage, proc.stdout
     first = [r["stage"] for r in doc["stages"]].index(stage)
     assert all(r["verdict"] == "within" for r in doc["stages"][:first])

@@ -154,5 +154,6 @@ def run(args) -> int:
         doc["sanitizer"] = verdict
         status = max(status, 1 if verdict["status"] == "fault" else 0)
     if args.json:
+        doc["status"] = "fail" if status else "pass"
         runner.write_text_atomic(args.json, json.dumps(doc, indent=2))
     return status
