@@ -86,6 +86,18 @@ def test_cpu_bounds_check_names_a_planted_out_of_bounds_load(tmp_path, monkeypat
     assert "smallest faulting shape B=1 T=1" in doc["summary"]
 
 
+def test_runner_hook_annotates_a_result(tmp_path, monkeypatch):
+    """annotate(): the example named by a failing Result is rebuilt, rerun, and the verdict lands in the
+    message and details (the path the runner takes for a cuda_fatal result; here the CPU's bounds check)."""
+    from verify.registry import Result
+    root = materialize(UNMASKED_V, tmp_path / "root")
+    monkeypatch.setenv("PYTHONPATH", f"{root}:{sys.path[0] if sys.path[0] else '.'}")
+    result = Result("fail", message="kernel raised", details={"failing_example": PathCase(T=3, seed=2).label()})
+    verdict = sanitize.annotate(FWD, result, "cpu")
+    assert verdict["status"] == "fault" and result.details["sanitizer"] is verdict
+    assert "[sanitizer: Invalid load of size 4 bytes in intra_chunk_preprocess_fwd_kernel at " in result.message
+
+
 def test_unmodified_kernel_is_clean_under_the_bounds_check(tmp_path):
     doc = sanitize.sanitize(FWD, str(_example(tmp_path)), "cpu")
     assert doc["status"] == "clean" and not doc["faults"], doc

@@ -23,10 +23,10 @@ one example (a saved dict of named tensors, the format of `verify compare`) in f
   sizes and layouts (fla on the H200's tiles, verify.fidelity), not the GPU's code generation: a fault
   that comes from the compiler (shared memory, a miscompiled layout) stays invisible here.
 
-The runner's hook: on a Result of kind cuda_fatal, save the failing example
-(verify.localize.example.save_label(check_id, result.details["failing_example"], file)) and call
-sanitize(check_id, file, "cuda"), which touches CUDA only in subprocesses (the runner's own context is
-lost); put result["summary"] in the message and the dict in details["sanitizer"].  `verify localize --sanitize` does the same on demand.
+The runner's hook: on a Result of kind cuda_fatal, `annotate(check_id, result, device)` saves the failing
+example (details["failing_example"], rebuilt by verify.localize.example.save_label), calls
+sanitize(check_id, file, device), which touches CUDA only in subprocesses (the runner's own context is
+lost), appends the verdict's one-line summary to the message and puts the dict in details["sanitizer"].  `verify localize --sanitize` does the same on demand.
 """
 from __future__ import annotations
 
@@ -366,6 +366,24 @@ def sanitize(check_id: str, example_file: str, device: str = "cuda") -> dict:
                                                      f"{doc['tool']} named no access"}
     return {**doc, "status": "fault", "summary": f"{describe(doc['faults'][0])}; smallest faulting shape "
                                                  f"{doc['smallest_faulting_shape']} (of {doc['shape']})"}
+
+
+def annotate(check_id: str, result, device: str = "cuda") -> dict:
+    """The runner's hook for a Result of kind cuda_fatal: rebuild the example it names
+    (details "failing_example" or "minimal_example"), sanitize it, append the verdict's summary to the
+    message and put the verdict in details["sanitizer"].  Returns the verdict."""
+    from verify.localize import example
+    label = result.details.get("failing_example") or result.details.get("minimal_example")
+    if label is None:
+        verdict = {"status": "error", "summary": "the result names no example to rerun"}
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "example.pt")
+            example.save_label(check_id, label, path)
+            verdict = sanitize(check_id, path, device)
+    result.message += f" [sanitizer: {verdict['summary']}]"
+    result.details["sanitizer"] = verdict
+    return verdict
 
 
 def _last_line(proc: subprocess.CompletedProcess) -> str:
