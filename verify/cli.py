@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from kernels.fla_ops import KernelUnavailable, check_fla_version
-from verify import compare
+from verify import compare, localize
 from verify.errors import UsageError
 from verify.registry import PROFILES
 
@@ -123,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
         _common(sub.add_parser(name, help=help_, description=help_))
     compare.add_parser(sub)
     results.add_merge_parser(sub)
+    localize.add_parser(sub)
     lst = sub.add_parser("list", help="print every check id with its one-line description")
     lst.add_argument("-k", dest="patterns", action="append", metavar="EXPR", help="as for the check commands")
     lst.add_argument("--debug", action="store_true")
@@ -150,6 +151,8 @@ def _dispatch(args, command: list[str]) -> int:
         return compare.run(args)
     if args.command == "merge":
         return results.run_merge(args, command)
+    if args.command == "localize":
+        return localize.run(args)
     load_checks()
     from verify.registry import select
     if args.command == "list":

@@ -1,0 +1,120 @@
+"""verify.sanitize: compute-sanitizer's report parsed from captured output, and the CPU interpreter's bounds
+check shown to name a planted out-of-bounds load (a copy of fla with one mask removed) to its file and line,
+with the example shrunk to the smallest shape that still faults; the unmodified kernel is clean."""
+import json
+import subprocess
+import sys
+
+from verify import sanitize
+from verify.inputs import PathCase
+from verify.localize import example
+from verify.mutants import Mutant, materialize
+
+# Captured compute-sanitizer memcheck reports of Triton kernels, as published: the 2025 format (kernel+offset
+# in file:line) from triton-viz issue #158, and the 2024 format (offset in file:line:kernel) from sglang
+# issue #2599.
+NEW_FORMAT = """========= COMPUTE-SANITIZER
+========= Invalid __global__ read of size 16 bytes
+=========     at matmul_kernel+0xec0 in matmul_triton2.py:43
+=========     by thread (18,0,0) in block (0,0,0)
+=========     Access to 0x74505bcccca0 is out of bounds
+=========     and is 161 bytes after the nearest allocation at 0x74505bccc800 of size 1,024 bytes
+=========     Saved host backtrace up to driver entry point at kernel launch time
+=========         Host Frame: [0x2f26f0] in libcuda.so.1
+========= Program hit cudaErrorLaunchFailure (error 719) due to "unspecified launch failure" on CUDA API call to cuStreamSynchronize.
+========= ERROR SUMMARY: 2 errors
+"""
+OLD_FORMAT = """========= COMPUTE-SANITIZER
+========= Invalid __global__ read of size 16 bytes
+=========     at 0xda0 in /opt/dlami/nvme/bbuf/sglang/python/sglang/srt/layers/moe/fused_moe_triton/fused_moe.py:175:fused_moe_kernel
+=========     by thread (96,0,0) in block (44,0,0)
+=========     Address 0x763995f9f000 is out of bounds
+=========     and is 1,241,911,296 bytes before the nearest allocation at 0x7639e0000000 of size 5,033,164,800 bytes
+=========     Saved host backtrace up to driver entry point at kernel launch time
+=========     Host Frame: [0x2f26f0]
+=========                in /usr/lib/x86_64-linux-gnu/libcuda.so.1
+"""
+
+
+def test_parses_the_current_report_format():
+    doc = sanitize.parse(NEW_FORMAT)
+    assert doc["errors"] == 2 and len(doc["faults"]) == 1
+    f = doc["faults"][0]
+    assert (f["kernel"], f["file"], f["line"], f["access"], f["size"]) == \
+        ("matmul_kernel", "matmul_triton2.py", 43, "__global__ read", 16)
+    assert (f["thread"], f["block"], f["address"]) == ("18,0,0", "0,0,0", "0x74505bcccca0")
+    assert sanitize.describe(f) == ("Invalid __global__ read of size 16 bytes in matmul_kernel at matmul_triton2.py:43 "
+                                    "(thread (18,0,0) block (0,0,0); address 0x74505bcccca0 is out of bounds, 161 bytes "
+                                    "after the nearest allocation at 0x74505bccc800 of size 1,024 bytes)")
+
+
+def test_parses_the_older_report_format():
+    f = sanitize.parse(OLD_FORMAT)["faults"][0]
+    assert (f["kernel"], f["line"], f["block"]) == ("fused_moe_kernel", 175, "44,0,0")
+    assert f["file"].endswith("fused_moe_triton/fused_moe.py") and "before the nearest" in f["distance"]
+
+
+def test_hardware_exception_and_clean_reports():
+    f = sanitize.parse("========= Warp Illegal Address\n=========     at 0x50 in /k.py:12:kern\n"
+                       "=========     by thread (0,0,0) in block (1,0,0)\n")["faults"][0]
+    assert (f["what"], f["kernel"], f["line"], f["size"]) == ("Warp Illegal Address", "kern", 12, None)
+    assert sanitize.parse("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n") == {"faults": [], "errors": 0}
+
+
+FWD = "kernel.fla.path_attn.fwd.fp32.beta_uniform"
+UNMASKED_V = Mutant("oob_v_load", "PaTH forward: v loaded without its row mask (reads past the last row)",
+                    "ops/path_attn/intra_chunk_preprocess_fwd.py", "b_v = tl.load(p_v, mask=m_v, other=0.0)",
+                    "b_v = tl.load(p_v)", ())
+
+
+def _example(tmp_path):
+    path = tmp_path / "x.pt"
+    example.save(example.build(example.KernelCheck.parse(FWD), PathCase(T=40, seed=1), "cpu"), path)
+    return path
+
+
+def test_cpu_bounds_check_names_a_planted_out_of_bounds_load(tmp_path, monkeypatch):
+    root = materialize(UNMASKED_V, tmp_path / "root")
+    monkeypatch.setenv("PYTHONPATH", f"{root}:{sys.path[0] if sys.path[0] else '.'}")
+    doc = sanitize.sanitize(FWD, str(_example(tmp_path)), "cpu")
+    assert doc["status"] == "fault", doc["summary"]
+    f = doc["faults"][0]
+    line = (root / "fla" / UNMASKED_V.path).read_text().splitlines().index("    b_v = tl.load(p_v)") + 1
+    assert (f["kernel"], f["line"], f["access"], f["size"]) == ("intra_chunk_preprocess_fwd_kernel", line, "load", 4)
+    assert f["file"] == str(root / "fla" / UNMASKED_V.path)
+    assert doc["smallest_faulting_shape"].startswith("B=1 T=1 ") and doc["shape"].startswith("B=1 T=40 ")
+    assert "smallest faulting shape B=1 T=1" in doc["summary"]
+
+
+def test_runner_hook_annotates_a_result(tmp_path, monkeypatch):
+    """annotate(): the example named by a failing Result is rebuilt, rerun, and the verdict lands in the
+    message and details (the path the runner takes for a cuda_fatal result; here the CPU's bounds check)."""
+    from verify.registry import Result
+    root = materialize(UNMASKED_V, tmp_path / "root")
+    monkeypatch.setenv("PYTHONPATH", f"{root}:{sys.path[0] if sys.path[0] else '.'}")
+    result = Result("fail", message="kernel raised", details={"failing_example": PathCase(T=3, seed=2).label()})
+    verdict = sanitize.annotate(FWD, result, "cpu")
+    assert verdict["status"] == "fault" and result.details["sanitizer"] is verdict
+    assert "[sanitizer: Invalid load of size 4 bytes in intra_chunk_preprocess_fwd_kernel at " in result.message
+
+
+def test_unmodified_kernel_is_clean_under_the_bounds_check(tmp_path):
+    doc = sanitize.sanitize(FWD, str(_example(tmp_path)), "cpu")
+    assert doc["status"] == "clean" and not doc["faults"], doc
+
+
+def test_localize_sanitize_on_demand(tmp_path):
+    out = tmp_path / "o.json"
+    proc = subprocess.run([sys.executable, "-m", "verify", "localize", "--id", "kernel.fla.path_attn.bwd.fp32.beta_uniform",
+                           "--inputs", str(_example(tmp_path)), "--device", "cpu", "--sanitize", "--json", str(out)],
+                          capture_output=True, text=True)
+    doc = json.loads(out.read_text())
+    assert proc.returncode == 0 and doc["sanitizer"]["status"] == "clean" and doc["first_divergent"] is None, proc.stdout
+    assert "sanitizer: no fault when rerun alone" in proc.stdout
+
+
+def test_no_compute_sanitizer_is_said_not_guessed(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setenv("CUDA_HOME", "/nonexistent")
+    monkeypatch.delenv("COMPUTE_SANITIZER", raising=False)
+    assert sanitize.find_sanitizer() is None

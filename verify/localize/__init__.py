@@ -1,0 +1,159 @@
+"""`verify localize`: run a multi-stage kernel once on one input and name the first stage whose result
+leaves its budget (the first divergence), comparing every intermediate with the float64 reference
+intermediate of the same definition.
+
+The input is the example a kernel check reports at --seed (its hypothesis search, rerun; the worst case
+when it passes, the minimal failing one when it fails) or a saved file of named tensors (--inputs, the
+format of `verify compare`).  Each stage is judged like a kernel output (verify/budget.py): within c
+(4 for a forward stage, 8 for a backward one) times the error of the same stage computed in the working
+precision by the references, with the unit roundoff floor.  Stages covered: fla's PaTH forward and backward (kernel.fla.path_attn.*; the backward's
+cross-block kernels are judged through the gradients they end in) and fla's MDN chunk forward
+(kernel.fla.mdn_chunk*.fwd.*); verify/localize/path.py and mdn.py list them.  --sanitize reruns the
+example alone under compute-sanitizer, or on the CPU under an interpreter bounds check (verify.sanitize),
+for any kernel check.
+
+Exit status: 0 no stage diverges, 1 a stage diverges (or the kernel raised), 2 bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import tempfile
+
+from verify.errors import UsageError
+from verify.registry import PROFILES
+
+LOCALIZED = (("path_attn", "fwd"), ("path_attn", "bwd"), ("mdn_chunk", "fwd"))     # (op, pass) split into stages
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("localize", help="name the first stage of a kernel whose intermediate leaves its budget",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--id", required=True, metavar="CHECK", help="a kernel check id, e.g. kernel.fla.path_attn.fwd.bf16.beta_two")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--seed", type=int, default=0, help="seed of the check's search whose example is used (default 0)")
+    src.add_argument("--inputs", metavar="FILE.pt", help="a saved example instead (dict of named tensors, as verify compare)")
+    p.add_argument("--profile", choices=PROFILES, default="ci", help="the check's profile for --seed (default ci)")
+    p.add_argument("--examples", type=int, metavar="N", help="hypothesis examples of the check's search")
+    p.add_argument("--device", choices=("cpu", "cuda"), default=None,
+                   help="where kernel and references run (default: cuda when available, else cpu)")
+    p.add_argument("--fp32-dot", choices=("tf32", "ieee"), default="tf32",
+                   help="CPU interpreter: emulate the GPU's TF32 fp32 dots (default) or run them in IEEE fp32")
+    p.add_argument("--kernel-root", metavar="PATH", help="import fla from this checkout, in a fresh subprocess")
+    p.add_argument("--sanitize", action="store_true",
+                   help="also rerun the example alone under compute-sanitizer memcheck (needs a GPU and the CUDA toolkit)")
+    p.add_argument("--json", metavar="PATH", help="write the stage table as JSON")
+    p.add_argument("--debug", action="store_true", help="print tracebacks")
+
+
+def _num(x: float):
+    return x if math.isfinite(x) else str(x)
+
+
+def localize(check, x: dict, fp32_dot: str) -> list[dict]:
+    """One row per judged tensor, in stage order: stage, source, tensor, measured, budget, ratio, verdict."""
+    if check.op == "path_attn":
+        from verify.localize import path
+        stages = path.stages(x, check.dtype, fp32_dot, backward=check.pass_ == "bwd")
+    else:
+        from verify.localize import mdn
+        stages = mdn.stages(x, check.dtype, check.chunk)
+    return [{"stage": st.name, "source": st.source, "tensor": v.name, "measured": v.measured, "budget": v.budget,
+             "ratio": v.ratio, "decided_by": v.decided_by, "verdict": "within" if v.ratio <= 1 else "DIVERGES"}
+            for st in stages for v in st.judge()]
+
+
+def first_divergence(rows: list[dict]) -> dict | None:
+    return next((r for r in rows if r["verdict"] != "within"), None)
+
+
+def print_table(rows: list[dict], console) -> None:
+    from rich.table import Table
+    table = Table(title="stages in the order the kernel computes them")
+    for col in ("stage", "computed by", "tensor", "measure", "measured", "budget", "ratio", "verdict"):
+        table.add_column(col, justify="right" if col in ("measured", "budget", "ratio") else "left")
+    for r in rows:
+        colour = "green" if r["verdict"] == "within" else "red"
+        table.add_row(r["stage"], r["source"], r["tensor"], r["decided_by"], f"{r['measured']:.2e}", f"{r['budget']:.2e}",
+                      f"{r['ratio']:.2f}", f"[{colour}]{r['verdict']}[/]")
+    console.print(table)
+
+
+def run(args) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+
+    from kernels import fla_ops
+    from verify import checks, environment, runner
+    from verify.checks.kernels import prepare
+    from verify.errors import is_device_fatal
+    from verify.localize import example
+    from verify.registry import REGISTRY, Context
+
+    check = example.KernelCheck.parse(args.id)
+    checks.load_all()
+    if check.id not in REGISTRY:
+        raise UsageError(f"--id {check.id}: no such check; see `verify list -k kernel.fla`")
+    if args.kernel_root and os.environ.get("VERIFY_KERNEL_ROOT_CHILD") != args.kernel_root:
+        from verify.cli import _rerun_with_kernel_root
+        return _rerun_with_kernel_root(args)
+    staged = (check.op, check.pass_) in LOCALIZED
+    if not staged and not args.sanitize:
+        raise UsageError(f"--id {check.id}: stages are defined for " + ", ".join(f"{o}.{p}" for o, p in LOCALIZED)
+                         + " only; --sanitize works for any kernel check")
+    if args.examples is not None and args.examples < 1:
+        raise UsageError(f"--examples {args.examples}: must be at least 1")
+    runner.check_writable(args.json, "--json")
+    device = environment.resolve_device(args.device)
+    fla_ops.check_fla_version()
+    ctx = Context(device=device, profile=args.profile, seed=args.seed, fp32_dot=args.fp32_dot,
+                  kernel_root=args.kernel_root, examples=args.examples)
+    x = example.load(args.inputs, check, "cpu") if args.inputs else None
+    prepare(ctx)
+    label, x, lost = (args.inputs, x, False) if args.inputs else example.from_check(check, ctx)
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console.width = 160
+    console.print(escape(f"verify localize: {check.id} on {device}, example [{label}] ({example.shape(x)})"))
+    doc = {"environment": {**environment.versions(), **environment.describe(device), "fp32_dot": args.fp32_dot},
+           "check": check.id, "example": label, "shape": example.shape(x)}
+    hint = "" if args.sanitize else "; rerun with --sanitize to name the faulting access"
+    status = 0
+    if lost:        # the search's fatal CUDA error left this process without a usable CUDA context
+        doc["error"] = "the kernel raised a fatal CUDA error on this example in the check's search"
+        console.print(f"FAIL: {doc['error']}; no stage compared{hint}")
+        status = 1
+    elif staged:
+        try:
+            rows = localize(check, {n: None if t is None else t.to(device) for n, t in x.items()}, args.fp32_dot)
+        except (UsageError, fla_ops.KernelUnavailable):
+            raise
+        except Exception as exc:        # the kernel raised on valid input: a failure, localized to no stage
+            if args.debug:
+                raise
+            doc["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            console.print(escape(f"FAIL: the kernel raised {doc['error']}" + (hint if is_device_fatal(exc) else "")))
+            rows = []
+        first = first_divergence(rows)
+        if rows:
+            print_table(rows, console)
+            console.print(f"first divergent stage: {first['stage']} ({first['source']}; {first['tensor']} at "
+                          f"{first['ratio']:.1f}x its budget)" if first else "no stage leaves its budget")
+        doc["stages"] = [{k: _num(v) if isinstance(v, float) else v for k, v in r.items()} for r in rows]
+        doc["first_divergent"] = first and {k: first[k] for k in ("stage", "source", "tensor")}
+        status = 1 if first or not rows else 0
+    if args.sanitize:
+        from verify import sanitize
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "example.pt")
+            example.save(x, path)
+            verdict = sanitize.sanitize(check.id, path, device)
+        console.print(escape(f"sanitizer: {verdict['summary']}"))
+        doc["sanitizer"] = verdict
+        status = max(status, 1 if verdict["status"] == "fault" else 0)
+    if args.json:
+        doc["status"] = "fail" if status else "pass"
+        runner.write_text_atomic(args.json, json.dumps(doc, indent=2))
+    return status

@@ -1,0 +1,395 @@
+"""Memory faults named to the source line: rerun one kernel example alone under a bounds checker.
+
+A kernel check that hits a fatal CUDA error (verify.errors.is_device_fatal) has lost its CUDA context, and
+the error names neither the kernel nor the access.  `sanitize(check_id, example_file, device)` reruns that
+one example (a saved dict of named tensors, the format of `verify compare`) in fresh subprocesses:
+
+* Shrink: while it still faults, try the example dense instead of varlen, with one batch, with the
+  fewest heads, with T cut to 1, 2, T/4, T/2; keep the first smaller shape that faults (plain reruns).
+* cuda: run the smallest faulting example under NVIDIA's `compute-sanitizer --tool memcheck` and parse its
+  report (`parse`): kernel, source file and line, access kind and size, the address against the nearest
+  allocation.  Triton 3.6 compiles with ptxas -lineinfo unless TRITON_DISABLE_LINE_INFO is set (unset
+  here), and the Triton cache goes to a fresh directory so that no kernel compiled without line info is
+  reused; PYTORCH_NO_CUDA_MEMORY_CACHING=1 makes every tensor its own allocation, so that an access past a
+  tensor's end is out of bounds rather than inside a pooled block.  Without compute-sanitizer on PATH (it
+  ships with the CUDA toolkit and the pip package nvidia-cuda-sanitizer-api-cu12; or set COMPUTE_SANITIZER)
+  the result says so and names no access.
+* cpu: Triton's interpreter checks no bounds (measured: a masked-on load 4 elements past a tensor returns
+  the host bytes that lie there, one 10^8 elements past segfaults), so `bounds_checked` adds the check:
+  every masked-on lane of every interpreted load and store (plain, block-pointer and tensor-descriptor
+  ones all end in create_masked_load / create_masked_store; atomics and gathers are not checked) must lie
+  inside the storage of one tensor argument of that launch.  The first that does not raises OutOfBounds with the kernel, file:line (the
+  interpreter executes the kernel's own source lines), access kind and size.  It judges the CPU's tile
+  sizes and layouts (fla on the H200's tiles, verify.fidelity), not the GPU's code generation: a fault
+  that comes from the compiler (shared memory, a miscompiled layout) stays invisible here.
+
+The runner's hook: on a Result of kind cuda_fatal, `annotate(check_id, result, device)` saves the failing
+example (details["failing_example"], rebuilt by verify.localize.example.save_label), calls
+sanitize(check_id, file, device), which touches CUDA only in subprocesses (the runner's own context is
+lost), appends the verdict's one-line summary to the message and puts the dict in details["sanitizer"].  `verify localize --sanitize` does the same on demand.
+"""
+from __future__ import annotations
+
+import contextlib
+import glob
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+FAULT_EXIT = 3          # the replay's exit status when the kernel faulted (CUDA fatal error or OutOfBounds)
+MARK = "OUT_OF_BOUNDS "  # the replay prints the CPU checker's record after this prefix
+SHRINK_TRIES = 12
+TIMEOUT_S = 300          # one replay; compute-sanitizer slows kernels down 10-100x
+
+
+# ------------------------------------------------------------------------------------ the report parser
+
+_HEADER = re.compile(r"^=+ (?P<what>Invalid (?P<space>__\w+__) (?P<kind>\S+) of size (?P<size>\d+) bytes?"
+                     r"|(?:Warp|Lane|Device|Block)? ?(?:Illegal|Misaligned|Out-of-range|Hardware)\b.*)$")
+_AT_NEW = re.compile(r"^=+\s+at (?P<kernel>.+?)\+0x[0-9a-fA-F]+ in (?P<file>[^\s:]+):(?P<line>\d+)\s*$")
+_AT_OLD = re.compile(r"^=+\s+at 0x[0-9a-fA-F]+ in (?P<file>[^\s:]+):(?P<line>\d+):(?P<kernel>.+)$")
+_AT_BARE = re.compile(r"^=+\s+at (?:0x[0-9a-fA-F]+ in )?(?P<kernel>.+?)(?:\+0x[0-9a-fA-F]+)?\s*$")
+_THREAD = re.compile(r"^=+\s+by thread \((?P<thread>[\d,]+)\) in block \((?P<block>[\d,]+)\)")
+_ADDRESS = re.compile(r"^=+\s+(?:Address|Access to) (?P<address>0x[0-9a-fA-F]+) (?P<problem>.+)$")
+_NEAREST = re.compile(r"^=+\s+and is (?P<distance>.+)$")
+_SUMMARY = re.compile(r"ERROR SUMMARY: (?P<n>\d+) errors?")
+
+
+def parse(text: str) -> dict:
+    """compute-sanitizer memcheck output -> {"faults": [...], "errors": n}.  A fault record:
+
+        ========= Invalid __global__ read of size 2 bytes
+        =========     at fused_kernel+0x1f0 in /path/kernel.py:97          (or: at 0x1f0 in /path/kernel.py:97:fused_kernel)
+        =========     by thread (64,0,0) in block (0,1,0)
+        =========     Address 0x7f... is out of bounds                     (or: Access to 0x7f... is out of bounds)
+        =========     and is 2 bytes after the nearest allocation at 0x7f... of size 64 bytes
+
+    Hardware exceptions (Warp Illegal Address, Misaligned Address, ...) have no size or address lines."""
+    faults, fault, errors = [], None, None
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        m = _HEADER.match(line)
+        if m:
+            fault = {"what": m["what"].strip(), "access": f"{m['space']} {m['kind']}" if m["space"] else None,
+                     "size": int(m["size"]) if m["size"] else None, "kernel": None, "file": None, "line": None}
+            faults.append(fault)
+            continue
+        s = _SUMMARY.search(line)
+        if s:
+            errors = int(s["n"])
+            continue
+        if fault is None or not line.startswith("="):
+            continue
+        at = next((m for m in (rx.match(line) for rx in (_AT_NEW, _AT_OLD, _AT_BARE)) if m), None)
+        if at:
+            if fault["kernel"] is None:         # the first "at" line is the faulting access
+                fault.update(at.groupdict())
+                fault["line"] = int(fault["line"]) if fault.get("line") else None
+            continue
+        for rx in (_THREAD, _ADDRESS, _NEAREST):
+            got = rx.match(line)
+            if got:
+                fault.update(got.groupdict())
+        if "Saved host backtrace" in line:
+            fault = None        # host frames follow: the record is complete
+    return {"faults": faults, "errors": len(faults) if errors is None else errors}
+
+
+def describe(fault: dict) -> str:
+    """One line: 'Invalid __global__ read of size 2 bytes in k at f.py:97 (thread ... block ...; address ...)'."""
+    where = f" in {fault['kernel']}" if fault.get("kernel") else ""
+    if fault.get("file"):
+        where += f" at {fault['file']}:{fault['line']}"
+    extra = [f"thread ({fault['thread']}) block ({fault['block']})"] if fault.get("thread") else []
+    if fault.get("problem"):
+        extra.append(f"address {fault['address']} {fault['problem']}"
+                     + (f", {fault['distance']}" if fault.get("distance") else ""))
+    return fault["what"] + where + (f" ({'; '.join(extra)})" if extra else "")
+
+
+# --------------------------------------------------------------------- the CPU interpreter's bounds check
+
+class OutOfBounds(RuntimeError):
+    """A masked-on lane of an interpreted load or store outside every tensor argument of its launch."""
+
+    def __init__(self, fault: dict):
+        super().__init__(describe(fault))
+        self.fault = fault
+
+
+@contextlib.contextmanager
+def bounds_checked():
+    """Check every interpreted load and store against the storages of the launch's tensor arguments
+    (requires TRITON_INTERPRET=1, i.e. verify.fidelity active)."""
+    import numpy as np
+    import torch
+    from triton.runtime import interpreter as I
+
+    launch: dict = {}
+    orig_args, orig_load, orig_store = (I.GridExecutor._init_args_hst, I.InterpreterBuilder.create_masked_load,
+                                        I.InterpreterBuilder.create_masked_store)
+
+    def init_args(self, args_dev, kwargs):
+        args_hst, kwargs_hst = orig_args(self, args_dev, kwargs)
+        spans = {}
+        for t in [*args_hst, *kwargs_hst.values()]:
+            if isinstance(t, torch.Tensor):
+                st = t.untyped_storage()
+                spans[st.data_ptr()] = st.data_ptr() + st.nbytes()
+        launch.update(fn=self.fn, spans=sorted(spans.items()))
+        return args_hst, kwargs_hst
+
+    def check(builder, kind, ptrs, mask):
+        size = ptrs.get_element_ty().primitive_bitwidth // 8
+        addr = ptrs.data[np.broadcast_to(mask.data, ptrs.data.shape)].astype(np.uint64)
+        ok = np.zeros(addr.shape, dtype=bool)
+        for lo, hi in launch["spans"]:
+            ok |= (addr >= lo) & (addr + size <= hi)
+        if ok.all():
+            return
+        bad = int(addr[~ok][0])
+        lo, hi = min(launch["spans"], key=lambda s: min(abs(bad - s[0]), abs(bad - s[1])))
+        relation = f"{bad - hi} bytes past the end of" if bad >= hi else f"{lo - bad} bytes before the start of"
+        fn = launch["fn"]
+        frame = sys._getframe()
+        while frame is not None and frame.f_code.co_name != fn.__name__:
+            frame = frame.f_back
+        x, y, z = builder.grid_idx
+        raise OutOfBounds({"what": f"Invalid {kind} of size {size} bytes", "access": kind, "size": size,
+                           "kernel": fn.__name__, "file": fn.__code__.co_filename,
+                           "line": frame.f_lineno if frame else None, "block": f"{x},{y},{z}",
+                           "address": hex(bad), "problem": f"is out of bounds ({int((~ok).sum())} of {ok.size} "
+                                                           "masked-on lanes)",
+                           "distance": f"{relation} the nearest tensor argument at {hex(lo)} of size {hi - lo} bytes"})
+
+    def load(self, ptrs, mask, other, *a, **kw):
+        check(self, "load", ptrs, mask)
+        return orig_load(self, ptrs, mask, other, *a, **kw)
+
+    def store(self, ptrs, value, mask, *a, **kw):
+        check(self, "store", ptrs, mask)
+        return orig_store(self, ptrs, value, mask, *a, **kw)
+    I.GridExecutor._init_args_hst, I.InterpreterBuilder.create_masked_load, I.InterpreterBuilder.create_masked_store = \
+        init_args, load, store
+    try:
+        yield
+    finally:
+        I.GridExecutor._init_args_hst, I.InterpreterBuilder.create_masked_load, \
+            I.InterpreterBuilder.create_masked_store = orig_args, orig_load, orig_store
+
+
+# -------------------------------------------------------------------------------------------- replay
+
+def replay(check_id: str, example_file: str, device: str) -> int:
+    """Run the check's kernel pass (forward, or forward and backward of sum(o) for a bwd check) once on the
+    example; FAULT_EXIT when it faults.  The body of the subprocess `python -m verify.sanitize`."""
+    import torch
+
+    from kernels import fla_ops
+    from verify.checks.kernels import prepare
+    from verify.errors import is_device_fatal
+    from verify.localize import example
+    from verify.registry import Context
+
+    check = example.KernelCheck.parse(check_id)
+    x = example.load(example_file, check, device)
+    prepare(Context(device=device))
+    fn = {"path_attn": fla_ops.path_attn, "forgetting_attn": fla_ops.forgetting_attn,
+          "mdn_chunk": lambda **a: fla_ops.mdn(**a, chunk=check.chunk),
+          "mdn_recurrent": lambda **a: fla_ops.mdn(**a, chunk=None)}[check.op]
+    if check.pass_ == "bwd":
+        x = {n: t.requires_grad_() if t is not None and t.is_floating_point() else t for n, t in x.items()}
+    try:
+        with bounds_checked() if device == "cpu" else contextlib.nullcontext():
+            outs = fn(**x)
+            if check.pass_ == "bwd":
+                outs = outs if isinstance(outs, tuple) else (outs,)
+                torch.autograd.backward([o for o in outs if o.requires_grad],
+                                        [torch.ones_like(o) for o in outs if o.requires_grad])
+            if device == "cuda":
+                torch.cuda.synchronize()
+    except OutOfBounds as exc:
+        print(MARK + json.dumps(exc.fault), flush=True)
+        return FAULT_EXIT
+    except Exception as exc:
+        if isinstance(exc.__cause__, OutOfBounds):       # the interpreter wraps kernel errors
+            print(MARK + json.dumps(exc.__cause__.fault), flush=True)
+            return FAULT_EXIT
+        print(f"{type(exc).__name__}: {exc}".splitlines()[0], flush=True)
+        # with CUDA_LAUNCH_BLOCKING=1 Triton's launcher reports the fault itself: "Triton Error [CUDA]: an
+        # illegal memory access was encountered" (a RuntimeError, reports/h200-2026-11-29/repro_path_bwd_short.log)
+        return FAULT_EXIT if is_device_fatal(exc) or "Error [CUDA]" in str(exc) else 4
+    return 0
+
+
+def _environment(cache_dir: str) -> dict:
+    env = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING="1", CUDA_LAUNCH_BLOCKING="1", TRITON_CACHE_DIR=cache_dir)
+    env.pop("TRITON_DISABLE_LINE_INFO", None)
+    return env
+
+
+def _run(check_id: str, path: Path, device: str, env: dict, tool: list[str] = ()) -> subprocess.CompletedProcess:
+    """One replay in a fresh interpreter; a replay that outlives TIMEOUT_S counts as exit status 124."""
+    cmd = [*tool, sys.executable, "-m", "verify.sanitize", check_id, str(path), device]
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        out = [x.decode(errors="replace") if isinstance(x, bytes) else x or "" for x in (exc.stdout, exc.stderr)]
+        return subprocess.CompletedProcess(cmd, 124, out[0], out[1] + f"\ntimed out after {TIMEOUT_S} s")
+
+
+def find_sanitizer() -> str | None:
+    """$COMPUTE_SANITIZER, compute-sanitizer on PATH, the CUDA toolkit's copy (newest first), or the pip package
+    nvidia-cuda-sanitizer-api-cu12 (nvidia/cuda_sanitizer_api/bin/compute-sanitizer)."""
+    try:
+        spec = importlib.util.find_spec("nvidia.cuda_sanitizer_api")
+    except ModuleNotFoundError:
+        spec = None
+    wheel = [os.path.join(p, "bin", "compute-sanitizer") for p in (spec.submodule_search_locations or [])] if spec else []
+    for candidate in (os.environ.get("COMPUTE_SANITIZER"), shutil.which("compute-sanitizer"),
+                      os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "compute-sanitizer"),
+                      *sorted(glob.glob("/usr/local/cuda-*/bin/compute-sanitizer"), reverse=True), *wheel):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+# ------------------------------------------------------------------------------------------- shrinking
+
+def _narrow(x: dict, op: str, batch=None, time=None, heads=None) -> dict:
+    """The example cut to its first `batch` sequences, `time` steps, and heads (H, HQ) of `heads`."""
+    out = {}
+    for n, t in x.items():
+        if t is None or n == "cu_seqlens":
+            out[n] = t
+            continue
+        state = n in ("S0", "M0")
+        if batch:
+            t = t.narrow(0, 0, batch)
+        if time and not state:
+            t = t.narrow(1, 0, time)
+        if heads:
+            query = op in ("path_attn", "forgetting_attn") and n in ("q", "g")
+            t = t.narrow(1 if state else 2, 0, heads[1] if query else heads[0])
+        out[n] = t
+    if time and x.get("cu_seqlens") is not None:
+        cu = sorted({min(int(c), time) for c in x["cu_seqlens"]})
+        out["cu_seqlens"] = x["cu_seqlens"].new_tensor(cu)
+    return out
+
+
+def _candidates(x: dict, op: str):
+    """Smaller examples, most promising first."""
+    B, T, H = x["k"].shape[:3]
+    HQ = x["q"].shape[2]
+    if x.get("cu_seqlens") is not None:
+        yield {**x, "cu_seqlens": None}
+    if B > 1:
+        yield _narrow(x, op, batch=1)
+    for h in sorted({(1, 1), (1, HQ // H), (H, H)}):
+        if h != (H, HQ) and h[0] <= H and h[1] <= HQ and (op.startswith("mdn") or h[1] % h[0] == 0):
+            yield _narrow(x, op, heads=h)
+    for t in sorted({1, 2, T // 4, T // 2}):
+        if 0 < t < T:
+            yield _narrow(x, op, time=t)
+
+
+def shrink(check_id: str, x: dict, device: str, tmp: Path, env: dict) -> tuple[dict, list]:
+    """The smallest example found that still faults (greedy, at most SHRINK_TRIES reruns), and the tries."""
+    from verify.localize import example
+    op = example.KernelCheck.parse(check_id).op
+    tries, path = [], tmp / "candidate.pt"
+    progress = True
+    while progress and len(tries) < SHRINK_TRIES:
+        progress = False
+        for cand in _candidates(x, op):
+            if len(tries) >= SHRINK_TRIES:
+                break
+            example.save(cand, path)
+            faulted = _run(check_id, path, device, env).returncode == FAULT_EXIT
+            tries.append({"shape": example.shape(cand), "faulted": faulted})
+            if faulted:
+                x, progress = cand, True
+                break
+    return x, tries
+
+
+# ------------------------------------------------------------------------------------------ the verdict
+
+def sanitize(check_id: str, example_file: str, device: str = "cuda") -> dict:
+    """Rerun the example alone; shrink it while it faults; name the faulting access.  Returns
+    {"status": fault | clean | unavailable | error, "tool", "summary" (one line), "faults", "errors",
+     "shape", "smallest_faulting_shape", "tries", "command", "output_tail"}."""
+    from verify.localize import example
+    check = example.KernelCheck.parse(check_id)
+    x = example.load(example_file, check, "cpu")
+    doc = {"check": check_id, "device": device, "shape": example.shape(x), "faults": [], "errors": 0, "tries": []}
+    sanitizer = find_sanitizer() if device == "cuda" else None
+    doc["tool"] = ("interpreter bounds check (verify.sanitize.bounds_checked)" if device == "cpu" else
+                   f"{sanitizer} --tool memcheck" if sanitizer else "compute-sanitizer (not found)")
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        env = _environment(str(tmp / "triton-cache"))
+        first = _run(check_id, Path(example_file), device, env)
+        if first.returncode not in (0, FAULT_EXIT):
+            return {**doc, "status": "error", "output_tail": first.stdout[-2000:] + first.stderr[-2000:],
+                    "summary": f"the replay failed without a fault: {_last_line(first)}"}
+        if first.returncode == 0:
+            return {**doc, "status": "clean", "summary": f"no fault when rerun alone ({doc['tool']}, {doc['shape']})"}
+        small, doc["tries"] = shrink(check_id, x, device, tmp, env)
+        doc["smallest_faulting_shape"] = example.shape(small)
+        path = tmp / "smallest.pt"
+        example.save(small, path)
+        if device == "cpu":
+            proc = _run(check_id, path, device, env)
+            marks = [ln[len(MARK):] for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
+            doc["faults"] = [json.loads(m) for m in marks]
+        elif sanitizer is None:
+            return {**doc, "status": "unavailable",
+                    "summary": f"faults when rerun alone, smallest faulting shape {doc['smallest_faulting_shape']}; "
+                               "compute-sanitizer not found (CUDA toolkit; or set COMPUTE_SANITIZER): access not named"}
+        else:
+            tool = [sanitizer, "--tool", "memcheck", "--print-limit", "20"]
+            proc = _run(check_id, path, device, env, tool)
+            doc.update(parse(proc.stdout + "\n" + proc.stderr))
+            doc["command"] = " ".join([*tool, sys.executable, "-m", "verify.sanitize", check_id, "FILE", device])
+        doc["errors"] = doc.get("errors") or len(doc["faults"])
+        doc["output_tail"] = proc.stdout[-3000:] + proc.stderr[-3000:]
+    if not doc["faults"]:
+        return {**doc, "status": "error", "summary": f"the example faults ({_last_line(first)}) but "
+                                                     f"{doc['tool']} named no access"}
+    return {**doc, "status": "fault", "summary": f"{describe(doc['faults'][0])}; smallest faulting shape "
+                                                 f"{doc['smallest_faulting_shape']} (of {doc['shape']})"}
+
+
+def annotate(check_id: str, result, device: str = "cuda") -> dict:
+    """The runner's hook for a Result of kind cuda_fatal: rebuild the example it names
+    (details "failing_example" or "minimal_example"), sanitize it, append the verdict's summary to the
+    message and put the verdict in details["sanitizer"].  Returns the verdict."""
+    from verify.localize import example
+    label = result.details.get("failing_example") or result.details.get("minimal_example")
+    if label is None:
+        verdict = {"status": "error", "summary": "the result names no example to rerun"}
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "example.pt")
+            example.save_label(check_id, label, path)
+            verdict = sanitize(check_id, path, device)
+    result.message += f" [sanitizer: {verdict['summary']}]"
+    result.details["sanitizer"] = verdict
+    return verdict
+
+
+def _last_line(proc: subprocess.CompletedProcess) -> str:
+    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip() and "warn" not in ln.lower()]
+    return lines[-1] if lines else f"exit status {proc.returncode}"
+
+
+if __name__ == "__main__":
+    sys.exit(replay(*sys.argv[1:4]))
