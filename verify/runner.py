@@ -20,7 +20,7 @@ from verify import environment
 from verify.errors import UsageError
 from verify.registry import DEVICE_LOST, STATUSES, Check, Context, Result
 from verify import xfails as xfail_list
-from verify.xfails import NOT_REPRODUCED, applies
+from verify.xfails import NOT_REPRODUCED
 TIME_LIMIT = "not run: --time-limit reached"
 COLOURS = {"pass": "green", "fail": "red", "error": "red", "xfail": "yellow", "skip": "dim"}
 
@@ -53,7 +53,7 @@ def repro_command(check_id: str, ctx: Context) -> str:
     return shlex.join(parts)
 
 
-def run_one(check: Check, ctx: Context, xfails: dict[str, dict], debug: bool = False) -> Record:
+def run_one(check: Check, ctx: Context, scope: xfail_list.Scope, debug: bool = False) -> Record:
     t0 = time.perf_counter()
     if ctx.device not in check.devices:
         result = Result("skip", message=f"not applicable on device {ctx.device}")
@@ -67,20 +67,15 @@ def run_one(check: Check, ctx: Context, xfails: dict[str, dict], debug: bool = F
         except Exception as exc:  # a crashing check is an error, never a pass
             tb = traceback.format_exc() if debug else traceback.format_exc(limit=-3)
             result = Result("error", message=f"{type(exc).__name__}: {exc}", details={"traceback": tb})
-    entry = xfails.get(check.id)
-    if entry is not None and applies(entry, ctx.device, ctx.profile):
-        if result.status == "fail":
-            result.status = "xfail"
-            result.message += f" [expected failure, listed with {entry['measured']}; cause: {entry['cause']}]"
-        elif result.status == "pass":   # not strict: a marginal regime may pass on some draws
-            result.message += f" [listed in expected_failures.toml but {NOT_REPRODUCED} in this run]"
+    result = xfail_list.judge(check.id, result, scope)
     return Record(check.id, check.description, result, time.perf_counter() - t0, repro_command(check.id, ctx))
 
 
 def run_checks(checks: list[Check], ctx: Context, console: Console, debug: bool = False,
                deadline: float | None = None) -> list[Record]:
     """Run each check in turn; after `deadline` (time.monotonic()) the rest are recorded as skipped."""
-    xfails = xfail_list.expected_failures()
+    scope = xfail_list.current_scope(ctx.device, ctx.profile)
+    console.print(xfail_list.describe(scope), highlight=False, soft_wrap=True)
     records = []
     width = len(str(len(checks)))
     lost_in = None      # the check after which the CUDA context is unusable
@@ -94,9 +89,9 @@ def run_checks(checks: list[Check], ctx: Context, console: Console, debug: bool 
             continue
         if console.is_terminal:
             with console.status(escape(f"[{n}/{len(checks)}] {chk.id}")):
-                rec = run_one(chk, ctx, xfails, debug)
+                rec = run_one(chk, ctx, scope, debug)
         else:
-            rec = run_one(chk, ctx, xfails, debug)
+            rec = run_one(chk, ctx, scope, debug)
         records.append(rec)
         if rec.result.details.get(DEVICE_LOST):
             lost_in = rec.id
@@ -216,6 +211,7 @@ def write_json(path: str, records: list[Record], ctx: Context, seeds: list[int] 
     doc = {"environment": {**environment.versions(), **environment.describe(ctx.device),
                            "profile": ctx.profile, "seed": ctx.seed, "fp32_dot": ctx.fp32_dot,
                            "kernel_root": ctx.kernel_root, "interpreter_fidelity": _fidelity_parts(),
+                           "expected_failures": xfail_list.scope_json(ctx.device, ctx.profile),
                            **({"seeds": seeds} if seeds else {})},
            "checks": [r.as_json() for r in records],
            "summary": summary_counts(records)}
