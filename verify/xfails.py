@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from verify.errors import UsageError
-from verify.registry import DEVICE_LOST, KINDS, PROFILES, Result
+from verify.registry import DEVICE_LOST, PROFILES, Result
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -31,7 +31,7 @@ else:  # pragma: no cover
 NOT_REPRODUCED = "NOT REPRODUCED"    # marks a listed expected failure that passed
 WORSE = "WORSE THAN THE KNOWN DEFECT"
 EXPECTED_FAILURES_FILE = Path(__file__).with_name("expected_failures.toml")
-FAILURE_KINDS = ("over_budget", "non_finite", "exception", "cuda_fatal", "crashed", "timeout")   # KINDS that fail
+FAILURE_KINDS = ("over_budget", "non_finite", "exception", "cuda_fatal", "crashed", "timeout")  # failing KINDS
 MIN_FACTOR = 10.0    # the bound is at least ten times the largest ratio measured (one decade)
 FIELDS = {"id", "ids", "packages", "devices", "profiles", "kinds", "exception", "ratios", "compare_ratio",
           "regime", "measured", "cause"}
