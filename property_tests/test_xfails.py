@@ -63,6 +63,7 @@ def test_known_way_is_xfail_and_worse_is_a_failure_with_both_numbers(listfile):
     assert nonfinite.status == "fail" and "non_finite" in nonfinite.message
     ci = xfails.judge(cid, fail(1e6), xfails.Scope("fla 0.6.0", "cpu", "ci"), listfile)   # no spread for cpu/ci
     assert ci.status == "xfail" and "kind only" in ci.message
+    assert ci.details["expected_failure"]["verdict"] == "known" and worse.details["expected_failure"]["bound"] == 300
     passed = xfails.judge(cid, Result("pass", 0.5, 1.0, "ok"), QUICK, listfile)
     assert passed.status == "pass" and xfails.NOT_REPRODUCED in passed.message
     assert xfails.judge("kernel.fla.unlisted", fail(2.0), QUICK, listfile).status == "fail"
@@ -97,12 +98,12 @@ def test_package_identity_names_version_and_commit_of_a_checkout(tmp_path):
     pkg = tmp_path / "fork" / "fla"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text('__version__ = "0.3.2"\n')
-    assert xfails.package_identity(str(pkg / "__init__.py")) == "fla 0.3.2"     # a copy: no commit
+    assert xfails.identity(xfails.kernel_package(str(pkg / "__init__.py"))) == "fla 0.3.2"     # a copy: no commit
     git = lambda *a: subprocess.run(["git", "-C", str(tmp_path / "fork"), *a], check=True, capture_output=True)
     git("init", "-q")
     git("add", ".")
     git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "x")
-    ident = xfails.package_identity(str(pkg / "__init__.py"))
+    ident = xfails.identity(xfails.kernel_package(str(pkg / "__init__.py")))
     assert ident.startswith("fla 0.3.2@") and len(ident.split("@")[1]) == 12
 
 

@@ -172,18 +172,23 @@ def judge(check_id: str, result: Result, scope: Scope, path: Path | None = None)
         return result
     kind, exc_type = failure_kind(result)
     r, bound = ratio(result), entry.bound(scope)
+    known = ", ".join(f"exception {entry.exception}" if k == "exception" else k for k in entry.kinds)
+    listed = {"ids": list(entry.ids), "cause": entry.cause, "listed": entry.measured, "kinds": list(entry.kinds),
+              "ratio": r, "bound": bound, "scope": str(scope)}
     if kind not in entry.kinds or (kind == "exception" and exc_type != entry.exception):
-        known = ", ".join(f"exception {entry.exception}" if k == "exception" else k for k in entry.kinds)
         result.message += (f" [{WORSE}: fails as {kind}{' ' + exc_type if exc_type else ''}, the list records "
                            f"{known}; ratio {r:.3g}]")
+        result.details["expected_failure"] = {**listed, "verdict": "worse"}
     elif kind == "over_budget" and bound is not None and r > bound:
         result.message += (f" [{WORSE}: ratio {r:.3g} above the bound {bound:.3g} recorded for {scope.key} "
                            f"(ratios {_spread(entry.ratios[scope.key])})]")
+        result.details["expected_failure"] = {**listed, "verdict": "worse"}
     else:
         within = ("kind only: no ratios recorded for " + scope.key if bound is None and entry.compare_ratio
                   else "kind only" if bound is None else f"ratio {r:.3g} within the bound {bound:.3g}")
         result.status = "xfail"
         result.message += f" [expected failure ({within}); listed with {entry.measured}; cause: {entry.cause}]"
+        result.details["expected_failure"] = {**listed, "verdict": "known"}
     return result
 
 
@@ -217,18 +222,26 @@ def ratio(result: Result) -> float:
     return result.measured / result.budget
 
 
-def package_identity(origin: str | None) -> str | None:
-    """ "<name> <version>" of the kernel package whose __init__.py is `origin` (its __version__), plus
-    "@<commit>" when that file is tracked in a git checkout."""
+def identity(package: dict | None) -> str | None:
+    """ "<name> <version>", plus "@<commit, 12 hex>" for a git checkout, of a kernel package described as
+    {name, version, git_commit} (what the run's JSON records)."""
+    if package is None:
+        return None
+    commit = package.get("git_commit")
+    return f"{package['name']} {package['version']}" + (f"@{commit[:12]}" if commit else "")
+
+
+def kernel_package(origin: str | None) -> dict | None:
+    """{name, version, git_commit} of the package whose __init__.py is `origin`: its __version__, and the
+    commit when that file is tracked in a git checkout."""
     if origin is None or not Path(origin).is_file():
         return None
     init = Path(origin)
     m = re.search(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", init.read_text(errors="replace"), re.M)
-    ident = f"{init.parent.name} {m.group(1) if m else 'unknown'}"
     git = lambda *a: subprocess.run(["git", "-C", str(init.parent), *a], capture_output=True, text=True)
-    if git("ls-files", "--error-unmatch", init.name).returncode == 0:
-        ident += "@" + git("rev-parse", "HEAD").stdout.strip()[:12]
-    return ident
+    tracked = git("ls-files", "--error-unmatch", init.name).returncode == 0
+    return {"name": init.parent.name, "version": m.group(1) if m else None,
+            "git_commit": git("rev-parse", "HEAD").stdout.strip() if tracked else None}
 
 
 def device_class(device: str, device_name: str | None = None) -> str:
@@ -245,20 +258,21 @@ def current_scope(device: str, profile: str) -> Scope:
     if device == "cuda":
         import torch
         name = torch.cuda.get_device_name(0)
-    return Scope(package_identity(spec.origin if spec else None), device_class(device, name), profile)
+    return Scope(identity(kernel_package(spec.origin if spec else None)), device_class(device, name), profile)
 
 
 # ------------------------------------------------------------------------------- `verify xfails`
 
 
-def run_scope(env: dict) -> Scope:
-    """The scope a --json result was run in (its environment; older results: the installed fla)."""
+def run_scope(doc: dict) -> Scope:
+    """The scope a --json result was run in: as recorded, else from its kernel package and environment."""
+    env = doc["environment"]
     recorded = (env.get("expected_failures") or {}).get("scope")
     if recorded:
         return Scope(**recorded)
-    if env.get("kernel_root"):
-        raise UsageError("the result names no kernel package identity (written by an older verify); rerun it")
-    return Scope(f"fla {env.get('fla')}", device_class(env.get("device", "cpu"), env.get("device_name")),
+    if not doc.get("kernel_package"):
+        raise UsageError("the result names no kernel package (written by an older verify); rerun it")
+    return Scope(identity(doc["kernel_package"]), device_class(env.get("device", "cpu"), env.get("device_name")),
                  env.get("profile", "ci"))
 
 
@@ -284,7 +298,7 @@ def update(run_json: str, path: Path | None = None) -> list[str]:
     path = Path(path or EXPECTED_FAILURES_FILE)
     try:
         doc = json.loads(Path(run_json).read_text())
-        scope, records = run_scope(doc["environment"]), doc["checks"]
+        scope, records = run_scope(doc), doc["checks"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"{run_json}: not a verify --json result ({exc})") from None
     entries = applicable(scope, path)
@@ -340,8 +354,8 @@ def run(args) -> int:
     device = environment.resolve_device(args.device)
     scope = current_scope(device, args.profile)
     if args.kernel_root:
-        scope = Scope(package_identity(str(Path(validate_kernel_root(args.kernel_root)) / "fla" / "__init__.py")),
-                      scope.device, scope.profile)
+        init = Path(validate_kernel_root(args.kernel_root)) / "fla" / "__init__.py"
+        scope = Scope(identity(kernel_package(str(init))), scope.device, scope.profile)
     print(describe(scope, path))
     for cid, e in applicable(scope, path).items():
         bound = e.bound(scope)
