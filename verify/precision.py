@@ -19,7 +19,6 @@ emulated: libraries agree on them to an ulp, which moves an error by a small fac
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -27,8 +26,8 @@ from torch.overrides import TorchFunctionMode
 
 UNIT_ROUNDOFF = {"bf16": 2.0 ** -8, "fp16": 2.0 ** -11, "tf32": 2.0 ** -11, "fp32": 2.0 ** -24, "fp64": 2.0 ** -53}
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp64": torch.float64}
-BLOCK_K = 16             # products per fp32 accumulation step: the k-extent of a bf16 tensor-core MMA
-MAX_BLOCK_ELEMENTS = 2 ** 24     # float64 elements of one block of products (rows are split to stay below)
+BLOCK_K = 16             # products per fp32 accumulation step (a power of 2): a bf16 MMA's k-extent
+MAX_BLOCK_ELEMENTS = 2 ** 24     # float64 products formed at once (at least one block's)
 
 
 def truncate_tf32(x: torch.Tensor) -> torch.Tensor:
@@ -49,23 +48,22 @@ def round_bf16(x: torch.Tensor) -> torch.Tensor:
 def fixed_order_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """fp32 a @ b ([..., M, K] @ [..., K, N], batch dims broadcast) in a fixed order:
     acc_0 = 0,  acc_{s+1} = fl32(acc_s + sum_{k in block s} a_k b_k),  blocks of BLOCK_K in index order,
-    each product exact in float64 and each block summed pairwise in float64.  Not differentiable
-    (`matmul` is)."""
-    a64, b64 = a.detach().double(), b.detach().double()
-    M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
-    batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    rows = max(1, MAX_BLOCK_ELEMENTS // max(1, BLOCK_K * N * math.prod(batch)))
-    out = []
-    for r in range(0, M, rows):
-        acc = torch.zeros((*batch, min(rows, M - r), N), dtype=torch.float64, device=a.device)
-        for s in range(0, K, BLOCK_K):
-            part = a64[..., r:r + rows, s:s + BLOCK_K, None] * b64[..., None, s:s + BLOCK_K, :]
-            while part.shape[-2] > 1:      # pairwise: (p0 + p1) + (p2 + p3) ..., an odd last one carried
-                n = part.shape[-2] // 2 * 2
-                part = torch.cat([part[..., 0:n:2, :] + part[..., 1:n:2, :], part[..., n:, :]], dim=-2)
-            acc = (acc + part[..., 0, :]).float().double()
-        out.append(acc)
-    return torch.cat(out, dim=-2).float()
+    each product exact in float64 and each block summed as a pairwise tree in float64 (K padded with zeros,
+    which add exactly).  Not differentiable (`matmul` is)."""
+    K, N = a.shape[-1], b.shape[-1]
+    pad = -K % BLOCK_K
+    a64 = torch.nn.functional.pad(a.detach().double(), (0, pad))
+    b64 = torch.nn.functional.pad(b.detach().double(), (0, 0, 0, pad))
+    acc = torch.zeros((*torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]), a.shape[-2], N), dtype=torch.float64,
+                      device=a.device)
+    step = BLOCK_K * max(1, MAX_BLOCK_ELEMENTS // max(1, acc.numel() * BLOCK_K))   # products formed at once
+    for s in range(0, K + pad, step):
+        part = a64[..., :, s:s + step, None] * b64[..., None, s:s + step, :]       # [..., M, step, N]
+        for _ in range(BLOCK_K.bit_length() - 1):       # pairwise within each aligned block of BLOCK_K
+            part = part[..., 0::2, :] + part[..., 1::2, :]
+        for block in part.unbind(-2):
+            acc = (acc + block).float().double()
+    return acc.float()
 
 
 class _Matmul(torch.autograd.Function):
