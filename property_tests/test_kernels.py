@@ -110,8 +110,11 @@ def test_authors_fork_api_through_kernel_root(tmp_path):
 
 
 def test_regression_cases_fail_without_their_fixes(monkeypatch):
-    """The regression cases of verify.strategies pass with the budget's summed-terms floor and the
-    references' stored-O delta (FoX, PaTH), and fail (a false alarm) when either fix is taken out."""
+    """The regression cases of verify.strategies pass with the budget's summed-terms floor (MDN) and the
+    same-dtype implementations' stored-O delta (FoX, PaTH), and each fix is what sets their budget: without
+    it the budget's same-dtype term is several times smaller.  Those terms come from the float64 oracle and
+    the fixed-order same-dtype implementation (verify.precision), so this holds on every machine; whether
+    a kernel's own error would cross the smaller budget depends on the machine and is not asserted."""
     from references import path_attn as P
     from verify.budget import judge
     from verify.checks import kernels as K
@@ -122,16 +125,31 @@ def test_regression_cases_fail_without_their_fixes(monkeypatch):
     mdn_case = REGRESSION_CASES["kernel.fla.mdn_recurrent.fwd.fp32.eta_near2"][0]
     fox_case = REGRESSION_CASES["kernel.fla.forgetting_attn.bwd.bf16.saturated"][0]
     path_case = REGRESSION_CASES["kernel.fla.path_attn.bwd.fp32.saturated"][0]
-    assert K._mdn_probe(mdn_case, "fp32", "fwd", None, ctx).verdict.ratio <= 1
-    assert K._path_probe(fox_case, "bf16", "bwd", ctx, fox=True).verdict.ratio <= 1
-    assert K._path_probe(path_case, "fp32", "bwd", ctx, fox=False).verdict.ratio <= 1
-    with monkeypatch.context() as m:     # no summed-terms floor
-        m.setattr(K, "judge", lambda n, o, r64, r, prec, c, scale=0.0, terms=None: judge(n, o, r64, r, prec, c, scale))
-        assert K._mdn_probe(mdn_case, "fp32", "fwd", None, ctx).verdict.ratio > 1
+    probes = {"mdn": lambda: K._mdn_probe(mdn_case, "fp32", "fwd", None, ctx),
+              "fox": lambda: K._path_probe(fox_case, "bf16", "bwd", ctx, fox=True),
+              "path": lambda: K._path_probe(path_case, "fp32", "bwd", ctx, fox=False)}
+
+    def verdicts(probe, floor=True):
+        """(name -> Verdict of each tensor the probe judges, the probe's worst ratio); floor=False judges
+        without the summed-terms floor."""
+        seen = {}
+        with monkeypatch.context() as m:
+            m.setattr(K, "judge", lambda n, o, r64, r, prec, c, scale=0.0, terms=None: seen.setdefault(
+                n, judge(n, o, r64, r, prec, c, scale, terms if floor else None)))
+            ratio = probe().verdict.ratio
+        return seen, ratio
+
+    fixed = {name: verdicts(p) for name, p in probes.items()}
+    assert all(ratio <= 1 for _, ratio in fixed.values()), {n: r for n, (_, r) in fixed.items()}
+    # MDN at T = 1: o_1 is a cancelling sum; the floor u ||terms|| / ||o|| sets its budget, not rounding luck
+    assert fixed["mdn"][0]["o"].ref_rel > 4 * verdicts(probes["mdn"], floor=False)[0]["o"].ref_rel
     with monkeypatch.context() as m:     # delta from the exact output (plain autograd)
         m.setattr(K.lowprec, "fox_attn", lambda q, k, v, g, cu_seqlens, prec, scale, gate_scaled: prec.store(
             P.fox_attn(q, k, v, g, scale, gate_scaled, cu_seqlens, prec.mm)))
         m.setattr(K.lowprec, "path_attn", lambda q, k, v, w, beta, g, cu_seqlens, prec, scale, gate_scaled:
                   prec.store(P.path_attn_blockwise(q, k, v, w, beta, g, scale, gate_scaled, cu_seqlens, 64, prec.mm)))
-        assert K._path_probe(fox_case, "bf16", "bwd", ctx, fox=True).verdict.ratio > 1
-        assert K._path_probe(path_case, "fp32", "bwd", ctx, fox=False).verdict.ratio > 1
+        plain = {name: verdicts(probes[name])[0] for name in ("fox", "path")}
+    # FoX saturated (bf16): the stored O's rounding enters delta, as in the kernel; PaTH at T = 1: the exact dk
+    # and dq are 0, and only the stored O gives the same-dtype implementation the kernel's (and the H200's) 1.7e-2
+    for name, t in (("fox", "dq"), ("fox", "dk"), ("fox", "dg"), ("path", "dq"), ("path", "dk")):
+        assert fixed[name][0][t].ref_abs > 4 * plain[name][t].ref_abs, (name, t)

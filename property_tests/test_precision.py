@@ -51,3 +51,53 @@ def test_budget_for_an_exactly_zero_tensor_uses_max_abs_at_the_given_scale():
     noise = torch.full((4,), 1e-4, dtype=torch.float64)
     assert judge("dk", noise, zero, zero, prec, 8, scale=1.0).ratio <= 1      # 1e-4 < 8 * 2^-11
     assert judge("dk", noise * 100, zero, zero, prec, 8, scale=1.0).ratio > 1
+
+
+def test_fixed_order_matmul_is_the_stated_blockwise_fp32_accumulation():
+    """acc_{s+1} = fl32(acc_s + block sum), written out literally for one output element."""
+    from verify.precision import BLOCK_K, fixed_order_matmul
+    gen = torch.Generator().manual_seed(0)
+    a, b = torch.randn(3, 37, generator=gen), torch.randn(37, 2, generator=gen)
+    acc = torch.tensor(0.0)
+    for s in range(0, 37, BLOCK_K):
+        acc = (acc.double() + (a[0, s:s + BLOCK_K].double() * b[s:s + BLOCK_K, 0].double()).sum()).float()
+    assert fixed_order_matmul(a, b)[0, 0] == acc     # a block's float64 sum is exact to far below fp32
+    exact = a.double() @ b.double()
+    assert (fixed_order_matmul(a, b) - exact).abs().max() <= 4 * 2.0 ** -24 * (a.abs().double() @ b.abs().double()).max()
+
+
+def test_same_dtype_implementations_call_no_blas_and_give_the_same_bits_under_any_thread_count():
+    """By construction: no matmul, solve or library reduction reaches torch from the same-dtype
+    implementations (forward and backward), so the BLAS, its thread count and the CPU cannot change them."""
+    from torch.overrides import TorchFunctionMode
+
+    from verify import lowprec
+    from verify.inputs import MdnCase, PathCase, floats_as, mdn_inputs, path_inputs
+    library = {"matmul", "mm", "bmm", "__matmul__", "linalg_solve_triangular", "softmax", "sum", "einsum", "mv"}
+
+    class NoLibraryArithmetic(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            assert getattr(func, "__name__", "") not in library, func
+            return func(*args, **(kwargs or {}))
+
+    prec = Precision.of("bf16")
+    xm = floats_as(mdn_inputs(MdnCase(T=70, Dk=8, Dv=8, initial_state=True, seed=1), torch.bfloat16), torch.float32)
+    xp = floats_as(path_inputs(PathCase(T=70, D=16, Dv=16, gate="mixed", seed=1), torch.bfloat16), torch.float32)
+
+    def run():
+        leaves = {n: xp[n].clone().requires_grad_() for n in ("q", "k", "v", "w", "beta", "g")}
+        with NoLibraryArithmetic():
+            o = lowprec.path_attn(**{**xp, **leaves}, prec=prec, scale=0.25, gate_scaled=True)
+            o.backward(torch.ones_like(o))
+            outs = [o.detach(), *(t.grad for t in leaves.values()), *lowprec.mdn(**xm, prec=prec)]
+        return outs
+
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = run()
+        torch.set_num_threads(2)
+        two = run()
+    finally:
+        torch.set_num_threads(threads)
+    assert all(torch.equal(x, y) for x, y in zip(one, two))

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from kernels.fla_ops import KernelUnavailable, check_fla_version
-from verify import compare, localize
+from verify import compare, localize, xfails
 from verify.errors import UsageError
 from verify.registry import PROFILES
 
@@ -124,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_parser(sub)
     results.add_merge_parser(sub)
     localize.add_parser(sub)
+    xfails.add_parser(sub)
     lst = sub.add_parser("list", help="print every check id with its one-line description")
     lst.add_argument("-k", dest="patterns", action="append", metavar="EXPR", help="as for the check commands")
     lst.add_argument("--debug", action="store_true")
@@ -153,6 +154,8 @@ def _dispatch(args, command: list[str]) -> int:
         return results.run_merge(args, command)
     if args.command == "localize":
         return localize.run(args)
+    if args.command == "xfails":
+        return xfails.run(args)
     load_checks()
     from verify.registry import select
     if args.command == "list":
@@ -253,6 +256,8 @@ def _run(args, command: list[str]) -> int:
                       f"device={device}, profile={args.profile}, seed{'s' if len(seeds) > 1 else ''}="
                       f"{_span(seeds)}, workers={n_workers}, torch {env['torch']}, triton {env['triton']}, "
                       f"{environment.describe_kernel_package(info['kernel_package'])}")
+        console.print(xfails.describe(runner.scope(contexts[0], info["kernel_package"])), highlight=False,
+                      soft_wrap=True)
         progress = terminal.Progress(console, len(chosen), args.verbose, args.debug)
         try:
             for n, ctx in enumerate(contexts, 1):
@@ -282,6 +287,7 @@ def _run(args, command: list[str]) -> int:
                        "seed": contexts[0].seed, "fp32_dot": args.fp32_dot, "kernel_root": args.kernel_root,
                        "workers": n_workers, "shard": args.shard, "check_timeout": timeout,
                        "interpreter_fidelity": info.get("interpreter_fidelity"),
+                       "expected_failures": xfails.scope_json(runner.scope(contexts[0], info.get("kernel_package"))),
                        **({"seeds": seeds} if len(seeds) > 1 else {})}
     doc = results.document(records, command=command, toolkit=environment.toolkit(),
                            kernel_package=info.get("kernel_package"), environment=environment_doc,

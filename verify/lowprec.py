@@ -1,10 +1,13 @@
-"""Plain PyTorch implementations in a working precision: the "same-dtype reference" of the budget rule.
+"""Plain PyTorch implementations in a working precision: the "same-dtype implementation" of the budget rule
+(the float64 oracles in references/ are the reference; these only set how much error the dtype forces).
 
 What a competent engineer writes in that dtype (DESIGN.md section 5): the blockwise / chunkwise
 matrix form, matmul operands rounded to the precision's dot format with fp32 accumulation
 (`Precision.mm`), stored results rounded to the storage dtype, softmax and solves in fp32 (there is
 no bf16 triangular solve).  Never a token-by-token walk in bf16.  Inputs are fp32 tensors holding the
 kernel's (already rounded) input values; everything is differentiable, for gradient budgets.
+Every fp32 sum runs in a fixed order (verify.precision: `Precision.mm`, `fixed_order`, `matmul`), never a
+BLAS's, so a budget is the same on every machine.
 """
 from __future__ import annotations
 
@@ -12,15 +15,16 @@ import torch
 
 from references import mdn as MDN
 from references import path_attn as P
-from verify.precision import Precision
+from verify.precision import Precision, fixed_order, matmul
 
 
 def path_attn(q, k, v, w, beta, g, cu_seqlens, prec: Precision, scale, gate_scaled, block=64):
     """PaTH / PaTH-FoX: the logits by blocks of 64 (the kernels' block: UT transforms, right-to-left scan)
     in prec, then softmax attention with the FlashAttention backward (_AttendStoredOutput)."""
-    return P.per_head(lambda q_, k_, v_, w_, b_, g_: _attend(
-        P.blockwise_logits(q_, k_, w_, b_, block, prec.mm)[2], v_, g_, prec, scale, gate_scaled),
-        q, k, v, w, beta, g, cu_seqlens)
+    with fixed_order():     # the UT transform's triangular solve
+        return P.per_head(lambda q_, k_, v_, w_, b_, g_: _attend(
+            P.blockwise_logits(q_, k_, w_, b_, block, prec.mm)[2], v_, g_, prec, scale, gate_scaled),
+            q, k, v, w, beta, g, cu_seqlens)
 
 
 def fox_attn(q, k, v, g, cu_seqlens, prec: Precision, scale, gate_scaled):
@@ -46,8 +50,8 @@ class _AttendStoredOutput(torch.autograd.Function):
     (dP a TF32 dot, delta from the stored O: their difference is one rounding, not zero)."""
     @staticmethod
     def forward(ctx, s, v, prec):
-        p = torch.softmax(s, dim=-1)
-        o = prec.store(prec.operand(p) @ prec.operand(v))
+        p = _softmax(s)
+        o = prec.store(prec.mm(p, v))
         ctx.save_for_backward(p, v, o)
         ctx.prec = prec
         return o
@@ -55,9 +59,15 @@ class _AttendStoredOutput(torch.autograd.Function):
     @staticmethod
     def backward(ctx, do):
         p, v, o = ctx.saved_tensors
-        r = ctx.prec.operand
-        delta = (do * o).sum(-1, keepdim=True)
-        return p * (r(do) @ r(v).T - delta), r(p).T @ r(do), None
+        mm = ctx.prec.mm
+        delta = matmul((do * o)[..., None, :], torch.ones_like(o)[..., :, None])[..., 0]
+        return p * (mm(do, v.T) - delta), mm(p.T, do), None
+
+
+def _softmax(s):
+    """fp32 softmax with a fixed-order row sum: e = fl32(exp(s - max s)) (exp in float64), p = e / sum e."""
+    e = torch.exp((s - s.amax(-1, keepdim=True)).double()).float()
+    return e / matmul(e, torch.ones_like(e[..., :1]))
 
 
 def decode_keys(k, w, beta, prec: Precision, block=64):
@@ -65,22 +75,73 @@ def decode_keys(k, w, beta, prec: Precision, block=64):
     Kbar_j^T F_{c+1} ... F_last (H_T ... H_{j+1} k_j), products in prec, stored in the kernel dtype."""
     out = torch.empty_like(k)
     T = k.shape[1]
-    for b in range(k.shape[0]):
-        for h in range(k.shape[2]):
-            kk, ww, bb = k[b, :, h], w[b, :, h], beta[b, :, h]
-            later = torch.eye(k.shape[-1], dtype=k.dtype, device=k.device)    # F_{c+1} ... F_last
-            for s in reversed(range(0, T, block)):
-                blk = P.block_transform(kk[s:s + block], kk[s:s + block], ww[s:s + block], bb[s:s + block], prec.mm)
-                out[b, s:s + block, h] = prec.mm(blk["Kbar"], later)
-                later = prec.mm(blk["F"], later)
+    with fixed_order():     # the UT transform's triangular solve
+        for b in range(k.shape[0]):
+            for h in range(k.shape[2]):
+                kk, ww, bb = k[b, :, h], w[b, :, h], beta[b, :, h]
+                later = torch.eye(k.shape[-1], dtype=k.dtype, device=k.device)    # F_{c+1} ... F_last
+                for s in reversed(range(0, T, block)):
+                    blk = P.block_transform(kk[s:s + block], kk[s:s + block], ww[s:s + block], bb[s:s + block],
+                                            prec.mm)
+                    out[b, s:s + block, h] = prec.mm(blk["Kbar"], later)
+                    later = prec.mm(blk["F"], later)
     return prec.store(out)
 
 
 def mdn(q, k, v, log_alpha, log_mu, beta, eta, S0, M0, prec: Precision, scale=None, chunk=64):
-    """The stable chunkwise MDN form in fp32, with the dot operands k^ = eta k and p = alpha k
-    rounded to the storage dtype as a bf16 implementation holds them.  Returns (o, S_T, M_T)."""
+    """The stable chunkwise MDN form in fp32 (products and solves in fixed order), with the dot operands
+    k^ = eta k and p = alpha k rounded to the storage dtype as a bf16 implementation holds them.
+    Returns (o, S_T, M_T)."""
     k_hat = prec.store(eta[..., None] * k)
     p = prec.store(torch.exp(log_alpha)[..., None] * k)
-    o, S, M = MDN.chunk_forward(q, k_hat, v, log_alpha, log_mu, beta, torch.ones_like(eta), p=p, scale=scale,
-                                S0=S0, M0=M0, chunk=chunk, form="stable")
+    with fixed_order():
+        o, S, M = MDN.chunk_forward(q, k_hat, v, log_alpha, log_mu, beta, torch.ones_like(eta), p=p, scale=scale,
+                                    S0=S0, M0=M0, chunk=chunk, form="stable")
     return prec.store(o), S, M
+
+
+def fixed_input_errors(device: str = "cpu") -> dict[str, float]:
+    """Normwise relative error against the float64 oracle (computed on the CPU) of the same-dtype
+    implementations on fixed inputs, run on `device`: the numbers that must not depend on the machine.
+    "mdn fp32 blas" is the MDN form with torch's own (BLAS) fp32 products, for contrast."""
+    from verify.inputs import MdnCase, PathCase, as_oracle, floats_as, mdn_inputs, path_inputs
+    from verify.metrics import rel_err
+    out = {}
+    for name, case, dtype in (("mdn fp32 T=1 eta~2", MdnCase(T=1, eta="near2", seed=1000), "fp32"),
+                              ("mdn bf16 T=128", MdnCase(T=128, Dk=32, Dv=32, H=2, seed=3), "bf16")):
+        prec = Precision.of(dtype, "ieee")
+        x = mdn_inputs(case, prec.torch_dtype)
+        oracle = MDN.recurrence(**as_oracle(x))[0]
+        x32 = {n: t if t is None else t.to(device) for n, t in floats_as(x, torch.float32).items()}
+        out[f"{name} (o)"] = rel_err(mdn(**x32, prec=prec)[0].cpu(), oracle)
+        if dtype == "fp32":     # the same operations with torch's (the BLAS's) fp32 products
+            q, k, v, la, lm, b, e = (x32[n] for n in ("q", "k", "v", "log_alpha", "log_mu", "beta", "eta"))
+            o = MDN.chunk_forward(q, e[..., None] * k, v, la, lm, b, torch.ones_like(e), p=torch.exp(la)[..., None] * k)
+            out[f"{name} (o, blas)"] = rel_err(o[0].cpu(), oracle)
+    for name, case, dtype in (("path fp32/tf32 T=160", PathCase(T=160, D=32, Dv=32, gate="mixed", seed=1), "fp32"),
+                              ("path bf16 T=100 GQA", PathCase(T=100, HQ=4, H=2, seed=2), "bf16")):
+        prec = Precision.of(dtype, "tf32")
+        x = path_inputs(case, prec.torch_dtype)
+        x64 = as_oracle(x)
+        x32 = {n: t if t is None or n == "cu_seqlens" else t.to(device) for n, t in floats_as(x, torch.float32).items()}
+        q32, q64 = (t["q"].detach().clone().requires_grad_() for t in (x32, x64))
+        o = path_attn(**{**x32, "q": q32}, prec=prec, scale=case.D ** -0.5, gate_scaled=True)
+        o64 = P.path_attn(**{**x64, "q": q64}, scale=case.D ** -0.5, gate_scaled=True)
+        o.sum().backward()
+        o64.sum().backward()
+        out[f"{name} (o)"] = rel_err(o.detach().cpu(), o64)
+        out[f"{name} (dq)"] = rel_err(q32.grad.cpu(), q64.grad)
+    return out
+
+
+if __name__ == "__main__":
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m verify.lowprec", description="errors of the same-dtype "
+                                 "implementations on fixed inputs (compare machines, devices, thread counts)")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    ap.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's)")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    for k_, err in fixed_input_errors(args.device).items():
+        print(f"{k_:32} {args.device:4} threads={torch.get_num_threads()}: {err:.9e}")

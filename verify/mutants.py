@@ -125,6 +125,17 @@ MUTANTS = {m.name: m for m in [
            "p_eff = p if not use_p_times_alpha else (p * log_alpha.exp().unsqueeze(-1)).to(q.dtype)",
            "p_eff = p",
            ("kernel.fla.mdn_recurrent.convention.residual_alpha_k",)),
+    # Mutants that only the expected-failure ratchet can kill (verify/xfails.py): their code is already
+    # listed as failing, so without the ratchet their checks stay xfail and every other check stays green.
+    Mutant("mdn_beta_bias_larger", "MDN chunk: log(beta + 1e-4) instead of fla's own log(beta + 1e-6) (a listed "
+           "defect made a hundred times larger; every unlisted MDN chunk check still passes)", MDN,
+           "log_beta = (beta + 1e-6).squeeze(-1).log()", "log_beta = (beta + 1e-4).squeeze(-1).log()",
+           ("kernel.fla.mdn_chunk16.fwd.bf16.beta_near0", "kernel.fla.mdn_chunk32.fwd.bf16.beta_near0")),
+    Mutant("mdn_gamma_tril_dropped", "MDN chunk: Gamma's upper triangle masked only by the cancelling factor "
+           "(.tril() dropped): exp overflows there to inf x 0 = NaN where log mu decays fast", MDN,
+           "gamma_mask_q = (log_a_cum.unsqueeze(-1) - log_m_cum.unsqueeze(-2) + a).exp().float().tril() * temp",
+           "gamma_mask_q = (log_a_cum.unsqueeze(-1) - log_m_cum.unsqueeze(-2) + a).exp().float() * temp",
+           ("kernel.fla.mdn_chunk32.fwd.bf16.logmu_below_floor", "kernel.fla.mdn_chunk32.bwd.bf16.logmu_below_floor")),
 ]}
 
 

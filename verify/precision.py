@@ -1,18 +1,33 @@
-"""Working precisions: storage dtype, how dot operands are rounded, and the unit roundoff.
+"""Working precisions: storage dtype, how dot operands are rounded, and the unit roundoff; and the fixed-order
+fp32 arithmetic that the same-dtype implementations (verify.lowprec) run on.
 
 A kernel "in bf16" stores bf16 and multiplies bf16 operands with fp32 accumulation; a kernel "in fp32"
 on an NVIDIA GPU multiplies TF32 operands (fp32 truncated to 10 explicit mantissa bits, as measured on
-the H200; DESIGN.md section 6) unless told input_precision="ieee".  The same-dtype PyTorch references
-run in float32 and call `Precision.mm`, so they make the rounding errors the dtype forces and no others.
+the H200; DESIGN.md section 6) unless told input_precision="ieee".  The same-dtype implementations run in
+float32 and call `Precision.mm`, so they make the rounding errors the dtype forces and no others.
+
+Machine independence: a BLAS's fp32 accumulation order differs between CPUs, libraries and thread counts
+(on another x86-64 CPU the same-dtype MDN error on one case was 3.5e-7, several times this machine's), and
+a budget built on it made verdicts machine-dependent.  So the same-dtype products never call a BLAS:
+`fixed_order_matmul` forms each product of two fp32 values exactly in float64 (24 + 24 significant bits fit
+in 53), sums each block of BLOCK_K consecutive products pairwise in float64, and rounds the fp32
+accumulator once per block, blocks in index order.  Every step is an elementwise IEEE operation (no
+reduction whose order a library chooses), so the result is the same bits on every CPU and GPU.
+`fixed_order()` routes fp32 matmul / @ and linalg.solve_triangular of reference code run inside it (the
+MDN chunkwise form) to these emulations.  Elementwise transcendental functions (exp, log) are not
+emulated: libraries agree on them to an ulp, which moves an error by a small factor at most.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 UNIT_ROUNDOFF = {"bf16": 2.0 ** -8, "fp16": 2.0 ** -11, "tf32": 2.0 ** -11, "fp32": 2.0 ** -24, "fp64": 2.0 ** -53}
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp64": torch.float64}
+BLOCK_K = 16             # products per fp32 accumulation step (a power of 2): a bf16 MMA's k-extent
+MAX_BLOCK_ELEMENTS = 2 ** 24     # float64 products formed at once (at least one block's)
 
 
 def truncate_tf32(x: torch.Tensor) -> torch.Tensor:
@@ -28,6 +43,83 @@ def truncate_tf32(x: torch.Tensor) -> torch.Tensor:
 def round_bf16(x: torch.Tensor) -> torch.Tensor:
     """fp32 -> bf16 -> fp32, round to nearest even (torch's cast)."""
     return x.to(torch.bfloat16).float()
+
+
+def fixed_order_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """fp32 a @ b ([..., M, K] @ [..., K, N], batch dims broadcast) in a fixed order:
+    acc_0 = 0,  acc_{s+1} = fl32(acc_s + sum_{k in block s} a_k b_k),  blocks of BLOCK_K in index order,
+    each product exact in float64 and each block summed as a pairwise tree in float64 (K padded with zeros,
+    which add exactly).  Not differentiable (`matmul` is)."""
+    K, N = a.shape[-1], b.shape[-1]
+    pad = -K % BLOCK_K
+    a64 = torch.nn.functional.pad(a.detach().double(), (0, pad))
+    b64 = torch.nn.functional.pad(b.detach().double(), (0, 0, 0, pad))
+    acc = torch.zeros((*torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]), a.shape[-2], N), dtype=torch.float64,
+                      device=a.device)
+    step = BLOCK_K * max(1, MAX_BLOCK_ELEMENTS // max(1, acc.numel() * BLOCK_K))   # products formed at once
+    for s in range(0, K + pad, step):
+        part = a64[..., :, s:s + step, None] * b64[..., None, s:s + step, :]       # [..., M, step, N]
+        for _ in range(BLOCK_K.bit_length() - 1):       # pairwise within each aligned block of BLOCK_K
+            part = part[..., 0::2, :] + part[..., 1::2, :]
+        for block in part.unbind(-2):
+            acc = (acc + block).float().double()
+    return acc.float()
+
+
+class _Matmul(torch.autograd.Function):
+    """a @ b with operands rounded by `rnd` and fixed-order fp32 accumulation; the backward's two products
+    round their operands the same way (as a kernel's backward dots do)."""
+    @staticmethod
+    def forward(ctx, a, b, rnd):
+        ctx.save_for_backward(a, b)
+        ctx.rnd = rnd
+        return fixed_order_matmul(rnd(a), rnd(b))
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        r = ctx.rnd
+        ga = fixed_order_matmul(r(grad), r(b).mT).sum_to_size(a.shape)
+        gb = fixed_order_matmul(r(a).mT, r(grad)).sum_to_size(b.shape)
+        return ga, gb, None
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, rnd=torch.Tensor.float) -> torch.Tensor:
+    """Differentiable fixed-order fp32 a @ b (1-D operands as torch.matmul treats them)."""
+    vec_a, vec_b = a.dim() == 1, b.dim() == 1
+    out = _Matmul.apply(a.unsqueeze(0) if vec_a else a, b.unsqueeze(-1) if vec_b else b, rnd)
+    return out.squeeze(-1) if vec_b else out.squeeze(-2) if vec_a else out
+
+
+def solve_lower(A: torch.Tensor, B: torch.Tensor, unitriangular: bool = False) -> torch.Tensor:
+    """X with A X = B, A lower triangular [L, L], by forward substitution column by column in fp32:
+    X_i = (B_i - sum_{j<i} A_ij X_j) / A_ii, the sum accumulated in j order with one fp32 rounding per
+    step (each product and update formed in float64).  Differentiable."""
+    X = B.float()
+    for j in range(X.shape[-2]):
+        xj = X[..., j:j + 1, :]
+        if not unitriangular:
+            xj = (xj.double() / A[..., j:j + 1, j:j + 1].double()).float()
+        below = (X[..., j + 1:, :].double() - A[..., j + 1:, j:j + 1].double() * xj.double()).float()
+        X = torch.cat([X[..., :j, :], xj, below], dim=-2)
+    return X
+
+
+class fixed_order(TorchFunctionMode):
+    """Inside `with fixed_order():`, fp32 matmul / @ and lower-triangular solves are the fixed-order
+    emulations above, so reference code written with plain torch runs machine-independently."""
+    MATMULS = (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.mm, torch.Tensor.mm)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        fp32 = all(isinstance(t, torch.Tensor) and t.dtype == torch.float32 for t in args[:2])
+        if fp32 and func in self.MATMULS and not kwargs:
+            return matmul(args[0], args[1])
+        if fp32 and func is torch.linalg.solve_triangular:
+            if kwargs.get("upper", True) or not kwargs.get("left", True):
+                raise NotImplementedError("fixed_order: only lower-triangular left solves are emulated")
+            return solve_lower(args[0], args[1], kwargs.get("unitriangular", False))
+        return func(*args, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -67,24 +159,10 @@ class Precision:
         return x
 
     def mm(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        """a @ b with operands rounded to the dot format and fp32 accumulation; its backward rounds the
-        operands of the two gradient products the same way (as a kernel's backward dots do)."""
-        return _RoundedMatmul.apply(a, b, self)
+        """a @ b with operands rounded to the dot format and fixed-order fp32 accumulation; its backward
+        rounds the operands of the two gradient products the same way."""
+        return matmul(a, b, self.operand)
 
     def store(self, x: torch.Tensor) -> torch.Tensor:
         """Round to the storage dtype (what writing a tensor of this dtype does), back as fp32."""
         return x.to(self.torch_dtype).float()
-
-
-class _RoundedMatmul(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, a, b, prec):
-        ctx.save_for_backward(a, b)
-        ctx.prec = prec
-        return prec.operand(a) @ prec.operand(b)
-
-    @staticmethod
-    def backward(ctx, grad):
-        a, b = ctx.saved_tensors
-        r = ctx.prec.operand
-        return r(grad) @ r(b).T, r(a).T @ r(grad), None

@@ -28,7 +28,6 @@ from verify import environment
 from verify import xfails as xfail_list
 from verify.errors import UsageError, is_device_fatal, is_interpreter_gap
 from verify.registry import DEVICE_LOST, REGISTRY, STATUSES, Check, Context, Result
-from verify.results import check_writable, write_text_atomic  # noqa: F401  (verify.compare writes through these)
 
 # --check-timeout default per profile (seconds): above the slowest check of the profile on a 2-core CPU
 # (a mutant check, which runs the killers in a subprocess, takes minutes), below a CI job's patience.
@@ -116,26 +115,23 @@ def execute(check: Check, ctx: Context, debug: bool = False) -> Record:
                   started, ctx.seed)
 
 
-def judge(record: Record, ctx: Context, xfails: dict[str, dict]) -> Record:
-    """Apply the expected-failure list: a listed failure becomes xfail (its entry named in the details); a
-    listed check that passed is marked NOT REPRODUCED.  The one place the runner consults verify.xfails."""
-    entry = xfails.get(record.id)
-    if entry is None or not xfail_list.applies(entry, ctx.device, ctx.profile):
-        return record
-    result = record.result
-    if result.status == "fail":
-        result.status = "xfail"
-        result.message += f" [expected failure, listed with {entry['measured']}; cause: {entry['cause']}]"
-        result.details["expected_failure"] = {"ids": list(entry.get("ids", [entry.get("id")])),
-                                              "cause": entry["cause"], "listed": entry["measured"]}
-    elif result.status == "pass":   # not strict: a marginal regime may pass on some draws
-        result.message += f" [listed in expected_failures.toml but {xfail_list.NOT_REPRODUCED} in this run]"
+def scope(ctx: Context, kernel_package: dict | None) -> xfail_list.Scope:
+    """What the expected-failure list is judged against: the kernel package the workers loaded, the device
+    class and the profile."""
+    name = environment.describe(ctx.device)["device_name"] if ctx.device == "cuda" else None
+    return xfail_list.Scope(xfail_list.identity(kernel_package), xfail_list.device_class(ctx.device, name), ctx.profile)
+
+
+def judge(record: Record, scope: xfail_list.Scope) -> Record:
+    """Apply the expected-failure list (the one place the runner consults verify.xfails): a listed failure of
+    the known kind and size becomes xfail, a worse one stays a failure saying so, a listed pass is marked."""
+    record.result = xfail_list.judge(record.id, record.result, scope)
     return record
 
 
-def run_one(check: Check, ctx: Context, xfails: dict[str, dict], debug: bool = False) -> Record:
+def run_one(check: Check, ctx: Context, scope: xfail_list.Scope, debug: bool = False) -> Record:
     """execute + judge in this process (tests; the CLI always uses workers)."""
-    return judge(execute(check, ctx, debug), ctx, xfails)
+    return judge(execute(check, ctx, debug), scope)
 
 
 def status_counts(statuses) -> dict[str, int]:
@@ -266,7 +262,7 @@ class Workers:
             on_done: Callable[[int, Record], None] = lambda i, r: None) -> list[Record]:
         """Run checks (ctx.seed etc. from ctx); fills `finished` (selection index -> judged Record) as they
         end and calls on_done in selection order.  `deadline` (time.monotonic()): start no check after it."""
-        xfails = xfail_list.expected_failures()
+        listed = scope(ctx, self.info and self.info["kernel_package"])
         pending = deque(range(len(checks)))
         reported = 0
         while pending or any(s.future is not None for s in self.slots):
@@ -288,10 +284,10 @@ class Workers:
                 if slot.future in done and i is None:
                     self._started(slot)
                 elif slot.future in done:
-                    finished[i] = judge(self._collect(slot, checks[i], ctx), ctx, xfails)
+                    finished[i] = judge(self._collect(slot, checks[i], ctx), listed)
                 elif i is not None and time.monotonic() - slot.t0 > timeout:
                     finished[i] = judge(self._failed(slot, checks[i], ctx, "timeout",
-                                                     f"exceeded the per-check timeout of {timeout:g} s"), ctx, xfails)
+                                                     f"exceeded the per-check timeout of {timeout:g} s"), listed)
             while reported < len(checks) and reported in finished:
                 on_done(reported, finished[reported])
                 reported += 1

@@ -86,7 +86,7 @@ def run(args) -> int:
     from rich.markup import escape
 
     from kernels import fla_ops
-    from verify import checks, environment, runner
+    from verify import checks, environment, results
     from verify.checks.kernels import prepare
     from verify.errors import is_device_fatal
     from verify.localize import example
@@ -105,7 +105,7 @@ def run(args) -> int:
                          + " only; --sanitize works for any kernel check")
     if args.examples is not None and args.examples < 1:
         raise UsageError(f"--examples {args.examples}: must be at least 1")
-    runner.check_writable(args.json, "--json")
+    results.check_writable(args.json, "--json")
     device = environment.resolve_device(args.device)
     fla_ops.check_fla_version()
     ctx = Context(device=device, profile=args.profile, seed=args.seed, fp32_dot=args.fp32_dot,
@@ -155,5 +155,5 @@ def run(args) -> int:
         status = max(status, 1 if verdict["status"] == "fault" else 0)
     if args.json:
         doc["status"] = "fail" if status else "pass"
-        runner.write_text_atomic(args.json, json.dumps(doc, indent=2))
+        results.write_text_atomic(args.json, json.dumps(doc, indent=2))
     return status
