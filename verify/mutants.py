@@ -31,6 +31,11 @@ class Mutant:
     killers: tuple[str, ...]     # check ids expected to turn red
     count: int = 1               # occurrences of `old` the patch replaces
 
+    @property
+    def ops(self) -> set[str]:
+        """The kernel ops (verify.ops.OPS names) whose checks kill this mutant."""
+        return {k.split(".")[2] for k in self.killers}
+
 
 PATH_FWD, PATH_PRE, PATH_API = ("ops/path_attn/parallel_path_fwd.py", "ops/path_attn/intra_chunk_preprocess_fwd.py",
                                 "ops/path_attn/parallel.py")
@@ -120,6 +125,15 @@ MUTANTS = {m.name: m for m in [
            "final_state = torch.stack([S_prev, M_prev], dim=0)",
            "final_state = torch.zeros_like(torch.stack([S_prev, M_prev], dim=0))",
            ("kernel.fla.mdn_recurrent.fwd.fp32.typical",)),
+    # Gated DeltaNet (Triton)
+    Mutant("gdn_recurrent_gate_base2", "GDN fused recurrent: the state decayed by 2^g instead of e^g (fla's chunk "
+           "kernels work in base 2; the recurrent one takes g = ln alpha)", "ops/gated_delta_rule/fused_recurrent.py",
+           "            b_h *= exp(b_g)\n", "            b_h *= tl.exp2(b_g)\n",
+           ("kernel.fla.gdn_recurrent.convention.gate_natural_log", "kernel.fla.gdn_recurrent.fwd.fp32.typical")),
+    Mutant("gdn_chunk_state_decay_dropped", "GDN chunk: the in-chunk decay of the keys entering the chunk state "
+           "dropped", "ops/common/chunk_delta_h.py",
+           "b_v = b_v * tl.where(m_t, exp2(b_g_last - b_g), 0)[:, None]", "b_v = b_v * tl.where(m_t, 1.0, 0)[:, None]",
+           ("kernel.fla.gdn_chunk.fwd.fp32.typical", "kernel.fla.gdn_chunk.fwd.bf16.typical")),
     Mutant("mdn_residual_no_alpha", "MDN recurrent: residual reads S with p_t = k_t instead of the declared "
            "alpha_t k_t", "ops/momentum_delta_rule/fused_recurrent.py",
            "p_eff = p if not use_p_times_alpha else (p * log_alpha.exp().unsqueeze(-1)).to(q.dtype)",

@@ -104,6 +104,11 @@ class KernelOp:
         return {n: t for n, t in self.make_inputs(case, dtype, device).items() if n in self.required + self.optional}
 
 
+def as_tuple(x) -> tuple:
+    """The outputs of a record's callable as a tuple (single-output ops return one tensor)."""
+    return x if isinstance(x, tuple) else (x,)
+
+
 def scale_of(x: dict) -> float:
     """The canonical attention scale 1/sqrt(D), D the key head dim (the last dim of q)."""
     return x["q"].shape[-1] ** -0.5

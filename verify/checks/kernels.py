@@ -13,7 +13,7 @@ from verify.budget import OracleFailed, Verdict, judge, worst
 from verify.errors import UsageError, is_interpreter_gap
 from verify.inputs import as_oracle, floats_as
 from verify.metrics import rel_err
-from verify.ops import OPS, KernelOp, regression_cases, scale_of
+from verify.ops import OPS, KernelOp, as_tuple, regression_cases, scale_of
 from verify.precision import Precision
 from verify.registry import Context, Result, register
 from verify.search import Probe, search
@@ -35,14 +35,10 @@ def call_kernel(fn, *args, **kwargs):
         raise UsageError(str(exc)) from exc
 
 
-def _tuple(x) -> tuple:
-    return x if isinstance(x, tuple) else (x,)
-
-
 def grads_of(fn, leaves: dict, upstream) -> dict:
     """Gradients of sum_i <out_i, u_i> with respect to every leaf, u = upstream(outputs of fn)."""
     live = {n: t.detach().clone().requires_grad_() for n, t in leaves.items()}
-    outs = _tuple(fn(**live))
+    outs = as_tuple(fn(**live))
     torch.autograd.backward(list(outs), [u.to(o.dtype) for o, u in zip(outs, upstream(outs))])
     return {n: torch.zeros_like(t) if t.grad is None else t.grad for n, t in live.items()}   # unused: zero
 
@@ -65,8 +61,8 @@ def compare(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int) -> li
     x32 = floats_as(x, torch.float32)
     if pass_ == "fwd":
         with torch.no_grad():
-            outs = _tuple(call_kernel(kernel, **x))
-            expected, lowp = _tuple(oracle(**x64)), _tuple(same_dtype(**x32))
+            outs = as_tuple(call_kernel(kernel, **x))
+            expected, lowp = as_tuple(oracle(**x64)), as_tuple(same_dtype(**x32))
         scale = max(float(o.abs().max()) if o.numel() else 0.0 for o in expected)
         terms = op.terms(**x64, scale=s) if op.terms else {}
         return [judge(n, o, r64, r, prec, c, scale, terms.get(n))
@@ -160,10 +156,10 @@ def convention_result(op: KernelOp, p, ctx: Context) -> Result:
     x = op.inputs(p.case, prec.torch_dtype, ctx.device)
     x64, s = as_oracle(x), scale_of(x)
     i = op.outputs.index(p.output)
-    out = _tuple(call_kernel(op.kernel, **x, scale=None if p.kernel_scale_none else s))[i]
-    declared = _tuple(op.oracle(**x64, scale=s))[i]
-    other = _tuple(p.alternative(op, x64, s))[i]
-    lowp = _tuple(op.same_dtype(**floats_as(x, torch.float32), prec=prec, scale=s))[i]
+    out = as_tuple(call_kernel(op.kernel, **x, scale=None if p.kernel_scale_none else s))[i]
+    declared = as_tuple(op.oracle(**x64, scale=s))[i]
+    other = as_tuple(p.alternative(op, x64, s))[i]
+    lowp = as_tuple(op.same_dtype(**floats_as(x, torch.float32), prec=prec, scale=s))[i]
     v = judge(p.output, out, declared, lowp, prec, op.budget_factor["fwd"])
     other_ratio = rel_err(out, other) / v.budget_rel
     ok = v.ratio <= 1 and other_ratio > 10
