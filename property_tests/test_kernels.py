@@ -64,27 +64,52 @@ def test_cpu_runs_pick_the_h200_tile_sizes():
 
 
 STUB_MODE_RULE = '''
+import torch
+
 from references import mdn as MDN
 
 
-def chunk_mode_rule(q, k, v, log_alpha, log_mu, p=None, beta=None, eta=None, scale=None, initial_state=None,
-                    output_final_state=False, cu_seqlens=None, use_qk_l2norm_in_kernel=True, use_p_times_alpha=True):
-    assert not use_qk_l2norm_in_kernel
+def _exact(q, k, v, log_alpha, log_mu, beta, eta, p, scale, initial_state, use_p_times_alpha):
     d = lambda t: None if t is None else t.double()
     S0, M0 = initial_state if initial_state is not None else (None, None)
     o, S, M = MDN.recurrence(d(q), d(k), d(v), d(log_alpha), d(log_mu), d(beta), d(eta),
                              p=None if use_p_times_alpha else d(k if p is None else p), scale=scale, S0=d(S0), M0=d(M0))
-    return o.to(q.dtype), (S.float(), M.float())
+    return o.to(q.dtype), S.float(), M.float()
 
 
-fused_recurrent_mode_rule = chunk_mode_rule     # same signature in the fork; the stand-in computes exactly
+def chunk_mode_rule(q, k, v, log_alpha, log_mu, p=None, beta=None, eta=None, scale=None, initial_state=None,
+                    output_final_state=False, cu_seqlens=None, use_qk_l2norm_in_kernel=True, use_p_times_alpha=True):
+    """As the fork's: no chunk_size argument (its chunk is fixed at 64)."""
+    assert not use_qk_l2norm_in_kernel
+    o, S, M = _exact(q, k, v, log_alpha, log_mu, beta, eta, p, scale, initial_state, use_p_times_alpha)
+    return o, (S, M)
+
+
+class _FusedRecurrent(torch.autograd.Function):
+    """As the fork's FusedRecurrentFunction: a forward, and a backward that raises."""
+    @staticmethod
+    def forward(ctx, q, k, v, log_alpha, log_mu, beta, eta, p, scale, initial_state, use_p_times_alpha):
+        return _exact(q, k, v, log_alpha, log_mu, beta, eta, p, scale, initial_state, use_p_times_alpha)
+
+    @staticmethod
+    def backward(ctx, do, dS, dM):
+        raise NotImplementedError("Backward pass is not implemented yet and we do not have plans to implement it")
+
+
+def fused_recurrent_mode_rule(q, k, v, log_alpha, log_mu, p=None, beta=None, eta=None, scale=None,
+                              initial_state=None, output_final_state=False, cu_seqlens=None,
+                              use_qk_l2norm_in_kernel=True, use_p_times_alpha=True):
+    assert not use_qk_l2norm_in_kernel
+    o, S, M = _FusedRecurrent.apply(q, k, v, log_alpha, log_mu, beta, eta, p, scale, initial_state, use_p_times_alpha)
+    return o, (S, M)
 '''
 
 
 def test_authors_fork_api_through_kernel_root(tmp_path):
-    """A stand-in for the MDN authors' fork (fla 0.3.2, entry points *_mode_rule, chunk fixed at 64, the
-    exact recurrence inside): the adapter finds the fork's API and maps every argument, so its checks pass;
-    asking it for another chunk size is a clear usage error."""
+    """A stand-in for the MDN authors' fork (fla 0.3.2, entry points *_mode_rule, the exact recurrence inside,
+    and, as in the fork, a chunk fixed at 64 and a fused recurrent path whose backward raises): the adapter
+    finds the fork's API and maps every argument, so its checks pass; the chunk sizes and the backward the
+    fork does not offer are skipped with the reason, per check, and the run exits 0."""
     import subprocess
     import sys
     from pathlib import Path
@@ -97,16 +122,43 @@ def test_authors_fork_api_through_kernel_root(tmp_path):
     (pkg / "ops" / "momentum_delta_rule" / "__init__.py").write_text(STUB_MODE_RULE)
     repo = Path(__file__).resolve().parents[1]
     out = tmp_path / "r.json"
-    run = lambda *ids: subprocess.run(
+    passing = ("kernel.fla.mdn_chunk64.fwd.bf16.typical", "kernel.fla.mdn_chunk64.bwd.bf16.typical",
+               "kernel.fla.mdn_recurrent.fwd.fp32.initial_state", "kernel.fla.mdn_recurrent.convention.residual_alpha_k")
+    skipped = {"kernel.fla.mdn_chunk16.fwd.bf16.typical": "chunk is fixed at 64",
+               "kernel.fla.mdn_recurrent.bwd.fp32.typical": "has no backward"}
+    r = subprocess.run(
         [sys.executable, "-m", "verify", "kernels", "--device", "cpu", "--profile", "quick", "--json", str(out),
-         "--kernel-root", str(tmp_path / "fork"), *[a for i in ids for a in ("--id", i)]],
+         "--kernel-root", str(tmp_path / "fork"), *[a for i in (*passing, *skipped) for a in ("--id", i)]],
         capture_output=True, text=True, cwd=repo)
-    r = run("kernel.fla.mdn_chunk64.fwd.bf16.typical", "kernel.fla.mdn_recurrent.fwd.fp32.initial_state",
-            "kernel.fla.mdn_recurrent.convention.residual_alpha_k")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    assert {c["status"] for c in json.loads(out.read_text())["checks"]} == {"pass"}
-    r = run("kernel.fla.mdn_chunk16.fwd.bf16.typical")
-    assert r.returncode == 2 and "fixed chunk size of 64" in r.stderr and "Traceback" not in r.stderr
+    checks = {c["id"]: c for c in json.loads(out.read_text())["checks"]}
+    assert {i: checks[i]["status"] for i in passing} == dict.fromkeys(passing, "pass")
+    for i, reason in skipped.items():
+        assert checks[i]["status"] == "skip" and reason in checks[i]["message"], checks[i]
+
+
+def test_missing_backward_is_only_the_packages_own():
+    """fla's fused recurrent GDN has no backward (it raises NotImplementedError in its autograd backward): that
+    is a variant the package lacks.  The same error raised anywhere else stays a failure."""
+    import torch
+
+    from kernels import fla_ops
+    from verify.checks.kernels import prepare
+    from verify.inputs import GdnCase, gdn_inputs
+    from verify.registry import Context
+    prepare(Context(device="cpu"))
+    x = {n: t.requires_grad_() if t is not None and t.is_floating_point() else t
+         for n, t in gdn_inputs(GdnCase(T=4), torch.float32).items()}
+    o, _ = fla_ops.gated_delta_rule(**x, chunk=False)
+    with pytest.raises(NotImplementedError) as raised:
+        o.sum().backward()
+    assert "gated_delta_rule/fused_recurrent.py has no backward" in fla_ops.missing_backward(raised.value)
+
+    def backward():
+        raise NotImplementedError("not the package's")
+    with pytest.raises(NotImplementedError) as raised:
+        backward()
+    assert fla_ops.missing_backward(raised.value) is None
 
 
 def test_regression_cases_fail_without_their_fixes(monkeypatch):
