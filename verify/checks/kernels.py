@@ -152,7 +152,8 @@ def _register_decode(op: KernelOp, dtype: str, regime: str) -> None:
 
 
 def convention_result(op: KernelOp, p, ctx: Context) -> Result:
-    prec = Precision.of("fp32", op.dot or ctx.fp32_dot)
+    """In fp32 where the op takes it (the smallest budget), else in its first dtype."""
+    prec = Precision.of("fp32" if "fp32" in op.dtypes else op.dtypes[0], op.dot or ctx.fp32_dot)
     x = op.inputs(p.case, prec.torch_dtype, ctx.device)
     x64, s = as_oracle(x), scale_of(x)
     i = op.outputs.index(p.output)
