@@ -187,3 +187,24 @@ def test_regression_cases_fail_without_their_fixes(monkeypatch):
                   prec.store(P.path_attn_blockwise(q, k, v, w, beta, g, scale, gate_scaled, cu_seqlens, 64, prec.mm)))
         assert K._path_probe(fox_case, "bf16", "bwd", ctx, fox=True).verdict.ratio > 1
         assert K._path_probe(path_case, "fp32", "bwd", ctx, fox=False).verdict.ratio > 1
+
+
+@pytest.mark.parametrize("raised, kind", [("unsupported", "unsupported"), ("gap", "interpreter_gap"),
+                                          ("kernel", None)])
+def test_search_skips_what_cannot_be_verified(raised, kind):
+    """A variant the package lacks and an operation the interpreter cannot run end the search as a skip of
+    that kind, with the reason; any other exception of the kernel stays a failure."""
+    from hypothesis import strategies as st
+
+    from kernels.fla_ops import VariantUnsupported
+    from verify import fidelity
+    from verify.registry import Context
+    from verify.search import search
+    errors = {"unsupported": VariantUnsupported("chunk 16 is not offered"),
+              "gap": fidelity.Bf16ArithmeticNotEmulated("bf16 multiply"), "kernel": RuntimeError("kernel bug")}
+
+    def evaluate(case):
+        raise errors[raised]
+    r = search(st.just(0), evaluate, Context(profile="quick"), "test.search")
+    assert (r.status, r.kind) == (("skip", kind) if kind else ("fail", "exception"))
+    assert str(errors[raised]) in r.message
