@@ -230,3 +230,35 @@ def test_save_failing_writes_a_file_that_compare_replays(tmp_path, capsys):
     assert cli.main([*argv[1:], "--json", str(replay)]) == 1
     tensors = json.loads(replay.read_text())["tensors"]
     assert [t["err_rel"] for t in tensors] == [t["err_rel"] for t in check["details"]["tensors"]]
+
+
+def _gdn_literal(q, k, v, g, beta, S0, scale):
+    """GDN's rule as its docstring states it, token by token, one sequence and head:
+    S_t = alpha_t (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T, o_t = scale S_t^T q_t."""
+    import torch
+    S, out = S0.clone(), []
+    for t in range(q.shape[0]):
+        I = torch.eye(k.shape[1], dtype=k.dtype)
+        S = torch.exp(g[t]) * (I - beta[t] * torch.outer(k[t], k[t])) @ S + beta[t] * torch.outer(k[t], v[t])
+        out.append(scale * S.T @ q[t])
+    return torch.stack(out), S
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_gdn_is_mdn_without_momentum(seed):
+    """The GDN records' oracle (verify.ops.gdn_as_mdn on the MDN recurrence, mu = 0, p = alpha k, eta = 1)
+    equals GDN's literal rule sequence by sequence; negative control: with MDN's eta = 2 it does not."""
+    import torch
+
+    from references import mdn as MDN
+    from verify.inputs import GdnCase, as_oracle, gdn_inputs
+    from verify.ops import gdn_as_mdn
+    x = as_oracle(gdn_inputs(GdnCase(T=12, Dk=4, Dv=3, beta="near2", initial_state=True, cu_seqlens=(0, 5, 12), seed=seed)))
+    o, S = gdn_as_mdn(MDN.recurrence, **x, scale=0.5)
+    for n, (s, e) in enumerate([(0, 5), (5, 12)]):
+        o_lit, S_lit = _gdn_literal(*(x[m][0, s:e, 0] for m in ("q", "k", "v", "g", "beta")), x["S0"][n, 0], 0.5)
+        assert torch.allclose(o[0, s:e, 0], o_lit, rtol=1e-12, atol=1e-12)
+        assert torch.allclose(S[n, 0], S_lit, rtol=1e-12, atol=1e-12)
+    doubled = lambda *a, **kw: MDN.recurrence(*a[:6], 2 * a[6], **kw)      # eta = 2: GDN's beta doubled
+    o_wrong, _ = gdn_as_mdn(doubled, **x, scale=0.5)
+    assert (o_wrong - o).abs().max() > 1e-3

@@ -42,6 +42,9 @@ def test_every_mutant_is_killed(tmp_path):
     checks = json.loads(out.read_text())["checks"]
     assert [c["id"] for c in checks] == [f"mutant.{n}" for n in MUTANTS]
     for c in checks:
+        if c["status"] == "skip":     # no killer runs on the CPU interpreter here: said so, with the reason
+            assert c["kind"] == "interpreter_gap" if "kind" in c else "CPU interpreter" in c["message"], c
+            continue
         assert c["status"] == "pass" and c["details"]["killed_by"] in MUTANTS[c["id"][7:]].killers, c["message"]
     assert "mutation self-test" in r.stdout and "path_kv_dims_swapped" in r.stdout
 
