@@ -139,19 +139,23 @@ class MdnCase:
 LOG_MU_FLOOR = -2.0
 
 
-def mdn_inputs(case: MdnCase, dtype=torch.float64, device="cpu") -> dict:
-    """q, k unit-norm (as an l2-normalising kernel would make them), v, p=None, gates in fp32, and
-    S0/M0 in fp32 when case.initial_state.  Gates satisfy alpha + beta <= 1, eta in (0, 2)."""
-    gen = torch.Generator().manual_seed(case.seed)
+def _linear_draws(case, gen):
+    """q, k with unit rows (as an l2-normalising kernel would make them) and v [B, T, H, D] in float64, drawn
+    from gen in this order, and u(lo, hi): uniform gates [B, T, H] drawn from gen when called."""
     B, T, H = case.B, case.T, case.H
-
-    def u(lo, hi):
-        return lo + (hi - lo) * torch.rand(B, T, H, generator=gen, dtype=torch.float64)
-
     q = torch.randn(B, T, H, case.Dk, generator=gen, dtype=torch.float64)
     k = torch.randn(B, T, H, case.Dk, generator=gen, dtype=torch.float64)
     v = torch.randn(B, T, H, case.Dv, generator=gen, dtype=torch.float64)
-    q, k = q / q.norm(dim=-1, keepdim=True), k / k.norm(dim=-1, keepdim=True)
+    return (q / q.norm(dim=-1, keepdim=True), k / k.norm(dim=-1, keepdim=True), v,
+            lambda lo, hi: lo + (hi - lo) * torch.rand(B, T, H, generator=gen, dtype=torch.float64))
+
+
+def mdn_inputs(case: MdnCase, dtype=torch.float64, device="cpu") -> dict:
+    """q, k unit-norm, v, p=None, gates in fp32, and S0/M0 in fp32 when case.initial_state.  Gates satisfy
+    alpha + beta <= 1, eta in (0, 2)."""
+    gen = torch.Generator().manual_seed(case.seed)
+    B, T, H = case.B, case.T, case.H
+    q, k, v, u = _linear_draws(case, gen)
     log_alpha = {"typical": torch.log(u(0.5, 0.99)), "near1": -u(1e-4, 1e-3),
                  "small": torch.log(u(0.05, 0.15))}[case.alpha]
     one_minus_alpha = -torch.expm1(log_alpha)
@@ -196,14 +200,8 @@ def gdn_inputs(case: GdnCase, dtype=torch.float64, device="cpu") -> dict:
         raise ValueError("varlen (cu_seqlens) requires B == 1")
     gen = torch.Generator().manual_seed(case.seed)
     B, T, H = case.B, case.T, case.H
-
-    def u(lo, hi):
-        return lo + (hi - lo) * torch.rand(B, T, H, generator=gen, dtype=torch.float64)
-
-    q = torch.randn(B, T, H, case.Dk, generator=gen, dtype=torch.float64)
-    k = torch.randn(B, T, H, case.Dk, generator=gen, dtype=torch.float64)
-    v = torch.randn(B, T, H, case.Dv, generator=gen, dtype=torch.float64)
-    q, k = (case.qk_norm * x / x.norm(dim=-1, keepdim=True) for x in (q, k))
+    q, k, v, u = _linear_draws(case, gen)
+    q, k = case.qk_norm * q, case.qk_norm * k
     g = {"typical": torch.log(u(0.5, 0.99)), "near1": -u(1e-4, 1e-3), "near0": torch.log(u(1e-3, 1e-2))}[case.gate]
     beta = {"typical": u(0.05, 0.95), "near0": u(1e-5, 1e-4), "near1": 1 - u(1e-4, 1e-3),
             "near2": 2 - u(1e-4, 1e-3)}[case.beta]

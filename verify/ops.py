@@ -122,15 +122,18 @@ def scale_default_probe(op_name: str) -> ConventionProbe:
 
 # --------------------------------------------------------------------------------------- PaTH / FoX
 
-def _attention_op(name, title, kernel, conv, oracle, same_dtype, names, grads, regimes, gated, **extra):
-    # Dv != D in the probes' case shows a K/V head-dim mix-up.
-    probe_case = PathCase(T=64, D=16, Dv=32, gate="mixed", seed=3)
+def _attention_op(name, title, fla_fn, conv, oracle_fn, same_dtype_fn, names, grads, regimes, gated, **extra):
+    """A softmax-attention op: fla_fn(**x, scale), oracle_fn(**x, scale, gate_scaled) and
+    same_dtype_fn(**x, prec, scale, gate_scaled) under the measured gate convention conv.gate_scaled."""
+    probe_case = PathCase(T=64, D=16, Dv=32, gate="mixed", seed=3)   # Dv != D shows a K/V head-dim mix-up
     gate_probe = ConventionProbe(
         "gate_scaled", f"measures whether fla {name} multiplies the log forget gate by the attention scale",
         f"gate_scaled={not conv.gate_scaled}", probe_case,
         lambda op, x, s: op.oracle(**x, scale=s, gate_scaled=not op.conventions.gate_scaled))
     return KernelOp(
-        name=name, title=title, kernel=kernel, conventions=conv, oracle=oracle, same_dtype=same_dtype,
+        name=name, title=title, kernel=lambda scale, **x: fla_fn(**x, scale=scale), conventions=conv,
+        oracle=lambda scale, gate_scaled=conv.gate_scaled, **x: oracle_fn(**x, scale=scale, gate_scaled=gate_scaled),
+        same_dtype=lambda prec, scale, **x: same_dtype_fn(**x, prec=prec, scale=scale, gate_scaled=conv.gate_scaled),
         make_inputs=path_inputs, required=names[0], optional=names[1], grad_inputs=grads,
         outputs=("o",), regimes=regimes, cases=lambda fields, profile, max_T: path_cases(
             fields, profile, gated=gated, max_T=max_T),
@@ -140,14 +143,9 @@ def _attention_op(name, title, kernel, conv, oracle, same_dtype, names, grads, r
         probes=(gate_probe, replace(scale_default_probe(name), case=probe_case)), **extra)
 
 
-PATH_CONV, FOX_CONV = fla_ops.PATH_CONVENTIONS, fla_ops.FOX_CONVENTIONS
-
 PATH_ATTN = _attention_op(
-    "path_attn", "path_attn",
-    kernel=lambda scale, **x: fla_ops.path_attn(**x, scale=scale),
-    conv=PATH_CONV,
-    oracle=lambda scale, gate_scaled=PATH_CONV.gate_scaled, **x: P.path_attn(**x, scale=scale, gate_scaled=gate_scaled),
-    same_dtype=lambda prec, scale, **x: lowprec.path_attn(**x, prec=prec, scale=scale, gate_scaled=PATH_CONV.gate_scaled),
+    "path_attn", "path_attn", fla_ops.path_attn, fla_ops.PATH_CONVENTIONS, P.path_attn,
+    lambda **kw: lowprec.path_attn(**kw),
     names=(("q", "k", "v", "w", "beta"), ("g", "cu_seqlens")), grads=("q", "k", "v", "w", "beta", "g"),
     regimes=PATH_REGIMES, gated=None,
     regression_cases={
@@ -162,11 +160,8 @@ PATH_ATTN = _attention_op(
         cases=lambda fields, profile: path_cases(fields, profile, gated=False, varlen=False)))
 
 FORGETTING_ATTN = _attention_op(
-    "forgetting_attn", "forgetting_attn (FoX)",
-    kernel=lambda scale, **x: fla_ops.forgetting_attn(**x, scale=scale),
-    conv=FOX_CONV,
-    oracle=lambda scale, gate_scaled=FOX_CONV.gate_scaled, **x: P.fox_attn(**x, scale=scale, gate_scaled=gate_scaled),
-    same_dtype=lambda prec, scale, **x: lowprec.fox_attn(**x, prec=prec, scale=scale, gate_scaled=FOX_CONV.gate_scaled),
+    "forgetting_attn", "forgetting_attn (FoX)", fla_ops.forgetting_attn, fla_ops.FOX_CONVENTIONS, P.fox_attn,
+    lambda **kw: lowprec.fox_attn(**kw),
     names=(("q", "k", "v", "g"), ("cu_seqlens",)), grads=("q", "k", "v", "g"),
     regimes=FOX_REGIMES, gated=True,
     regression_cases={
