@@ -92,6 +92,7 @@ class KernelOp:
     regression_cases: dict = field(default_factory=dict)   # "<pass>.<dtype>.<regime>" -> [cases]
     probes: tuple[ConventionProbe, ...] = ()
     decode: Decode | None = None
+    examples: dict | None = None        # hypothesis examples per check by profile (None: verify.search's default)
 
     @property
     def dtypes(self) -> tuple[str, ...]:
@@ -270,7 +271,8 @@ def _gdn_op(name, chunk, budget_factor, passes, dot=None):
         cases=gdn_cases, budget_factor=budget_factor, error_inputs=validate.gdn_inputs, passes=passes, dot=dot,
         sample_case=GdnCase(T=8, seed=1, initial_state=True, cu_seqlens=(0, 3, 8)),
         terms=lambda scale, **x: {"o": gdn_as_mdn(MDN.recurrence, **x, scale=scale, abs_output=True)[0]},
-        probes=_gdn_probes(name))
+        probes=_gdn_probes(name),
+        examples={"quick": 1, "ci": 2, "full": 5})     # the CPU interpreter runs GDN token by token: few draws
 
 
 # fla's fused recurrent GDN has no backward (its autograd backward raises NotImplementedError) and no tl.dot:

@@ -54,7 +54,8 @@ class _NotVerifiable(BaseException):
 
 def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx: Context, what: str,
            max_examples: int | None = None, explicit=(), saved: Callable | None = None) -> Result:
-    """explicit: cases run first, whatever the seed; saved(case) -> (tensors, `verify compare` arguments)
+    """max_examples: the check's own number of examples (--examples overrides it; default by profile);
+    explicit: cases run first, whatever the seed; saved(case) -> (tensors, `verify compare` arguments)
     for --save-failing."""
     worst: list[Probe] = []
     failures: list[tuple[Probe, object]] = []
@@ -88,7 +89,7 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
     test = given(strategy)(prop)
     for case in explicit:
         test = example(case)(test)
-    test = settings(max_examples=max_examples or ctx.examples or MAX_EXAMPLES[ctx.profile], database=None,
+    test = settings(max_examples=ctx.examples or max_examples or MAX_EXAMPLES[ctx.profile], database=None,
                     deadline=None, derandomize=False, report_multiple_bugs=False, print_blob=False,
                     suppress_health_check=list(HealthCheck),
                     phases=(Phase.explicit, Phase.generate, Phase.target, Phase.shrink))(seed(ctx.seed)(test))

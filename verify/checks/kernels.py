@@ -113,7 +113,8 @@ def _register_pass(op: KernelOp, pass_: str, dtype: str, regime: str, fields: di
         prepare(ctx)
         strategy = op.cases(fields, ctx.profile, BWD_MAX_T[ctx.profile] if pass_ == "bwd" else None)
         return search(strategy, lambda case: probe(op, case, dtype, pass_, ctx), ctx, cid,
-                      explicit=regression_cases(cid), saved=lambda case: _saved_inputs(op, case, dtype, pass_))
+                      max_examples=op.examples and op.examples[ctx.profile], explicit=regression_cases(cid),
+                      saved=lambda case: _saved_inputs(op, case, dtype, pass_))
     what = ("output and final states" if len(op.outputs) > 1 else "forward output") if pass_ == "fwd" else "gradients"
     register(cid, f"fla {op.title} {what} in {dtype}, regime {regime}, within c={op.budget_factor[pass_]:g} x "
                   f"the same-dtype implementation's error", run)
