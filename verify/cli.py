@@ -62,9 +62,6 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="import the kernel package (fla) from this checkout, in a fresh subprocess")
     p.add_argument("--examples", type=int, metavar="N",
                    help="hypothesis examples per kernel check (default: quick 2, ci 3, full 5)")
-    p.add_argument("--save-failing", metavar="DIR",
-                   help="save each failing kernel check's minimal example as DIR/<check id>.pt, which `verify "
-                        "compare` replays (the failure message prints the command)")
     p.add_argument("--time-limit", type=float, metavar="SECONDS",
                    help="start no check after SECONDS; the ones left are recorded as skipped ('not run: time "
                         "limit') and listed, so a time-boxed run still writes its JSON")
@@ -152,7 +149,7 @@ def _run(args, prefixes, REGISTRY, select) -> int:
     runs = {}
     for n, seed in enumerate(seeds, 1):
         ctx = Context(device=device, profile=args.profile, seed=seed, fp32_dot=args.fp32_dot,
-                      kernel_root=args.kernel_root, examples=args.examples, save_failing=args.save_failing)
+                      kernel_root=args.kernel_root, examples=args.examples)
         if len(seeds) > 1:
             console.rule(f"run {n}/{len(seeds)}: seed {seed}")
         runs[seed] = runner.run_checks(chosen, ctx, console, args.debug, deadline)

@@ -2,7 +2,7 @@
 budget rule of the kernel checks (verify.budget, with the op's budget factor c for the pass).
 
 FILE.pt holds a dict of tensors saved with torch.save, named as the op's record (verify/ops.py) names its
-inputs (`verify compare --op OP --inputs missing.pt` lists them).  q, k, v are cast to --dtype (default:
+inputs (a file that lacks one is refused with the list).  q, k, v are cast to --dtype (default:
 q's own dtype), cu_seqlens to int32, the other tensors to fp32 as the kernels require.  Inputs are
 validated first (the op's input validation, verify.validate): a bad input is exit status 2, and so is an
 input on which the float64 oracle or the same-dtype implementation cannot run.  `verify kernels

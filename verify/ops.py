@@ -8,8 +8,8 @@ factors c, input validation, the summed terms of cancelling outputs, regression 
 probes.  Adding an op is one record here and one adapter.
 
 Every callable of a record takes the op's canonical inputs by name plus `scale` (the attention scale; the
-checks pass 1/sqrt(D) explicitly, the scale_default probe passes None to the kernel).  Functions of
-references/ and verify/lowprec.py are looked up when called, so a test may substitute them.
+checks pass 1/sqrt(D) explicitly, the scale_default probe passes None to the kernel).  The functions of
+verify/lowprec.py and the MDN oracle are looked up when called, so a test may substitute them.
 """
 from __future__ import annotations
 

@@ -6,6 +6,8 @@ kernel.<impl>.<op>.convention.<name>: each declared convention of an op (its Con
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from kernels import fla_ops
@@ -55,8 +57,8 @@ def compare(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int) -> li
     c = op.budget_factor[pass_]
     s = scale_of(x)
     kernel = lambda **a: op.kernel(**a, scale=s)
-    oracle = _reference("float64 oracle", lambda **a: op.oracle(**a, scale=s))
-    same_dtype = _reference("same-dtype implementation", lambda **a: op.same_dtype(**a, prec=prec, scale=s))
+    oracle = _guarded("float64 oracle", lambda **a: op.oracle(**a, scale=s))
+    same_dtype = _guarded("same-dtype implementation", lambda **a: op.same_dtype(**a, prec=prec, scale=s))
     x64 = as_oracle(x)
     x32 = floats_as(x, torch.float32)
     if pass_ == "fwd":
@@ -76,7 +78,7 @@ def compare(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int) -> li
     return [judge("d" + n, g_k[n], g_o[n], g_r[n], prec, c, scale) for n in leaves]
 
 
-def _reference(what: str, fn):
+def _guarded(what: str, fn):
     """fn, with any exception it raises turned into OracleFailed naming the inputs' shapes."""
     def call(**x):
         try:
@@ -169,7 +171,7 @@ def convention_result(op: KernelOp, p, ctx: Context) -> Result:
                   f"declared convention: {v.summary()}; alternative ({p.what_else}): rel error "
                   f"{rel_err(out, other):.2e} = {other_ratio:.0f}x the relative budget -> "
                   + ("declared convention confirmed" if ok else "DECLARED CONVENTION NOT CONFIRMED"),
-                  details={"tensors": [v.record()], "alternative_ratio": other_ratio},
+                  details={"tensors": [v.record()], "alternative_ratio": other_ratio if math.isfinite(other_ratio) else None},
                   kind=None if ok else "over_budget", measure=v.decided_by)
 
 
