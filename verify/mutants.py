@@ -135,7 +135,8 @@ MUTANTS = {m.name: m for m in [
     Mutant("gdn_chunk_state_decay_dropped", "GDN chunk: the in-chunk decay of the keys entering the chunk state "
            "dropped", "ops/common/chunk_delta_h.py",
            "b_v = b_v * tl.where(m_t, exp2(b_g_last - b_g), 0)[:, None]", "b_v = b_v * tl.where(m_t, 1.0, 0)[:, None]",
-           ("kernel.fla.gdn_chunk.fwd.fp32.typical", "kernel.fla.gdn_chunk.fwd.bf16.typical")),
+           # bf16: the fp32 checks wait for a TF32 same-dtype implementation (fla's chunk dots are TF32)
+           ("kernel.fla.gdn_chunk.fwd.bf16.typical",)),
     Mutant("mdn_residual_no_alpha", "MDN recurrent: residual reads S with p_t = k_t instead of the declared "
            "alpha_t k_t", "ops/momentum_delta_rule/fused_recurrent.py",
            "p_eff = p if not use_p_times_alpha else (p * log_alpha.exp().unsqueeze(-1)).to(q.dtype)",
