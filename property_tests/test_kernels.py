@@ -210,26 +210,24 @@ def test_search_skips_what_cannot_be_verified(raised, kind):
     assert str(errors[raised]) in r.message
 
 
-def test_save_failing_writes_a_file_that_compare_replays(tmp_path, capsys):
-    """--save-failing: the minimal example of a failing check (the listed log(beta + 1e-6) bias of fla's MDN
-    chunk path at T = 1) is saved, the failure message prints the `verify compare` command, and that command
-    reproduces the failure with the same error."""
+def test_save_failing_writes_a_file_that_compare_replays(tmp_path, registry):
+    """--save-failing (Context.save_failing): the minimal example of a failing check (the listed
+    log(beta + 1e-6) bias of fla's MDN chunk path at T = 1) is saved, the failure message prints the
+    `verify compare` command, and that command reproduces the failure with the same error."""
     import shlex
 
     from verify import cli
+    from verify.registry import Context
     cid = "kernel.fla.mdn_chunk16.fwd.bf16.alpha_near1"
-    out = tmp_path / "run.json"
-    cli.main(["kernels", "--id", cid, "--device", "cpu", "--profile", "quick", "--save-failing", str(tmp_path / "f"),
-              "--json", str(out)])
-    check = json.loads(out.read_text())["checks"][0]
-    command = check["details"]["compare_command"]
-    assert command in check["message"] and (tmp_path / "f" / f"{cid}.pt").is_file()
+    result = registry[cid].run(Context(device="cpu", profile="quick", save_failing=str(tmp_path / "f")))
+    command = result.details["compare_command"]
+    assert result.status == "fail" and command in result.message and (tmp_path / "f" / f"{cid}.pt").is_file()
     argv = shlex.split(command)
     assert argv[:2] == ["verify", "compare"]
     replay = tmp_path / "replay.json"
     assert cli.main([*argv[1:], "--json", str(replay)]) == 1
     tensors = json.loads(replay.read_text())["tensors"]
-    assert [t["err_rel"] for t in tensors] == [t["err_rel"] for t in check["details"]["tensors"]]
+    assert [t["err_rel"] for t in tensors] == [t["err_rel"] for t in result.details["tensors"]]
 
 
 def _gdn_literal(q, k, v, g, beta, S0, scale):
