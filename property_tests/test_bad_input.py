@@ -250,3 +250,8 @@ def test_unwritable_output_path(capsys, tmp_path, registry, flag):
     if flag == "--json":
         code, err, _ = compare(capsys, tmp_path, "path_attn", path_file(tmp_path), "--json", str(tmp_path))
         assert_usage_error(code, err, "--json")
+
+
+def test_unknown_op_lists_the_registry(capsys, tmp_path):
+    code, err, out = compare(capsys, tmp_path, "mdn_chunk", path_file(tmp_path))
+    assert_usage_error(code, err, "--op mdn_chunk", *OPS, json_path=out)

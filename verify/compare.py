@@ -19,15 +19,11 @@ from verify.errors import UsageError, is_interpreter_gap
 DTYPES = {"torch.bfloat16": "bf16", "torch.float32": "fp32"}
 
 
-def _op_names() -> list[str]:
-    from verify.ops import OPS
-    return list(OPS)
-
-
 def add_parser(sub) -> None:
     p = sub.add_parser("compare", help="run one kernel on your own saved tensors against the float64 oracle (a repro)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--op", required=True, choices=_op_names())
+    p.add_argument("--op", required=True, help="the kernel op: a record of verify/ops.py (path_attn, mdn_recurrent, "
+                                                "gdn_chunk, ...; an unknown name lists them all)")
     p.add_argument("--inputs", required=True, metavar="FILE.pt", help="dict of tensors saved with torch.save")
     p.add_argument("--dtype", choices=("bf16", "fp32"), help="dtype of q, k, v (default: q's dtype)")
     p.add_argument("--pass", dest="pass_", choices=("fwd", "bwd"), default="fwd",
@@ -71,6 +67,8 @@ def run(args) -> int:
     from verify.precision import Precision
     from verify.registry import Context
 
+    if args.op not in OPS:
+        raise UsageError(f"--op {args.op}: not a kernel op; choose from {', '.join(OPS)}")
     op = OPS[args.op]
     runner.check_writable(args.json, "--json")
     device = environment.resolve_device(args.device)
