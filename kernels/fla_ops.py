@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +60,23 @@ def check_fla_version() -> str:
         raise KernelUnavailable(f"fla {version} at {Path(spec.origin).parent}: the adapters support fla "
                                 f"{' or '.join(SUPPORTED_FLA)}")
     return version
+
+
+def missing_backward(exc: BaseException) -> str | None:
+    """The reason, when exc is the kernel package's own missing backward: a NotImplementedError raised by a
+    `backward` function inside the package (fla-core's fused recurrent GDN, the MDN authors' fused
+    recurrent path); None for any other error, which stays a kernel failure."""
+    if not isinstance(exc, NotImplementedError) or exc.__traceback__ is None:
+        return None
+    tb = exc.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    spec = importlib.util.find_spec("fla")
+    package = Path(spec.origin).parent if spec and spec.origin else None
+    if code.co_name != "backward" or package is None or not Path(code.co_filename).is_relative_to(package):
+        return None
+    return f"{Path(code.co_filename).relative_to(package.parent)} has no backward: {exc}".splitlines()[0]
 
 
 def _import(module: str):
@@ -143,19 +161,46 @@ def _mdn_entry(kind: str):
                      f"nor {kind}_mode_rule")
 
 
+# The MDN authors' chunk_mode_rule takes no chunk_size: its chunk is fixed at 64 (chunk.py asserts it).
+FORK_FIXED_CHUNK = 64
+
+
+def _accepts(fn, name: str) -> bool:
+    params = inspect.signature(fn).parameters
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
 def mdn(q, k, v, log_alpha, log_mu, beta, eta, p=None, scale=None, S0=None, M0=None, chunk=None):
-    """chunk (chunk=16|32|64) or fused recurrent (chunk=None) MDN -> (o, S_T, M_T)."""
+    """chunk (chunk=16|32|64) or fused recurrent (chunk=None) MDN -> (o, S_T, M_T).  A chunk size the
+    package's entry point does not take (the authors' fork: fixed at 64) is VariantUnsupported."""
     init = None if S0 is None else (S0, M0)
     kwargs = dict(p=p, beta=beta, eta=eta, scale=scale, initial_state=init, output_final_state=True,
                   use_qk_l2norm_in_kernel=False, use_p_times_alpha=p is None)
-    if chunk is None:
-        o, state = _mdn_entry("fused_recurrent")(q, k, v, log_alpha, log_mu, **kwargs)
-    else:
-        fn = _mdn_entry("chunk")
-        if fn.__name__.endswith("_mode_rule"):
-            if chunk != 64:
-                raise KernelUnavailable("the authors' chunk_mode_rule has a fixed chunk size of 64")
-            o, state = fn(q, k, v, log_alpha, log_mu, **kwargs)
-        else:
-            o, state = fn(q, k, v, log_alpha, log_mu, chunk_size=chunk, **kwargs)
+    fn = _mdn_entry("fused_recurrent" if chunk is None else "chunk")
+    if chunk is not None and _accepts(fn, "chunk_size"):
+        kwargs["chunk_size"] = chunk
+    elif chunk not in (None, FORK_FIXED_CHUNK):
+        raise VariantUnsupported(f"{fn.__module__}.{fn.__name__} takes no chunk_size (its chunk is fixed at "
+                                 f"{FORK_FIXED_CHUNK}): chunk {chunk} is not offered")
+    o, state = fn(q, k, v, log_alpha, log_mu, **kwargs)
     return o, state[0], state[1]
+
+
+# ------------------------------------------------------------------------------------- Gated DeltaNet
+
+GDN_CONVENTIONS = Conventions(
+    scale_default="1/sqrt(K)", dtypes=("bf16", "fp32"), varlen=True, chunk_sizes=(64,),
+    residual="S_t = alpha_t (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T: MDN with mu = 0, p = alpha k, eta = 1",
+    final_state="S_T [N, H, K, V] per sequence (state_v_first=False)",
+    notes="g = log alpha (natural log); beta used as given (use_beta_sigmoid_in_kernel=False; the docstring asks "
+          "for post-sigmoid values, allow_neg_eigval's domain is [0, 2)); q, k used as given "
+          "(use_qk_l2norm_in_kernel=False); the fused recurrent path has no backward (it raises)")
+
+
+def gated_delta_rule(q, k, v, g, beta, S0=None, cu_seqlens=None, scale=None, chunk=True):
+    """fla.ops.gated_delta_rule: chunk_gated_delta_rule (chunk=True) or fused_recurrent_gated_delta_rule
+    -> (o [B, T, H, V], S_T [N, H, K, V])."""
+    mod = _import("fla.ops.gated_delta_rule")
+    fn = mod.chunk_gated_delta_rule if chunk else mod.fused_recurrent_gated_delta_rule
+    return fn(q, k, v, g=g, beta=beta, scale=scale, initial_state=S0, output_final_state=True,
+              use_qk_l2norm_in_kernel=False, cu_seqlens=None if cu_seqlens is None else cu_seqlens.long())

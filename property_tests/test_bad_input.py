@@ -11,6 +11,8 @@ import torch
 
 from verify import cli
 from verify.inputs import MdnCase, PathCase, mdn_inputs, path_inputs
+from verify.ops import OPS
+from verify.precision import TORCH_DTYPES
 
 
 def path_file(tmp_path, **change):
@@ -50,14 +52,60 @@ def run_cli(*args, env=None):
                           env=None if env is None else {**os.environ, **env})
 
 
-def test_control_valid_inputs_pass(tmp_path):
-    """The unmodified inputs every case below starts from are valid: compare runs and writes its JSON."""
-    for op, inputs in (("path_attn", path_file(tmp_path)), ("mdn_chunk", mdn_file(tmp_path))):
-        out = tmp_path / f"{op}.json"
-        r = run_cli("compare", "--op", op, "--inputs", str(inputs), "--device", "cpu", "--json", str(out))
-        assert r.returncode == 0, r.stdout + r.stderr
-        doc = json.loads(out.read_text())
-        assert doc["status"] == "pass" and doc["op"] == op and all(t["ratio"] <= 1 for t in doc["tensors"])
+def sample_file(tmp_path, op, **change):
+    """The op's sample input (its record's sample_case) in its first dtype, with the named tensors replaced."""
+    x = op.inputs(op.sample_case, TORCH_DTYPES[op.dtypes[0]])
+    x = {n: t for n, t in {**x, **change}.items() if t is not None}
+    torch.save(x, tmp_path / f"{op.name}.pt")
+    return tmp_path / f"{op.name}.pt"
+
+
+# fla's GDN chunk kernels stop the CPU interpreter (AttributeError: 'int' object has no attribute 'to'), an
+# error verify.fidelity does not yet recognise as an interpreter gap; strict: this turns red once it runs or
+# is reported as a gap, so the mark is removed then.
+CPU_GAP = pytest.mark.xfail(strict=True, reason="GDN chunk under the CPU interpreter: fidelity fix pending")
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=CPU_GAP) if n == "gdn_chunk" else n for n in OPS])
+def test_control_valid_inputs_pass(capsys, tmp_path, name):
+    """Every op's sample input is valid: compare runs it and writes its JSON with one verdict per output
+    (unless the CPU interpreter cannot run the kernel: then a one-line usage error says so)."""
+    op = OPS[name]
+    code, err, out = compare(capsys, tmp_path, name, sample_file(tmp_path, op))
+    if code == 2 and "CPU interpreter" in err:
+        pytest.skip(err.strip())
+    assert code == 0, err
+    doc = json.loads(out.read_text())
+    assert doc["status"] == "pass" and doc["op"] == name and doc["budget_factor"] == op.budget_factor["fwd"]
+    assert [t["name"] for t in doc["tensors"]] == list(op.outputs) and all(t["ratio"] <= 1 for t in doc["tensors"])
+
+
+@pytest.mark.parametrize("name", list(OPS))
+def test_every_op_rejects_bad_input(capsys, tmp_path, name):
+    """Each op's input validation: a missing tensor, a NaN, no tokens (T = 0) are usage errors naming it."""
+    op = OPS[name]
+    x = op.inputs(op.sample_case, TORCH_DTYPES[op.dtypes[0]])
+    code, err, out = compare(capsys, tmp_path, name, sample_file(tmp_path, op, **{op.required[-1]: None}))
+    assert_usage_error(code, err, f"missing tensor {op.required[-1]}", json_path=out)
+    nan = x["k"].clone()
+    nan.view(-1)[1] = float("nan")
+    code, err, out = compare(capsys, tmp_path, name, sample_file(tmp_path, op, k=nan))
+    assert_usage_error(code, err, "k:", "NaN", json_path=out)
+    empty = {n: t[:, :0] for n, t in x.items() if t is not None and t.dim() >= 3 and n != "S0"}
+    code, err, out = compare(capsys, tmp_path, name, sample_file(tmp_path, op, cu_seqlens=None, **empty))
+    assert_usage_error(code, err, "T = 0", json_path=out)
+
+
+def test_oracle_failure_is_a_usage_error_naming_the_input(capsys, tmp_path, monkeypatch):
+    """An input the float64 oracle cannot take is exit 2 naming the file, never a kernel failure."""
+    from references import mdn as MDN
+
+    def broken(*a, **kw):
+        raise ValueError("planted oracle failure")
+    monkeypatch.setattr(MDN, "recurrence", broken)
+    inputs = sample_file(tmp_path, OPS["mdn_recurrent"])
+    code, err, out = compare(capsys, tmp_path, "mdn_recurrent", inputs)
+    assert_usage_error(code, err, f"--inputs {inputs}", "float64 oracle", "planted oracle failure", json_path=out)
 
 
 # ------------------------------------------------------------------------------- shapes and ranks
@@ -126,7 +174,7 @@ M = mdn_inputs(MdnCase(T=8, seed=1), torch.bfloat16)
 def test_mdn_gate_outside_domain(capsys, tmp_path, name, value, span):
     t = M[name].clone()
     t[0, 4, 0] = value
-    code, err, out = compare(capsys, tmp_path, "mdn_chunk", mdn_file(tmp_path, **{name: t}))
+    code, err, out = compare(capsys, tmp_path, "mdn_chunk64", mdn_file(tmp_path, **{name: t}))
     assert_usage_error(code, err, f"{name}:", span, json_path=out)
 
 
@@ -202,3 +250,8 @@ def test_unwritable_output_path(capsys, tmp_path, registry, flag):
     if flag == "--json":
         code, err, _ = compare(capsys, tmp_path, "path_attn", path_file(tmp_path), "--json", str(tmp_path))
         assert_usage_error(code, err, "--json")
+
+
+def test_unknown_op_lists_the_registry(capsys, tmp_path):
+    code, err, out = compare(capsys, tmp_path, "mdn_chunk", path_file(tmp_path))
+    assert_usage_error(code, err, "--op mdn_chunk", *OPS, json_path=out)

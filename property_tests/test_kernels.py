@@ -64,27 +64,52 @@ def test_cpu_runs_pick_the_h200_tile_sizes():
 
 
 STUB_MODE_RULE = '''
+import torch
+
 from references import mdn as MDN
 
 
-def chunk_mode_rule(q, k, v, log_alpha, log_mu, p=None, beta=None, eta=None, scale=None, initial_state=None,
-                    output_final_state=False, cu_seqlens=None, use_qk_l2norm_in_kernel=True, use_p_times_alpha=True):
-    assert not use_qk_l2norm_in_kernel
+def _exact(q, k, v, log_alpha, log_mu, beta, eta, p, scale, initial_state, use_p_times_alpha):
     d = lambda t: None if t is None else t.double()
     S0, M0 = initial_state if initial_state is not None else (None, None)
     o, S, M = MDN.recurrence(d(q), d(k), d(v), d(log_alpha), d(log_mu), d(beta), d(eta),
                              p=None if use_p_times_alpha else d(k if p is None else p), scale=scale, S0=d(S0), M0=d(M0))
-    return o.to(q.dtype), (S.float(), M.float())
+    return o.to(q.dtype), S.float(), M.float()
 
 
-fused_recurrent_mode_rule = chunk_mode_rule     # same signature in the fork; the stand-in computes exactly
+def chunk_mode_rule(q, k, v, log_alpha, log_mu, p=None, beta=None, eta=None, scale=None, initial_state=None,
+                    output_final_state=False, cu_seqlens=None, use_qk_l2norm_in_kernel=True, use_p_times_alpha=True):
+    """As the fork's: no chunk_size argument (its chunk is fixed at 64)."""
+    assert not use_qk_l2norm_in_kernel
+    o, S, M = _exact(q, k, v, log_alpha, log_mu, beta, eta, p, scale, initial_state, use_p_times_alpha)
+    return o, (S, M)
+
+
+class _FusedRecurrent(torch.autograd.Function):
+    """As the fork's FusedRecurrentFunction: a forward, and a backward that raises."""
+    @staticmethod
+    def forward(ctx, q, k, v, log_alpha, log_mu, beta, eta, p, scale, initial_state, use_p_times_alpha):
+        return _exact(q, k, v, log_alpha, log_mu, beta, eta, p, scale, initial_state, use_p_times_alpha)
+
+    @staticmethod
+    def backward(ctx, do, dS, dM):
+        raise NotImplementedError("Backward pass is not implemented yet and we do not have plans to implement it")
+
+
+def fused_recurrent_mode_rule(q, k, v, log_alpha, log_mu, p=None, beta=None, eta=None, scale=None,
+                              initial_state=None, output_final_state=False, cu_seqlens=None,
+                              use_qk_l2norm_in_kernel=True, use_p_times_alpha=True):
+    assert not use_qk_l2norm_in_kernel
+    o, S, M = _FusedRecurrent.apply(q, k, v, log_alpha, log_mu, beta, eta, p, scale, initial_state, use_p_times_alpha)
+    return o, (S, M)
 '''
 
 
 def test_authors_fork_api_through_kernel_root(tmp_path):
-    """A stand-in for the MDN authors' fork (fla 0.3.2, entry points *_mode_rule, chunk fixed at 64, the
-    exact recurrence inside): the adapter finds the fork's API and maps every argument, so its checks pass;
-    asking it for another chunk size is a clear usage error."""
+    """A stand-in for the MDN authors' fork (fla 0.3.2, entry points *_mode_rule, the exact recurrence inside,
+    and, as in the fork, a chunk fixed at 64 and a fused recurrent path whose backward raises): the adapter
+    finds the fork's API and maps every argument, so its checks pass; the chunk sizes and the backward the
+    fork does not offer are skipped with the reason, per check, and the run exits 0."""
     import subprocess
     import sys
     from pathlib import Path
@@ -97,20 +122,47 @@ def test_authors_fork_api_through_kernel_root(tmp_path):
     (pkg / "ops" / "momentum_delta_rule" / "__init__.py").write_text(STUB_MODE_RULE)
     repo = Path(__file__).resolve().parents[1]
     out = tmp_path / "r.json"
-    run = lambda *ids: subprocess.run(
+    passing = ("kernel.fla.mdn_chunk64.fwd.bf16.typical", "kernel.fla.mdn_chunk64.bwd.bf16.typical",
+               "kernel.fla.mdn_recurrent.fwd.fp32.initial_state", "kernel.fla.mdn_recurrent.convention.residual_alpha_k")
+    skipped = {"kernel.fla.mdn_chunk16.fwd.bf16.typical": "chunk is fixed at 64",
+               "kernel.fla.mdn_recurrent.bwd.fp32.typical": "has no backward"}
+    r = subprocess.run(
         [sys.executable, "-m", "verify", "kernels", "--device", "cpu", "--profile", "quick", "--json", str(out),
-         "--kernel-root", str(tmp_path / "fork"), *[a for i in ids for a in ("--id", i)]],
+         "--kernel-root", str(tmp_path / "fork"), *[a for i in (*passing, *skipped) for a in ("--id", i)]],
         capture_output=True, text=True, cwd=repo)
-    r = run("kernel.fla.mdn_chunk64.fwd.bf16.typical", "kernel.fla.mdn_recurrent.fwd.fp32.initial_state",
-            "kernel.fla.mdn_recurrent.convention.residual_alpha_k")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    assert {c["status"] for c in json.loads(out.read_text())["checks"]} == {"pass"}
-    r = run("kernel.fla.mdn_chunk16.fwd.bf16.typical")
-    assert r.returncode == 2 and "fixed chunk size of 64" in r.stderr and "Traceback" not in r.stderr
+    checks = {c["id"]: c for c in json.loads(out.read_text())["checks"]}
+    assert {i: checks[i]["status"] for i in passing} == dict.fromkeys(passing, "pass")
+    for i, reason in skipped.items():
+        assert checks[i]["status"] == "skip" and reason in checks[i]["message"], checks[i]
+
+
+def test_missing_backward_is_only_the_packages_own():
+    """fla's fused recurrent GDN has no backward (it raises NotImplementedError in its autograd backward): that
+    is a variant the package lacks.  The same error raised anywhere else stays a failure."""
+    import torch
+
+    from kernels import fla_ops
+    from verify.checks.kernels import prepare
+    from verify.inputs import GdnCase, gdn_inputs
+    from verify.registry import Context
+    prepare(Context(device="cpu"))
+    x = {n: t.requires_grad_() if t is not None and t.is_floating_point() else t
+         for n, t in gdn_inputs(GdnCase(T=4), torch.float32).items()}
+    o, _ = fla_ops.gated_delta_rule(**x, chunk=False)
+    with pytest.raises(NotImplementedError) as raised:
+        o.sum().backward()
+    assert "gated_delta_rule/fused_recurrent.py has no backward" in fla_ops.missing_backward(raised.value)
+
+    def backward():
+        raise NotImplementedError("not the package's")
+    with pytest.raises(NotImplementedError) as raised:
+        backward()
+    assert fla_ops.missing_backward(raised.value) is None
 
 
 def test_regression_cases_fail_without_their_fixes(monkeypatch):
-    """The regression cases of verify.strategies pass with the budget's summed-terms floor (MDN) and the
+    """The regression cases of verify.ops pass with the budget's summed-terms floor (MDN) and the
     same-dtype implementations' stored-O delta (FoX, PaTH), and each fix is what sets their budget: without
     it the budget's same-dtype term is several times smaller.  Those terms come from the float64 oracle and
     the fixed-order same-dtype implementation (verify.precision), so this holds on every machine; whether
@@ -119,15 +171,16 @@ def test_regression_cases_fail_without_their_fixes(monkeypatch):
     from verify.budget import judge
     from verify.checks import kernels as K
     from verify.registry import Context
-    from verify.strategies import REGRESSION_CASES
+    from verify import lowprec
+    from verify.ops import OPS, regression_cases
     ctx = Context(device="cpu", profile="quick")
     K.prepare(ctx)
-    mdn_case = REGRESSION_CASES["kernel.fla.mdn_recurrent.fwd.fp32.eta_near2"][0]
-    fox_case = REGRESSION_CASES["kernel.fla.forgetting_attn.bwd.bf16.saturated"][0]
-    path_case = REGRESSION_CASES["kernel.fla.path_attn.bwd.fp32.saturated"][0]
-    probes = {"mdn": lambda: K._mdn_probe(mdn_case, "fp32", "fwd", None, ctx),
-              "fox": lambda: K._path_probe(fox_case, "bf16", "bwd", ctx, fox=True),
-              "path": lambda: K._path_probe(path_case, "fp32", "bwd", ctx, fox=False)}
+    mdn_case = regression_cases("kernel.fla.mdn_recurrent.fwd.fp32.eta_near2")[0]
+    fox_case = regression_cases("kernel.fla.forgetting_attn.bwd.bf16.saturated")[0]
+    path_case = regression_cases("kernel.fla.path_attn.bwd.fp32.saturated")[0]
+    probes = {"mdn": lambda: K.probe(OPS["mdn_recurrent"], mdn_case, "fp32", "fwd", ctx),
+              "fox": lambda: K.probe(OPS["forgetting_attn"], fox_case, "bf16", "bwd", ctx),
+              "path": lambda: K.probe(OPS["path_attn"], path_case, "fp32", "bwd", ctx)}
 
     def verdicts(probe, floor=True):
         """(name -> Verdict of each tensor the probe judges, the probe's worst ratio); floor=False judges
@@ -142,14 +195,87 @@ def test_regression_cases_fail_without_their_fixes(monkeypatch):
     fixed = {name: verdicts(p) for name, p in probes.items()}
     assert all(ratio <= 1 for _, ratio in fixed.values()), {n: r for n, (_, r) in fixed.items()}
     # MDN at T = 1: o_1 is a cancelling sum; the floor u ||terms|| / ||o|| sets its budget, not rounding luck
-    assert fixed["mdn"][0]["o"].ref_rel > 4 * verdicts(probes["mdn"], floor=False)[0]["o"].ref_rel
+    assert fixed["mdn"][0]["o"].same_dtype_rel > 4 * verdicts(probes["mdn"], floor=False)[0]["o"].same_dtype_rel
     with monkeypatch.context() as m:     # delta from the exact output (plain autograd)
-        m.setattr(K.lowprec, "fox_attn", lambda q, k, v, g, cu_seqlens, prec, scale, gate_scaled: prec.store(
+        m.setattr(lowprec, "fox_attn", lambda q, k, v, g, cu_seqlens, prec, scale, gate_scaled: prec.store(
             P.fox_attn(q, k, v, g, scale, gate_scaled, cu_seqlens, prec.mm)))
-        m.setattr(K.lowprec, "path_attn", lambda q, k, v, w, beta, g, cu_seqlens, prec, scale, gate_scaled:
+        m.setattr(lowprec, "path_attn", lambda q, k, v, w, beta, g, cu_seqlens, prec, scale, gate_scaled:
                   prec.store(P.path_attn_blockwise(q, k, v, w, beta, g, scale, gate_scaled, cu_seqlens, 64, prec.mm)))
         plain = {name: verdicts(probes[name])[0] for name in ("fox", "path")}
     # FoX saturated (bf16): the stored O's rounding enters delta, as in the kernel; PaTH at T = 1: the exact dk
     # and dq are 0, and only the stored O gives the same-dtype implementation the kernel's (and the H200's) 1.7e-2
     for name, t in (("fox", "dq"), ("fox", "dk"), ("fox", "dg"), ("path", "dq"), ("path", "dk")):
-        assert fixed[name][0][t].ref_abs > 4 * plain[name][t].ref_abs, (name, t)
+        assert fixed[name][0][t].same_dtype_abs > 4 * plain[name][t].same_dtype_abs, (name, t)
+
+
+@pytest.mark.parametrize("raised, kind", [("unsupported", "unsupported"), ("gap", "interpreter_gap"),
+                                          ("kernel", None)])
+def test_search_skips_what_cannot_be_verified(raised, kind):
+    """A variant the package lacks and an operation the interpreter cannot run end the search as a skip of
+    that kind, with the reason; any other exception of the kernel stays a failure."""
+    from hypothesis import strategies as st
+
+    from kernels.fla_ops import VariantUnsupported
+    from verify import fidelity
+    from verify.registry import Context
+    from verify.search import search
+    errors = {"unsupported": VariantUnsupported("chunk 16 is not offered"),
+              "gap": fidelity.Bf16ArithmeticNotEmulated("bf16 multiply"), "kernel": RuntimeError("kernel bug")}
+
+    def evaluate(case):
+        raise errors[raised]
+    r = search(st.just(0), evaluate, Context(profile="quick"), "test.search")
+    assert (r.status, r.kind) == (("skip", kind) if kind else ("fail", "exception"))
+    assert str(errors[raised]) in r.message
+
+
+def test_save_failing_writes_a_file_that_compare_replays(tmp_path, registry):
+    """--save-failing (Context.save_failing): the minimal example of a failing check (the listed
+    log(beta + 1e-6) bias of fla's MDN chunk path at T = 1) is saved, the failure message prints the
+    `verify compare` command, and that command reproduces the failure with the same error."""
+    import shlex
+
+    from verify import cli
+    from verify.registry import Context
+    cid = "kernel.fla.mdn_chunk16.fwd.bf16.alpha_near1"
+    result = registry[cid].run(Context(device="cpu", profile="quick", save_failing=str(tmp_path / "f")))
+    command = result.details["compare_command"]
+    assert result.status == "fail" and command in result.message and (tmp_path / "f" / f"{cid}.pt").is_file()
+    argv = shlex.split(command)
+    assert argv[:2] == ["verify", "compare"]
+    replay = tmp_path / "replay.json"
+    assert cli.main([*argv[1:], "--json", str(replay)]) == 1
+    tensors = json.loads(replay.read_text())["tensors"]
+    assert [t["err_rel"] for t in tensors] == [t["err_rel"] for t in result.details["tensors"]]
+
+
+def _gdn_literal(q, k, v, g, beta, S0, scale):
+    """GDN's rule as its docstring states it, token by token, one sequence and head:
+    S_t = alpha_t (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T, o_t = scale S_t^T q_t."""
+    import torch
+    S, out = S0.clone(), []
+    for t in range(q.shape[0]):
+        I = torch.eye(k.shape[1], dtype=k.dtype)
+        S = torch.exp(g[t]) * (I - beta[t] * torch.outer(k[t], k[t])) @ S + beta[t] * torch.outer(k[t], v[t])
+        out.append(scale * S.T @ q[t])
+    return torch.stack(out), S
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_gdn_is_mdn_without_momentum(seed):
+    """The GDN records' oracle (verify.ops.gdn_as_mdn on the MDN recurrence, mu = 0, p = alpha k, eta = 1)
+    equals GDN's literal rule sequence by sequence; negative control: with MDN's eta = 2 it does not."""
+    import torch
+
+    from references import mdn as MDN
+    from verify.inputs import GdnCase, as_oracle, gdn_inputs
+    from verify.ops import gdn_as_mdn
+    x = as_oracle(gdn_inputs(GdnCase(T=12, Dk=4, Dv=3, beta="near2", initial_state=True, cu_seqlens=(0, 5, 12), seed=seed)))
+    o, S = gdn_as_mdn(MDN.recurrence, **x, scale=0.5)
+    for n, (s, e) in enumerate([(0, 5), (5, 12)]):
+        o_lit, S_lit = _gdn_literal(*(x[m][0, s:e, 0] for m in ("q", "k", "v", "g", "beta")), x["S0"][n, 0], 0.5)
+        assert torch.allclose(o[0, s:e, 0], o_lit, rtol=1e-12, atol=1e-12)
+        assert torch.allclose(S[n, 0], S_lit, rtol=1e-12, atol=1e-12)
+    doubled = lambda *a, **kw: MDN.recurrence(*a[:6], 2 * a[6], **kw)      # eta = 2: GDN's beta doubled
+    o_wrong, _ = gdn_as_mdn(doubled, **x, scale=0.5)
+    assert (o_wrong - o).abs().max() > 1e-3

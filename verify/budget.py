@@ -1,10 +1,10 @@
 """The kernel budget rule (DESIGN.md section 5).
 
 A kernel output passes when, against the float64 oracle, both
-    normwise relative error <= c * max(ref_rel, floor_rel, u_storage) + TINY_REL   and
-    max absolute error      <= c * max(ref_abs, floor_abs, u * scale) + TINY_ABS
-where ref_* is the error of a plain PyTorch implementation in the same precision on the same input
-(verify.lowprec) and floor_* the error of merely rounding the oracle's output to the storage dtype.
+    normwise relative error <= c * max(same_dtype_rel, floor_rel, u_storage) + TINY_REL   and
+    max absolute error      <= c * max(same_dtype_abs, floor_abs, u * scale) + TINY_ABS
+where same_dtype_* is the error of the same-dtype implementation (plain PyTorch in the same precision, on the
+same input: verify.lowprec) and floor_* the error of merely rounding the oracle's output to the storage dtype.
 u_storage, the storage dtype's unit roundoff, bounds that rounding error; the measured one can be far
 smaller on a small tensor (a single number at T = 1), and a budget built on such a lucky sample made
 fp32 checks flake at 1.6-3.4 u across seeds (measured with --repeat), so the bound is the floor.
@@ -31,6 +31,11 @@ import torch
 from verify.metrics import max_abs, rel_err
 from verify.precision import Precision
 
+class OracleFailed(Exception):
+    """The float64 oracle or the same-dtype implementation raised on an input: never the kernel's failure
+    (`verify compare`: a usage error naming the input; a kernel check: an error of the check)."""
+
+
 TINY_REL = 1e-12
 TINY_ABS = 1e-12
 
@@ -43,9 +48,11 @@ class Verdict:
     err_abs: float
     budget_rel: float
     budget_abs: float
-    ref_rel: float
-    ref_abs: float
+    same_dtype_rel: float        # the same-dtype implementation's errors (verify.lowprec), floors included
+    same_dtype_abs: float
     error: str | None = None     # the kernel raised instead of returning (always a failure)
+    shape: list[int] | None = None
+    dtype: str | None = None     # the kernel output's dtype
 
     @property
     def ratio(self) -> float:
@@ -59,6 +66,16 @@ class Verdict:
         return "normwise-relative" if self.err_rel / self.budget_rel >= self.err_abs / self.budget_abs else "max-abs"
 
     @property
+    def measure(self) -> str:
+        """What measured / budget are, in verify.registry.Result's words."""
+        return "normwise_relative" if self.decided_by == "normwise-relative" else "max_abs"
+
+    @property
+    def kind(self) -> str:
+        """Why a failing verdict failed: the kernel raised, gave non-finite values, or exceeded its budget."""
+        return "exception" if self.error else "non_finite" if not math.isfinite(self.err_abs) else "over_budget"
+
+    @property
     def measured(self) -> float:
         return self.err_rel if self.decided_by == "normwise-relative" else self.err_abs
 
@@ -70,16 +87,26 @@ class Verdict:
     def raised(cls, exc: Exception) -> "Verdict":
         return cls("kernel", math.inf, math.inf, 1.0, 1.0, 0.0, 0.0, f"{type(exc).__name__}: {exc}".splitlines()[0])
 
+    def record(self) -> dict:
+        """The structured per-tensor verdict of the JSON (details["tensors"]); non-finite numbers as None."""
+        num = lambda x: float(x) if math.isfinite(x) else None
+        return {"name": self.name, "err_rel": num(self.err_rel), "budget_rel": num(self.budget_rel),
+                "err_abs": num(self.err_abs), "budget_abs": num(self.budget_abs),
+                "same_dtype_rel": num(self.same_dtype_rel), "same_dtype_abs": num(self.same_dtype_abs),
+                "ratio": num(self.ratio), "decided_by": self.decided_by, "shape": self.shape,
+                "dtype": self.dtype, "error": self.error}
+
     def summary(self) -> str:
         if self.error:
             return f"{self.name} raised {self.error}"
-        return (f"{self.name}: rel {self.err_rel:.2e} (budget {self.budget_rel:.2e}, torch-ref {self.ref_rel:.2e}), "
+        return (f"{self.name}: rel {self.err_rel:.2e} (budget {self.budget_rel:.2e}, same-dtype {self.same_dtype_rel:.2e}), "
                 f"max-abs {self.err_abs:.2e} (budget {self.budget_abs:.2e}); decided by {self.decided_by}")
 
 
-def judge(name: str, out: torch.Tensor, oracle: torch.Tensor, ref: torch.Tensor, prec: Precision, c: float,
+def judge(name: str, out: torch.Tensor, oracle: torch.Tensor, same_dtype: torch.Tensor, prec: Precision, c: float,
           scale: float = 0.0, terms: torch.Tensor | None = None) -> Verdict:
-    """Compare one kernel tensor with the oracle under the budget rule."""
+    """Compare one kernel tensor with the oracle under the budget rule (same_dtype: the same-dtype
+    implementation's output on the same input)."""
     rounded = oracle.to(prec.torch_dtype).double()
     nonzero = bool(oracle.ne(0).any())
     magnitude = float(oracle.abs().max()) if nonzero else scale
@@ -88,13 +115,16 @@ def judge(name: str, out: torch.Tensor, oracle: torch.Tensor, ref: torch.Tensor,
         magnitude = max(magnitude, float(terms.abs().max()))
         if nonzero:
             floor_rel = max(floor_rel, prec.u * float(terms.norm() / oracle.norm()))
-    ref_abs = max(max_abs(ref, oracle), max_abs(rounded, oracle))
-    budget_abs = c * max(ref_abs, prec.u * magnitude) + TINY_ABS
+    lowp_abs = max(max_abs(same_dtype, oracle), max_abs(rounded, oracle))
+    budget_abs = c * max(lowp_abs, prec.u * magnitude) + TINY_ABS
     err_abs = max_abs(out, oracle)
+    meta = {"shape": list(out.shape), "dtype": str(out.dtype).removeprefix("torch.")}
     if not nonzero:
-        return Verdict(name, 0.0 if math.isfinite(err_abs) else math.inf, err_abs, 1.0, budget_abs, 0.0, ref_abs)
-    ref_rel = max(rel_err(ref, oracle), rel_err(rounded, oracle), floor_rel)
-    return Verdict(name, rel_err(out, oracle), err_abs, c * ref_rel + TINY_REL, budget_abs, ref_rel, ref_abs)
+        return Verdict(name, 0.0 if math.isfinite(err_abs) else math.inf, err_abs, 1.0, budget_abs, 0.0, lowp_abs,
+                       **meta)
+    lowp_rel = max(rel_err(same_dtype, oracle), rel_err(rounded, oracle), floor_rel)
+    return Verdict(name, rel_err(out, oracle), err_abs, c * lowp_rel + TINY_REL, budget_abs, lowp_rel, lowp_abs,
+                   **meta)
 
 
 def worst(verdicts: list[Verdict]) -> Verdict:

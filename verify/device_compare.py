@@ -12,15 +12,18 @@ from __future__ import annotations
 import argparse
 import json
 
-from verify.inputs import PathCase
+from verify.inputs import GdnCase, PathCase
 
-CASES = [
+CASES = [   # (op of verify.ops.OPS, dtype, case)
     ("path_attn", "fp32", PathCase(T=256, D=64, Dv=64, seed=1)),
     ("path_attn", "fp32", PathCase(T=256, D=64, Dv=64, gate="mixed", beta="near2_4", seed=2)),
     ("path_attn", "bf16", PathCase(T=256, D=64, Dv=64, seed=1)),
     ("path_attn", "bf16", PathCase(T=256, D=64, Dv=64, gate="mixed", beta="near2_4", seed=2)),
     ("forgetting_attn", "fp32", PathCase(T=256, D=64, Dv=64, gate="mixed", seed=3)),
     ("forgetting_attn", "bf16", PathCase(T=256, D=64, Dv=64, gate="mixed", seed=3)),
+    ("gdn_chunk", "fp32", GdnCase(T=256, Dk=64, Dv=64, initial_state=True, seed=4)),
+    ("gdn_chunk", "bf16", GdnCase(T=256, Dk=64, Dv=64, initial_state=True, seed=4)),
+    ("gdn_recurrent", "fp32", GdnCase(T=256, Dk=64, Dv=64, gate="near1", seed=5)),
 ]
 
 
@@ -28,25 +31,18 @@ def measure(device: str, fp32_dot: str = "tf32") -> list[dict]:
     if device == "cpu":
         from verify import fidelity
         fidelity.prepare_cpu_kernels(fp32_dot)
-    from kernels import fla_ops
-    from references import path_attn as P
-    from verify.inputs import as_oracle, path_inputs
+    from verify.inputs import as_oracle
     from verify.metrics import rel_err
+    from verify.ops import OPS, as_tuple, scale_of
     from verify.precision import TORCH_DTYPES
     rows = []
-    for op, dtype, case in CASES:
-        x = path_inputs(case, TORCH_DTYPES[dtype], device)
-        x64 = as_oracle(x)
-        s = case.D ** -0.5
-        if op == "path_attn":
-            out = fla_ops.path_attn(**x, scale=s)
-            ref = P.path_attn(**x64, scale=s, gate_scaled=fla_ops.PATH_CONVENTIONS.gate_scaled)
-        else:
-            fx = {n: x[n] for n in ("q", "k", "v", "g")}
-            out = fla_ops.forgetting_attn(**fx, scale=s)
-            ref = P.fox_attn(**{n: x64[n] for n in fx}, scale=s)
-        rows.append({"op": op, "dtype": dtype, "case": case.label(), "rel_err": rel_err(out, ref)})
-        print(f"{device:4} {op:16} {dtype}  {case.label():50}  rel err {rows[-1]['rel_err']:.3e}", flush=True)
+    for name, dtype, case in CASES:
+        op = OPS[name]
+        x = op.inputs(case, TORCH_DTYPES[dtype], device)
+        out = as_tuple(op.kernel(**x, scale=scale_of(x)))[0]
+        expected = as_tuple(op.oracle(**as_oracle(x), scale=scale_of(x)))[0]
+        rows.append({"op": name, "dtype": dtype, "case": case.label(), "rel_err": rel_err(out, expected)})
+        print(f"{device:4} {name:16} {dtype}  {case.label():50}  rel err {rows[-1]['rel_err']:.3e}", flush=True)
     return rows
 
 

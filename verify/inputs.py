@@ -139,19 +139,23 @@ class MdnCase:
 LOG_MU_FLOOR = -2.0
 
 
-def mdn_inputs(case: MdnCase, dtype=torch.float64, device="cpu") -> dict:
-    """q, k unit-norm (as an l2-normalising kernel would make them), v, p=None, gates in fp32, and
-    S0/M0 in fp32 when case.initial_state.  Gates satisfy alpha + beta <= 1, eta in (0, 2)."""
-    gen = torch.Generator().manual_seed(case.seed)
+def _linear_draws(case, gen):
+    """q, k with unit rows (as an l2-normalising kernel would make them) and v [B, T, H, D] in float64, drawn
+    from gen in this order, and u(lo, hi): uniform gates [B, T, H] drawn from gen when called."""
     B, T, H = case.B, case.T, case.H
-
-    def u(lo, hi):
-        return lo + (hi - lo) * torch.rand(B, T, H, generator=gen, dtype=torch.float64)
-
     q = torch.randn(B, T, H, case.Dk, generator=gen, dtype=torch.float64)
     k = torch.randn(B, T, H, case.Dk, generator=gen, dtype=torch.float64)
     v = torch.randn(B, T, H, case.Dv, generator=gen, dtype=torch.float64)
-    q, k = q / q.norm(dim=-1, keepdim=True), k / k.norm(dim=-1, keepdim=True)
+    return (q / q.norm(dim=-1, keepdim=True), k / k.norm(dim=-1, keepdim=True), v,
+            lambda lo, hi: lo + (hi - lo) * torch.rand(B, T, H, generator=gen, dtype=torch.float64))
+
+
+def mdn_inputs(case: MdnCase, dtype=torch.float64, device="cpu") -> dict:
+    """q, k unit-norm, v, p=None, gates in fp32, and S0/M0 in fp32 when case.initial_state.  Gates satisfy
+    alpha + beta <= 1, eta in (0, 2)."""
+    gen = torch.Generator().manual_seed(case.seed)
+    B, T, H = case.B, case.T, case.H
+    q, k, v, u = _linear_draws(case, gen)
     log_alpha = {"typical": torch.log(u(0.5, 0.99)), "near1": -u(1e-4, 1e-3),
                  "small": torch.log(u(0.05, 0.15))}[case.alpha]
     one_minus_alpha = -torch.expm1(log_alpha)
@@ -165,4 +169,45 @@ def mdn_inputs(case: MdnCase, dtype=torch.float64, device="cpu") -> dict:
     if case.initial_state:
         out["S0"] = 0.5 * torch.randn(B, H, case.Dk, case.Dv, generator=gen, dtype=torch.float64).float()
         out["M0"] = 0.5 * torch.randn(B, H, case.Dk, case.Dv, generator=gen, dtype=torch.float64).float()
+    return {n: (x.to(device) if isinstance(x, torch.Tensor) else x) for n, x in out.items()}
+
+
+# ------------------------------------------------------------------------------------ Gated DeltaNet
+
+@dataclass(frozen=True)
+class GdnCase:
+    """One Gated DeltaNet input.  cu_seqlens (varlen) requires B == 1."""
+    T: int = 16
+    Dk: int = 16
+    Dv: int = 16
+    B: int = 1
+    H: int = 1
+    gate: str = "typical"        # alpha = exp(g): typical U(0.5, 0.99); near1: g ~ -1e-3; near0: alpha ~ 1e-3
+    beta: str = "typical"        # typical U(0.05, 0.95); near0 ~1e-4; near1 = 1 - ~1e-4; near2 = 2 - ~1e-4
+    initial_state: bool = False
+    qk_norm: float = 1.0         # norm of every q_t and k_t (1: as use_qk_l2norm_in_kernel would make them)
+    cu_seqlens: tuple[int, ...] | None = None
+    seed: int = 0
+
+    def label(self) -> str:
+        return case_label(self)
+
+
+def gdn_inputs(case: GdnCase, dtype=torch.float64, device="cpu") -> dict:
+    """q, k of norm case.qk_norm, v in dtype; g = log alpha and beta in fp32; S0 [N, H, Dk, Dv] in fp32 when
+    case.initial_state (N sequences: B, or the number of cu_seqlens segments); cu_seqlens int32."""
+    if case.cu_seqlens is not None and case.B != 1:
+        raise ValueError("varlen (cu_seqlens) requires B == 1")
+    gen = torch.Generator().manual_seed(case.seed)
+    B, T, H = case.B, case.T, case.H
+    q, k, v, u = _linear_draws(case, gen)
+    q, k = case.qk_norm * q, case.qk_norm * k
+    g = {"typical": torch.log(u(0.5, 0.99)), "near1": -u(1e-4, 1e-3), "near0": torch.log(u(1e-3, 1e-2))}[case.gate]
+    beta = {"typical": u(0.05, 0.95), "near0": u(1e-5, 1e-4), "near1": 1 - u(1e-4, 1e-3),
+            "near2": 2 - u(1e-4, 1e-3)}[case.beta]
+    N = B if case.cu_seqlens is None else len(case.cu_seqlens) - 1
+    S0 = 0.5 * torch.randn(N, H, case.Dk, case.Dv, generator=gen, dtype=torch.float64) if case.initial_state else None
+    out = {"q": q.to(dtype), "k": k.to(dtype), "v": v.to(dtype), "g": g.float(), "beta": beta.float(),
+           "S0": None if S0 is None else S0.float(),
+           "cu_seqlens": None if case.cu_seqlens is None else torch.tensor(case.cu_seqlens, dtype=torch.int32)}
     return {n: (x.to(device) if isinstance(x, torch.Tensor) else x) for n, x in out.items()}

@@ -89,14 +89,14 @@ def decode_keys(k, w, beta, prec: Precision, block=64):
 
 
 def mdn(q, k, v, log_alpha, log_mu, beta, eta, S0, M0, prec: Precision, scale=None, chunk=64):
-    """The stable chunkwise MDN form in fp32 (products and solves in fixed order), with the dot operands
-    k^ = eta k and p = alpha k rounded to the storage dtype as a bf16 implementation holds them.
+    """The stable chunkwise MDN form in fp32 (products in prec's dot format, solves in fixed order), with the
+    dot operands k^ = eta k and p = alpha k rounded to the storage dtype as a bf16 implementation holds them.
     Returns (o, S_T, M_T)."""
     k_hat = prec.store(eta[..., None] * k)
     p = prec.store(torch.exp(log_alpha)[..., None] * k)
     with fixed_order():
         o, S, M = MDN.chunk_forward(q, k_hat, v, log_alpha, log_mu, beta, torch.ones_like(eta), p=p, scale=scale,
-                                    S0=S0, M0=M0, chunk=chunk, form="stable")
+                                    S0=S0, M0=M0, chunk=chunk, form="stable", mm=prec.mm)
     return prec.store(o), S, M
 
 

@@ -31,6 +31,11 @@ class Mutant:
     killers: tuple[str, ...]     # check ids expected to turn red
     count: int = 1               # occurrences of `old` the patch replaces
 
+    @property
+    def ops(self) -> set[str]:
+        """The kernel ops (verify.ops.OPS names) whose checks kill this mutant."""
+        return {k.split(".")[2] for k in self.killers}
+
 
 PATH_FWD, PATH_PRE, PATH_API = ("ops/path_attn/parallel_path_fwd.py", "ops/path_attn/intra_chunk_preprocess_fwd.py",
                                 "ops/path_attn/parallel.py")
@@ -112,7 +117,9 @@ MUTANTS = {m.name: m for m in [
     Mutant("mdn_mu_cumsum_off_by_one", "MDN chunk: exclusive instead of inclusive cumsum of log mu", MDN,
            "log_m_cum = log_mu.squeeze(-1).cumsum(-1)",
            "log_m_cum = log_mu.squeeze(-1).cumsum(-1) - log_mu.squeeze(-1)",
-           ("kernel.fla.mdn_chunk16.fwd.bf16.typical",)),
+           # naive.py serves every chunk size: a killer per size (chunk 64's typical regime is a listed failure)
+           ("kernel.fla.mdn_chunk16.fwd.bf16.typical", "kernel.fla.mdn_chunk32.fwd.bf16.typical",
+            "kernel.fla.mdn_chunk64.convention.scale_default")),
     Mutant("mdn_state_bf16", "MDN recurrent: the state S rounded to bf16 after every step", MDN,
            "M_prev = Mt\n        S_prev = St", "M_prev = Mt\n        S_prev = St.bfloat16().float()",
            ("kernel.fla.mdn_recurrent.fwd.fp32.typical",)),
@@ -120,6 +127,16 @@ MUTANTS = {m.name: m for m in [
            "final_state = torch.stack([S_prev, M_prev], dim=0)",
            "final_state = torch.zeros_like(torch.stack([S_prev, M_prev], dim=0))",
            ("kernel.fla.mdn_recurrent.fwd.fp32.typical",)),
+    # Gated DeltaNet (Triton)
+    Mutant("gdn_recurrent_gate_base2", "GDN fused recurrent: the state decayed by 2^g instead of e^g (fla's chunk "
+           "kernels work in base 2; the recurrent one takes g = ln alpha)", "ops/gated_delta_rule/fused_recurrent.py",
+           "            b_h *= exp(b_g)\n", "            b_h *= tl.exp2(b_g)\n",
+           ("kernel.fla.gdn_recurrent.convention.gate_natural_log", "kernel.fla.gdn_recurrent.fwd.fp32.typical")),
+    Mutant("gdn_chunk_state_decay_dropped", "GDN chunk: the in-chunk decay of the keys entering the chunk state "
+           "dropped", "ops/common/chunk_delta_h.py",
+           "b_v = b_v * tl.where(m_t, exp2(b_g_last - b_g), 0)[:, None]", "b_v = b_v * tl.where(m_t, 1.0, 0)[:, None]",
+           # bf16: the fp32 checks wait for a TF32 same-dtype implementation (fla's chunk dots are TF32)
+           ("kernel.fla.gdn_chunk.fwd.bf16.typical",)),
     Mutant("mdn_residual_no_alpha", "MDN recurrent: residual reads S with p_t = k_t instead of the declared "
            "alpha_t k_t", "ops/momentum_delta_rule/fused_recurrent.py",
            "p_eff = p if not use_p_times_alpha else (p * log_alpha.exp().unsqueeze(-1)).to(q.dtype)",

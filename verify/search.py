@@ -1,24 +1,29 @@
 """Hypothesis-driven search for the worst error of a kernel under its budget.
 
-`search` runs a property over a strategy of cases (first the check's regression cases, verify.strategies), tells hypothesis to climb the error/budget ratio
-(`hypothesis.target`), and turns the outcome into a Result: the worst case seen when everything passed,
-or the minimal failing example hypothesis shrank to, with the measured error, the budget and the case.
+`search` runs a property over a strategy of cases (first the check's explicit regression cases, from its
+op record in verify.ops), tells hypothesis to climb the error/budget ratio (`hypothesis.target`), and turns
+the outcome into a Result: the worst case seen when everything passed, or the minimal failing example
+hypothesis shrank to, with the measured error, the budget and the case (saved for `verify compare` under
+--save-failing).  A variant the kernel package does not offer, and an operation the Triton interpreter
+cannot run, end the search as a skip (kinds unsupported, interpreter_gap), never a kernel failure.
 The seed comes from the CLI, the example database is off, so a run is reproducible from its repro line.
 """
 from __future__ import annotations
 
 import math
+import shlex
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from hypothesis import HealthCheck, Phase, example, given, seed, settings, target
 from hypothesis import strategies as st
 
-from verify.budget import Verdict
-from verify.errors import UsageError, is_device_fatal
+from kernels.fla_ops import VariantUnsupported
+from verify.budget import OracleFailed, Verdict
+from verify.errors import UsageError, is_device_fatal, is_interpreter_gap
 from verify.registry import DEVICE_LOST, Context, Result
-from verify.strategies import REGRESSION_CASES
 
 MAX_EXAMPLES = {"quick": 2, "ci": 3, "full": 5}
 
@@ -40,10 +45,20 @@ class _DeviceLost(BaseException):
     so shrinking would only report a meaningless 'minimal' case."""
 
 
+class _NotVerifiable(BaseException):
+    """Stops hypothesis at once: the kernel package lacks the variant, or the interpreter cannot run it."""
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
 def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx: Context, what: str,
-           max_examples: int | None = None) -> Result:
+           max_examples: int | None = None, explicit=(), saved: Callable | None = None) -> Result:
+    """max_examples: the check's own number of examples (--examples overrides it; default by profile);
+    explicit: cases run first, whatever the seed; saved(case) -> (tensors, `verify compare` arguments)
+    for --save-failing."""
     worst: list[Probe] = []
-    failures: list[Probe] = []
+    failures: list[tuple[Probe, object]] = []
     n_examples = [0]
     t0 = time.perf_counter()
 
@@ -51,25 +66,30 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
         n_examples[0] += 1
         try:
             probe = evaluate(case)
-        except UsageError:
+        except (UsageError, OracleFailed):
             raise
+        except VariantUnsupported as exc:
+            raise _NotVerifiable("unsupported", str(exc)) from exc
         except Exception as exc:    # a kernel that raises on valid input fails this example
+            if is_interpreter_gap(exc):
+                raise _NotVerifiable("interpreter_gap", "not verifiable on the CPU interpreter: "
+                                     + f"{type(exc).__name__}: {exc}".splitlines()[0]) from exc
             probe = Probe(Verdict.raised(exc), case.label() if hasattr(case, "label") else repr(case), {})
             if is_device_fatal(exc):
-                failures.append(probe)
+                failures.append((probe, case))
                 raise _DeviceLost from exc
         ratio = probe.verdict.ratio
         target(min(ratio, 1e6) if math.isfinite(ratio) else 1e6, label="error / budget")
         if not worst or ratio > worst[0].verdict.ratio:
             worst[:] = [probe]
         if not ratio <= 1:
-            failures.append(probe)
+            failures.append((probe, case))
             raise _Exceeded(probe.label)
 
     test = given(strategy)(prop)
-    for case in REGRESSION_CASES.get(what, ()):
+    for case in explicit:
         test = example(case)(test)
-    test = settings(max_examples=max_examples or ctx.examples or MAX_EXAMPLES[ctx.profile], database=None,
+    test = settings(max_examples=ctx.examples or max_examples or MAX_EXAMPLES[ctx.profile], database=None,
                     deadline=None, derandomize=False, report_multiple_bugs=False, print_blob=False,
                     suppress_health_check=list(HealthCheck),
                     phases=(Phase.explicit, Phase.generate, Phase.target, Phase.shrink))(seed(ctx.seed)(test))
@@ -77,22 +97,45 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
         test()
     except _Exceeded:
         pass
+    except _NotVerifiable as exc:
+        return Result("skip", message=f"{what}: {exc}", kind=exc.kind)
     except _DeviceLost:
-        p = failures[-1]
+        p = failures[-1][0]
         return Result("fail", math.inf, None,
                       f"{what}: the kernel raised a fatal CUDA error on [{p.label}] (example {n_examples[0]}, not "
                       f"shrunk): {p.verdict.error}; rerun with CUDA_LAUNCH_BLOCKING=1 to name the kernel",
-                      details={"failing_example": p.label, DEVICE_LOST: True})
+                      details={"failing_example": p.label, DEVICE_LOST: True}, kind="cuda_fatal")
     elapsed = time.perf_counter() - t0
     if failures:
-        p = failures[-1]   # hypothesis replays the minimal (shrunk) example last
+        p, case = failures[-1]   # hypothesis replays the minimal (shrunk) example last
         v = p.verdict
+        repro = _save_failing(ctx, what, case, saved)
         return Result("fail", v.measured, v.budget,
                       f"{what}: minimal failing example [{p.label}]: {v.summary()} "
-                      f"({n_examples[0]} examples, {elapsed:.0f}s)",
-                      details={"minimal_example": p.label, "worst_ratio": worst[0].verdict.ratio, **p.details})
+                      f"({n_examples[0]} examples, {elapsed:.0f}s)" + (f"; repro: {repro}" if repro else ""),
+                      details={"minimal_example": p.label, "worst_ratio": _finite(worst[0].verdict.ratio),
+                               **p.details, **({"compare_command": repro} if repro else {})},
+                      kind=v.kind, measure=v.measure)
     p = worst[0]
     v = p.verdict
     return Result("pass", v.measured, v.budget,
                   f"{what}: worst of {n_examples[0]} examples [{p.label}]: {v.summary()}",
-                  details={"worst_example": p.label, "worst_ratio": v.ratio, **p.details})
+                  details={"worst_example": p.label, "worst_ratio": v.ratio, **p.details}, measure=v.measure)
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def _save_failing(ctx: Context, what: str, case, saved: Callable | None) -> str | None:
+    """With --save-failing DIR: DIR/<check id>.pt holds the minimal example's inputs; returns the
+    `verify compare` command that replays it (None without the option or for a check without inputs)."""
+    if not ctx.save_failing or saved is None:
+        return None
+    import torch
+    tensors, compare_args = saved(case)
+    path = Path(ctx.save_failing) / f"{what}.pt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(tensors, path)
+    return shlex.join(["verify", "compare", *compare_args, "--inputs", str(path), "--device", ctx.device,
+                       "--fp32-dot", ctx.fp32_dot])

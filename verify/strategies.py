@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from hypothesis import strategies as st
 
-from verify.inputs import MdnCase, PathCase
+from verify.inputs import GdnCase, MdnCase, PathCase
 
 # PaTH / FoX regimes: name -> PathCase fields
 PATH_REGIMES = {
@@ -103,26 +103,38 @@ def mdn_cases(draw, regime: dict, profile: str, max_T: int | None = None):
                    seed=draw(st.integers(0, 2**16)), **regime)
 
 
+GDN_REGIMES = {
+    "typical": {},
+    "gate_near0": {"gate": "near0"},
+    "gate_near1": {"gate": "near1"},
+    "beta_near0": {"beta": "near0"},
+    "beta_near1": {"beta": "near1"},      # the top of the post-sigmoid domain the docstring asks for
+    "beta_near2": {"beta": "near2"},      # the top of allow_neg_eigval's [0, 2)
+    "initial_state": {"initial_state": True},
+}
+# GDN's chunk is 64: each profile's first T spans two chunks.  Few, small sizes: the fused recurrent kernel
+# runs token by token under the CPU interpreter.
+GDN_SIZES = {   # (T values, Dk, Dv, H, B)
+    "quick": ((80, 1, 17), (16,), (16,), (1,), (1,)),
+    "ci": ((80, 1, 37), (16, 32), (16, 32), (1, 2), (1, 2)),
+    "full": ((4096, 1, 100, 1000), (64, 128), (64, 128), (1, 2), (1, 2)),
+}
+
+
+@st.composite
+def gdn_cases(draw, regime: dict, profile: str, max_T: int | None = None):
+    """GdnCase for one regime; hypothesis chooses dense or varlen (cu_seqlens, then B = 1)."""
+    Ts, Dks, Dvs, Hs, Bs = GDN_SIZES[profile]
+    T = draw(st.sampled_from(capped(Ts, max_T)))
+    cu = draw(cu_seqlens_for(T))
+    return GdnCase(T=T, Dk=draw(st.sampled_from(Dks)), Dv=draw(st.sampled_from(Dvs)), H=draw(st.sampled_from(Hs)),
+                   B=1 if cu else draw(st.sampled_from(Bs)), cu_seqlens=cu, seed=draw(st.integers(0, 2**16)),
+                   **regime)
+
+
 def bf16_values(min_value: float = -1e4, max_value: float = 1e4) -> st.SearchStrategy:
     """Every finite bf16 number in [min_value, max_value], drawn by bit pattern."""
     def to_float(bits: int) -> float:
         return torch.tensor([bits], dtype=torch.int32).to(torch.int16).view(torch.bfloat16).item()
     return st.integers(0, 0xFFFF).map(to_float).filter(
         lambda x: x == x and min_value <= x <= max_value)
-
-
-# Regression cases: inputs that once decided a check, run first (hypothesis' explicit phase) on every
-# run of that check, whatever the seed, so a fix stays fixed and a listed failure is reproduced rather
-# than left to the search's luck.  check id -> cases (why, in the comment).
-REGRESSION_CASES = {
-    # passed only once the reference formed delta from the stored bf16 O (verify/lowprec.py); was 1.6x budget
-    "kernel.fla.forgetting_attn.bwd.bf16.saturated": [PathCase(T=23, gate="mixed", logit_gain=4.0, seed=0)],
-    # fla's log(beta + 1e-6) bias at T = 1 (expected failures; the search draws these rarely)
-    "kernel.fla.mdn_chunk16.fwd.bf16.alpha_near1": [MdnCase(T=1, alpha="near1", seed=50)],
-    "kernel.fla.mdn_chunk16.bwd.bf16.alpha_near1": [MdnCase(T=1, alpha="near1", seed=12)],
-    # passed only once the PaTH reference formed delta from the stored O: at T = 1 the exact dk is 0 and
-    # fla's is 1.73e-2 (on the H200 too); was 2.2x budget (D = 16, seed 1; the H200's full-profile draw)
-    "kernel.fla.path_attn.bwd.fp32.saturated": [PathCase(T=1, B=2, logit_gain=4.0, seed=1)],
-    # the T = 1 cancellation that needed the summed-terms floor (verify/budget.py); was 1.7x budget
-    "kernel.fla.mdn_recurrent.fwd.fp32.eta_near2": [MdnCase(T=1, eta="near2", seed=1000)],
-}

@@ -38,6 +38,11 @@ def rank(name: str, t: torch.Tensor, n: int, layout: str) -> None:
         raise UsageError(f"{name}: rank {t.dim()} (shape {tuple(t.shape)}), expected rank {n} {layout}")
 
 
+def tokens(T: int) -> None:
+    if T < 1:
+        raise UsageError(f"q: T = {T} tokens; the kernels and the oracles need at least one")
+
+
 def heads(HQ: int, H: int) -> None:
     if H == 0 or HQ % H:
         raise UsageError(f"q has HQ = {HQ} heads, not a multiple of the H = {H} heads of k and v")
@@ -91,6 +96,7 @@ def path_inputs(x: dict, head_dims: tuple[int, ...]) -> None:
         rank(n, t, 4, "[B, T, H, D]")
     B, T, HQ, D = q.shape
     H = k.shape[2]
+    tokens(T)
     shape("k", k, (B, T, H, D), "[B, T, H, D] (B, T, D of q)")
     shape("v", v, (B, T, H, v.shape[3]), "[B, T, H, Dv] (B, T, H of k)")
     shape("w", x.get("w"), k.shape, "the shape of k [B, T, H, D]")
@@ -108,9 +114,8 @@ def path_inputs(x: dict, head_dims: tuple[int, ...]) -> None:
     interval("g (log forget gate)", x.get("g"), -float("inf"), 0.0, lo_open=True, hi_open=False)
 
 
-def mdn_inputs(x: dict) -> None:
-    """MDN: q, k [B, T, H, Dk]; v [B, T, H, Dv]; gates [B, T, H]; S0, M0 [B, H, Dk, Dv] (both or neither);
-    log alpha <= 0, log mu <= 0, beta in [0, 1], eta in (0, 2)."""
+def _linear_qkv(x: dict) -> tuple[int, int, int, int, int]:
+    """q, k [B, T, H, Dk]; v [B, T, H, Dv] -> (B, T, H, Dk, Dv)."""
     q, k, v = x["q"], x["k"], x["v"]
     for n, t in (("q", q), ("k", k), ("v", v)):
         rank(n, t, 4, "[B, T, H, D]")
@@ -118,6 +123,14 @@ def mdn_inputs(x: dict) -> None:
     Dv = v.shape[3]
     shape("q", q, k.shape, "the shape of k [B, T, H, Dk]")
     shape("v", v, (B, T, H, Dv), "[B, T, H, Dv] (B, T, H of k)")
+    tokens(T)
+    return B, T, H, Dk, Dv
+
+
+def mdn_inputs(x: dict) -> None:
+    """MDN: q, k [B, T, H, Dk]; v [B, T, H, Dv]; gates [B, T, H]; S0, M0 [B, H, Dk, Dv] (both or neither);
+    log alpha <= 0, log mu <= 0, beta in [0, 1], eta in (0, 2)."""
+    B, T, H, Dk, Dv = _linear_qkv(x)
     for n in ("log_alpha", "log_mu", "beta", "eta"):
         shape(n, x[n], (B, T, H), "[B, T, H]")
     if (x.get("S0") is None) != (x.get("M0") is None):
@@ -129,3 +142,17 @@ def mdn_inputs(x: dict) -> None:
     interval("log_mu", x["log_mu"], -float("inf"), 0.0, lo_open=True, hi_open=False)
     interval("beta", x["beta"], 0.0, 1.0, lo_open=False, hi_open=False)
     interval("eta", x["eta"], 0.0, 2.0, lo_open=True, hi_open=True)
+
+
+def gdn_inputs(x: dict) -> None:
+    """Gated DeltaNet: q, k [B, T, H, Dk]; v [B, T, H, Dv] (the oracle takes as many value heads as key
+    heads); g, beta [B, T, H]; S0 [N, H, Dk, Dv] (N sequences); g = log alpha <= 0, beta in [0, 2]."""
+    B, T, H, Dk, Dv = _linear_qkv(x)
+    for n in ("g", "beta"):
+        shape(n, x[n], (B, T, H), "[B, T, H]")
+    cu_seqlens(x.get("cu_seqlens"), B, T)
+    N = B if x.get("cu_seqlens") is None else x["cu_seqlens"].numel() - 1
+    shape("S0", x.get("S0"), (N, H, Dk, Dv), "[N, H, Dk, Dv] (N sequences)")
+    finite(x)
+    interval("g (log alpha)", x["g"], -float("inf"), 0.0, lo_open=True, hi_open=False)
+    interval("beta", x["beta"], 0.0, 2.0, lo_open=False, hi_open=False)

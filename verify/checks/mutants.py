@@ -50,6 +50,11 @@ def _summary(c: dict) -> str:
 
 def check_mutant(mutant: Mutant, ctx: Context) -> Result:
     clean = _clean(ctx)
+    if all(clean[i]["status"] == "skip" for i in mutant.killers):     # none of them can run here
+        c = clean[mutant.killers[0]]
+        kind = c.get("kind") or ("interpreter_gap" if "interpreter" in c["message"] else "unsupported")
+        return Result("skip", message="no killer runs here: " + "; ".join(
+            f"{clean[i]['id']}: {clean[i]['message']}" for i in mutant.killers), kind=kind)
     not_green = [clean[i] for i in mutant.killers if clean[i]["status"] not in ("pass", "xfail")]  # xfail: ratchet
     if not_green:
         return Result("error", message="killer not green on the unmodified kernels, so it proves nothing: "

@@ -19,9 +19,8 @@ import random
 
 import torch
 
-from kernels import fla_ops
-from references import path_attn as P
 from verify.checks.kernels import call_kernel, prepare
+from verify.ops import PATH_ATTN
 from verify.precision import Precision
 from verify.registry import Context, Result, register
 
@@ -81,10 +80,10 @@ def _run(dtype: str):
                 identity = s % 2 == 0
                 x = construction(swap_sequence(n, identity, rng), prec.torch_dtype, ctx.device)
                 x64 = {name: t.double() for name, t in x.items()}
-                o_ref = P.path_attn(**x64, scale=1.0)[0, -1, 0, 0].item()
+                o_ref = PATH_ATTN.oracle(**x64, scale=1.0)[0, -1, 0, 0].item()
                 if decides_identity(o_ref, n) != identity:
                     oracle_bad.append(n)
-                o = call_kernel(fla_ops.path_attn, **x, scale=1.0)[0, -1, 0, 0].item()
+                o = call_kernel(PATH_ATTN.kernel, **x, scale=1.0)[0, -1, 0, 0].item()
                 if not (math.isfinite(o) and decides_identity(o, n) == identity):
                     ok = False
                     first_bad = first_bad or f"n={n} identity={identity}: a_0={o:.4g} vs oracle {o_ref:.4g}"
