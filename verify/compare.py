@@ -57,10 +57,8 @@ def load(path: str, op) -> dict:
 
 
 def run(args) -> int:
-    import torch
-
     from kernels import fla_ops
-    from verify import environment, runner
+    from verify import environment, results
     from verify.budget import OracleFailed
     from verify.checks.kernels import compare, prepare
     from verify.ops import OPS
@@ -70,7 +68,7 @@ def run(args) -> int:
     if args.op not in OPS:
         raise UsageError(f"--op {args.op}: not a kernel op; choose from {', '.join(OPS)}")
     op = OPS[args.op]
-    runner.check_writable(args.json, "--json")
+    results.check_writable(args.json, "--json")
     device = environment.resolve_device(args.device)
     x = load(args.inputs, op)
     dtype = args.dtype or DTYPES.get(str(x["q"].dtype))
@@ -116,5 +114,5 @@ def run(args) -> int:
                "op": op.name, "pass": args.pass_, "dtype": dtype, "inputs": str(args.inputs), "budget_factor": c,
                "status": "pass" if ok else "fail", "kind": None if ok else worst.kind, "measure": worst.measure,
                "tensors": [v.record() for v in verdicts]}
-        runner.write_text_atomic(args.json, json.dumps(doc, indent=2, allow_nan=False))
+        results.write_text_atomic(args.json, json.dumps(doc, indent=2, allow_nan=False))
     return 0 if ok else 1
