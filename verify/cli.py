@@ -15,6 +15,7 @@ from kernels.fla_ops import KernelUnavailable, check_fla_version
 from verify import compare
 from verify.errors import UsageError
 from verify.registry import PROFILES
+from verify.reporting import cli as report
 
 # subcommand -> (id prefixes it runs, help)
 FAMILIES = {
@@ -76,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, (_, help_) in FAMILIES.items():
         _common(sub.add_parser(name, help=help_, description=help_))
     compare.add_parser(sub)
+    report.add_parser(sub)
     lst = sub.add_parser("list", help="print every check id with its one-line description")
     lst.add_argument("-k", dest="patterns", action="append", metavar="PATTERN")
     lst.add_argument("--debug", action="store_true")
@@ -98,6 +100,8 @@ def _dispatch(args) -> int:
     from verify.registry import REGISTRY, select
     if args.command == "compare":
         return compare.run(args)
+    if args.command == "report":
+        return report.run(args)
     checks.load_all()
     if args.command == "list":
         chosen = select(args.patterns)
