@@ -41,8 +41,9 @@ BOUNDS = {   # name -> (formula, source)
                          "I + strictLower(diag(beta) W W^T) of each 64-block, once per block factor; MDN: "
                          "I + (P K^T) .* Gamma^- of each chunk",
                          "Higham Theorem 8.5 (cond(L, x) <= cond(L)) and Theorem 7.4 (perturbed entries)"),
-    "probabilistic": (f"every gamma_n replaced by min(gamma_n, lambda sqrt(n) u), lambda = {LAMBDA:g}: holds with probability at "
-                      "least 1 - 2 n exp(-lambda^2 (1 - u)^2 / 2) for independent mean-zero rounding errors",
+    "probabilistic": (f"every gamma_n replaced by min(gamma_n, lambda sqrt(n) u), lambda = {LAMBDA:g}: holds with "
+                      "probability at least 1 - 2 n exp(-lambda^2 (1 - u)^2 / 2) for independent mean-zero rounding "
+                      "errors",
                       "Higham & Mary, SIAM J. Sci. Comput. 41(5) 2019, Theorems 2.4 and 3.1"),
     "attention output": ("softmax attention o_i = sum_j p_ij v_j with logits s_ij perturbed by |ds_ij| <= e_i: "
                          "||do|| / ||o|| <= (2 max e + dot_T + u_store) || |P| |V| || / ||P V||; e = scale max ||q|| "

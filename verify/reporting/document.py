@@ -122,7 +122,9 @@ def bound_sentences(points: list[dict]) -> list[str]:
         if pover:
             s += " It exceeds the probabilistic bound at " + ", ".join(
                 f"x = {p['x']:.3g} ({n} {_fmt(e)} > {_fmt(value(p, 'bound.probabilistic'))})" for p, n, e in pover) + "."
-        if not over and not pover:
+        if len(vac) == len(pvac) == len(ps):
+            s += " No bound says anything here: the error is certified by measurement only."
+        elif not over and not pover:
             s += " Where a bound is not vacuous, the measured error stays below it."
         lines.append(s)
     return lines
@@ -166,7 +168,8 @@ def markdown(doc: dict) -> str:
     env = doc["environment"]
     out += ["", "## Environment", "", "| | |", "|---|---|"]
     out += [f"| {k} | {_fmt(v) if not isinstance(v, (dict, list)) else json.dumps(v)} |" for k, v in env.items()]
-    out += ["", "## Points", "", "| id | x | worst tensor | error | torch ref | budget ratio | bound (det / prob) | status |",
+    out += ["", "## Points", "",
+            "| id | x | worst tensor | error | torch ref | budget ratio | bound (det / prob) | status |",
             "|---|---|---|---|---|---|---|---|"]
     for p in pts:
         name, err = _worst_tensor(p)
@@ -207,7 +210,7 @@ def findings(pts: list[dict]) -> list[str]:
             wrong = ", ".join(f"{p['x']:g}" for p in bad)
             tried = max(p["x"] for p in st)
             lines.append(f"- State tracking, fla PaTH {dtype}: every sequence decided correctly up to n = "
-                         f"{max(ok) if ok else 'none tried'}" + (f"; wrong at n = {wrong}" if bad
+                         f"{max(ok) if ok else 0:g}" + (f"; wrong at n = {wrong}" if bad
                                                                  else f" (largest n tried: {tried:g})"))
     maps = [p for p in pts if p["plot"] == "mdn_map" and p.get("tensors")]
     for prefix, what in (("mdn_chunk", "fla chunk"), ("mdn_recurrent", "fla fused recurrent"),

@@ -57,8 +57,8 @@ def _errors(point: Point, device: str, fp32_dot: str) -> dict:
     prec = op.precision(point.dtype, fp32_dot)
     x = inputs(point, prec.torch_dtype, device)
     x64 = as_oracle(x)
-    gate_scaled = {"path": fla_ops.PATH_CONVENTIONS, "fox": fla_ops.FOX_CONVENTIONS}.get(op.family)
-    gate_scaled = gate_scaled and gate_scaled.gate_scaled
+    conv = {"path": fla_ops.PATH_CONVENTIONS, "fox": fla_ops.FOX_CONVENTIONS}.get(op.family)
+    gate_scaled = conv.gate_scaled if conv else None
     if op.family == "fox":
         x = {n: x[n] for n in ("q", "k", "v", "g", "cu_seqlens")}
         x64 = as_oracle(x)

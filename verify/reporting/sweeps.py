@@ -71,7 +71,8 @@ class Point:
 def inputs(point: Point, dtype: torch.dtype, device: str) -> dict:
     """The point's tensors: the named-regime builders of verify.inputs, then the knob.
     beta_gap d: beta = 2 - d everywhere; w_align e: w_t = normalise(base + e z_t), one base per head
-    (e -> 0: consecutive w parallel; with beta = 2 the UT system's condition grows to ~1e4 at T = 64); gate_shift s: g = log sigmoid(s + z);
+    (e -> 0: consecutive w parallel; with beta = 2 the UT system's condition grows to ~1e4 at T = 64);
+    gate_shift s: g = log sigmoid(s + z);
     log_mu m: log mu = m everywhere.  (A state-tracking point's knob, sequences, is its sample size.)"""
     case = point.case
     x = (mdn_inputs if isinstance(case, MdnCase) else path_inputs)(case, dtype, device)
