@@ -10,7 +10,7 @@ from pathlib import Path
 
 from verify.precision import UNIT_ROUNDOFF
 from verify.reporting import bounds
-from verify.reporting.plots import NAMES, growth_exponent
+from verify.reporting.plots import NAMES, growth_exponent, largest_correct
 
 SCHEMA_VERSION = 1
 SCHEMA_FILE = Path(__file__).with_name("report.schema.json")
@@ -51,9 +51,9 @@ def checks_of(results: dict | None) -> list[dict]:
     if results is None:
         return []
 
-    def ratio(c):
+    def ratio(c):     # a non-finite measurement is a string ("inf") in older results, null in newer ones
         m, b = c.get("measured"), c.get("budget")
-        if isinstance(m, str):
+        if isinstance(m, str) or (m is None and c["status"] in ("fail", "xfail", "error")):
             return math.inf
         return m / b if isinstance(m, (int, float)) and isinstance(b, (int, float)) and b > 0 else -1.0
     keep = [{"id": c["id"], "status": c["status"], "measured": c.get("measured"), "budget": c.get("budget"),
@@ -205,13 +205,12 @@ def findings(pts: list[dict]) -> list[str]:
     for dtype in ("bf16", "fp32"):
         st = [p for p in pts if p["plot"] == "state" and p["dtype"] == dtype and p.get("fraction")]
         if st:
-            ok = [p["x"] for p in st if p["fraction"]["kernel"] == 1]
-            bad = [p for p in st if p["fraction"]["kernel"] < 1]
-            wrong = ", ".join(f"{p['x']:g}" for p in bad)
+            wrong = ", ".join(f"{p['x']:g} ({p['fraction']['kernel']:.0%} correct; torch-{dtype} reference "
+                              f"{p['fraction']['reference']:.0%})" for p in st if p["fraction"]["kernel"] < 1)
             tried = max(p["x"] for p in st)
             lines.append(f"- State tracking, fla PaTH {dtype}: every sequence decided correctly up to n = "
-                         f"{max(ok) if ok else 0:g}" + (f"; wrong at n = {wrong}" if bad
-                                                                 else f" (largest n tried: {tried:g})"))
+                         f"{largest_correct(st):g}" + (f"; wrong at n = {wrong}" if wrong
+                                                       else f" (largest n tried: {tried:g})"))
     maps = [p for p in pts if p["plot"] == "mdn_map" and p.get("tensors")]
     for prefix, what in (("mdn_chunk", "fla chunk"), ("mdn_recurrent", "fla fused recurrent"),
                          ("stable_chunk", "stable chunk form (fp32)"), ("log_chunk", "log-domain chunk form (fp32)")):
