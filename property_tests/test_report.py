@@ -134,6 +134,18 @@ def test_measure_catches_the_known_mdn_chunk_failure():
     assert good["tensors"][0]["err_rel"] < 1e-5
 
 
+def test_workers_give_the_same_records():
+    """Spawned workers measure exactly what the process itself measures, in the order of the points."""
+    from verify.reporting.measure import run_points
+    pts = [p for p in points("quick") if p.op in ("stable_chunk16", "log_chunk16")][:3]
+    seen = []
+    one, _ = run_points(pts, "cpu", "tf32", 1, lambda p, finished: seen.append((p.id, finished)))
+    two, _ = run_points(pts, "cpu", "tf32", 2, lambda p, finished: None)
+    assert seen == [(p.id, f) for p in pts for f in (False, True)]
+    strip = lambda recs: [{k: v for k, v in r.items() if k != "seconds"} for r in recs]   # noqa: E731
+    assert strip(one) == strip(two) and [r["id"] for r in two] == [p.id for p in pts]
+
+
 def test_compare_reports_a_worsened_point(tmp_path):
     write_synthetic(tmp_path / "old")
     doc = json.loads((tmp_path / "old" / "report.json").read_text())
