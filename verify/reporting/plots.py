@@ -76,8 +76,8 @@ def error_panel(ax, recs: list[dict], xlabel: str, fit: bool) -> None:
         _draw(ax, xs, errs[n], n + (f" (T^{p:.2f})" if p is not None else ""), "o-", edge, colour)
         if n in refs:
             _draw(ax, xs, refs[n], f"{n} torch ref", "--", edge, colour)
-    _draw(ax, xs, det, "a-priori bound", "-", edge, "black")
-    _draw(ax, xs, prob, "probabilistic bound", ":", edge, "black")
+    _draw(ax, xs, det, "a-priori bound", ".-", edge, "black")      # a marker: a lone finite bound shows too
+    _draw(ax, xs, prob, "probabilistic bound", ".:", edge, "black")
     ax.set_yscale("log")
     ax.set_ylim(edge[0] / 1.5, edge[1] * 1.5)
     ax.set_xlabel(xlabel, fontsize=8)
@@ -92,7 +92,7 @@ def _log_ticks(ax, xs) -> None:
     """Ticks at the measured x values, plainly labelled (no minor ticks)."""
     ticks = sorted(set(xs))
     ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
-    ax.set_xticks(ticks, [f"{t:.3g}" for t in ticks], fontsize=6, rotation=30 if len(ticks) > 4 else 0)
+    ax.set_xticks(ticks, [f"{t:.4g}" for t in ticks], fontsize=6, rotation=30 if len(ticks) > 4 else 0)
 
 
 def _save(fig, out: Path, name: str) -> str:
