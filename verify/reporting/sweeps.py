@@ -128,8 +128,8 @@ class Profile:
 
 
 PROFILES = {
-    "quick": Profile(D=16, T=(16, 64, 160), T_bwd=(16, 40), T_regime=64, beta_gaps=(1, 1e-3, 1e-7, 0),
-                     align=(10, 0.3, 1e-2), gate_shifts=(6, 0, -6), gains=(1, 1e3, 1e6),
+    "quick": Profile(D=16, T=(16, 64, 160), T_bwd=(16, 40), T_regime=64, beta_gaps=(1, 1e-3, 0),
+                     align=(10, 1e-2), gate_shifts=(6, -6), gains=(1, 1e3, 1e6),
                      log_mu=(-0.5, -1, -2), T_mdn_map=64, state_n=(16, 64), state_sequences=2),
     "ci": Profile(D=32, T=(16, 64, 160, 400, 1024), T_bwd=(16, 64, 160), T_regime=160,
                   beta_gaps=(1, 1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 0), align=(100, 3, 1, 0.3, 0.1, 1e-2, 1e-3),
