@@ -92,6 +92,11 @@ def _fmt(x) -> str:
     return str(x)
 
 
+def _cell(text: str) -> str:
+    """Text for a Markdown table cell: a | inside (|x|, ||A||) would end the cell."""
+    return str(text).replace("|", "\\|")
+
+
 def _worst_tensor(p: dict) -> tuple[str, float]:
     ts = [(t["name"], value(p, f"tensors.{i}.err_rel")) for i, t in enumerate(p.get("tensors") or [])]
     return max(ts, key=lambda t: t[1] if not math.isnan(t[1]) else math.inf, default=("-", math.nan))
@@ -145,7 +150,7 @@ def markdown(doc: dict) -> str:
         out += [f"![{p['caption']}]({p['file']})", "", f"*{p['caption']}.*", ""]
     out += ["## What the plots say", ""] + findings(pts) + [""]
     out += ["## A-priori bounds", "", "| bound | formula | source |", "|---|---|---|"]
-    out += [f"| {k} | {b['formula']} | {b['source']} |" for k, b in doc["bounds"].items()]
+    out += [f"| {k} | {_cell(b['formula'])} | {_cell(b['source'])} |" for k, b in doc["bounds"].items()]
     out += ["", "Unit roundoffs: " + ", ".join(f"{k} {v:.3g}" for k, v in doc["unit_roundoffs"].items()) + ".", "",
             "### Kernels against the bounds", ""] + bound_sentences(pts) + [""]
     out += ["## Worst cases found by the targeted search", ""]
@@ -155,7 +160,7 @@ def markdown(doc: dict) -> str:
     else:
         out += [f"From `{doc['results_file']}` (kernel checks, worst measured/budget first).", "",
                 "| check | status | measured / budget | example | reproduce |", "|---|---|---|---|---|"]
-        out += [f"| `{c['id']}` | {c['status']} | {_fmt(c['measured'])} / {_fmt(c['budget'])} | {c['example'] or '-'} "
+        out += [f"| `{c['id']}` | {c['status']} | {_fmt(c['measured'])} / {_fmt(c['budget'])} | {_cell(c['example'] or '-')} "
                 f"| `{c['repro']}` |" for c in doc["checks"][:WORST_CASES]]
         out += [""]
     out += ["## Expected failures (verify/expected_failures.toml)", "", "| checks | measured (first listed) | cause |",
@@ -164,10 +169,10 @@ def markdown(doc: dict) -> str:
         ids = e["ids"]
         shown = ", ".join(f"`{i}`" for i in ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
         scope = "".join(f" ({k}: {', '.join(e[k])})" for k in ("devices", "profiles") if e.get(k))
-        out += [f"| {shown}{scope} | {e['measured']} | {e['cause']} |"]
+        out += [f"| {shown}{scope} | {_cell(e['measured'])} | {_cell(e['cause'])} |"]
     env = doc["environment"]
     out += ["", "## Environment", "", "| | |", "|---|---|"]
-    out += [f"| {k} | {_fmt(v) if not isinstance(v, (dict, list)) else json.dumps(v)} |" for k, v in env.items()]
+    out += [f"| {k} | {_cell(_fmt(v) if not isinstance(v, (dict, list)) else json.dumps(v))} |" for k, v in env.items()]
     out += ["", "## Points", "",
             "| id | x | worst tensor | error | torch ref | budget ratio | bound (det / prob) | status |",
             "|---|---|---|---|---|---|---|---|"]
