@@ -54,7 +54,8 @@ def synthetic_records() -> list[dict]:
     for gap in (1.0, 1e-4, 0.0):
         recs.append(record("beta", "path_attn", "fwd", "fp32", gap, [tensor("o", 2e-3)]))
     for cond in (10.0, 1e3):
-        recs.append(record("align", "path_attn", "fwd", "bf16", cond, [tensor("o", 5e-2)], det=1e-2))  # exceeds
+        recs.append(record("align", "path_attn", "fwd", "bf16", cond, [tensor("o", 5e-2)], det=1e-2,  # exceeds
+                           magnitudes={"kappa": 1.5, "condition": cond, "alignment": 0.9}))
     for s in (0.01, 5.0):
         recs.append(record("gate", "forgetting_attn", "fwd", "bf16", s, [tensor("o", 1e-3)]))
     for gain in (1.0, 1e6):
@@ -139,9 +140,10 @@ def test_workers_give_the_same_records():
     from verify.reporting.measure import run_points
     pts = [p for p in points("quick") if p.op in ("stable_chunk16", "log_chunk16")][:3]
     seen = []
-    one, _ = run_points(pts, "cpu", "tf32", 1, lambda p, finished: seen.append((p.id, finished)))
-    two, _ = run_points(pts, "cpu", "tf32", 2, lambda p, finished: None)
+    one, facts_one = run_points(pts, "cpu", "tf32", 1, lambda p, finished: seen.append((p.id, finished)))
+    two, facts_two = run_points(pts, "cpu", "tf32", 2, lambda p, finished: None)
     assert seen == [(p.id, f) for p in pts for f in (False, True)]
+    assert facts_one["interpreter_fidelity"] == facts_two["interpreter_fidelity"] is not None   # from the workers
     strip = lambda recs: [{k: v for k, v in r.items() if k != "seconds"} for r in recs]   # noqa: E731
     assert strip(one) == strip(two) and [r["id"] for r in two] == [p.id for p in pts]
 

@@ -90,18 +90,17 @@ def _write(args, device: str, chosen, out: Path, results: dict | None) -> int:
 
         def progress(point, finished: bool):
             bar.update(task, advance=int(finished), description=point.id)
-        records, configs = measure.run_points(chosen, device, args.fp32_dot, args.workers, progress)
+        records, facts = measure.run_points(chosen, device, args.fp32_dot, args.workers, progress)
         bar.update(task, completed=len(chosen), description="plots")
         made = plots.all_plots(records, out)
-    from verify import fidelity
     meta = {"command": shlex.join(["verify", "report", *sys.argv[2:]]) if sys.argv[1:2] == ["report"]
             else "verify report", "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "device": device, "profile": args.profile, "seed": args.seed, "fp32_dot": args.fp32_dot,
             "workers": args.workers, "wall_seconds": round(time.perf_counter() - t0, 1),
             "cpu_seconds": round(time.process_time() - c0, 1), "results_file": args.results,
             "environment": {**environment.versions(), **environment.describe(device), "fp32_dot": args.fp32_dot,
-                            "interpreter_fidelity": fidelity.active_parts() if device == "cpu" else None,
-                            "autotune_configs": configs or None}}
+                            "interpreter_fidelity": facts["interpreter_fidelity"],
+                            "autotune_configs": facts["autotune_configs"] or None}}
     doc = document.build(records, meta, made, results, xfails.expected_failures())
     document.write_json(doc, out / "report.json")
     (out / "report.md").write_text(document.markdown(doc))

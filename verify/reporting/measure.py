@@ -131,27 +131,36 @@ def autotune_configs() -> dict:
     return out
 
 
+def process_facts() -> dict:
+    """What the measuring process ran under: the interpreter fidelity parts (None natively) and the autotune
+    configs chosen."""
+    from verify import fidelity
+    return {"interpreter_fidelity": fidelity.active_parts(), "autotune_configs": autotune_configs()}
+
+
 def _measure_in_worker(point: Point, device: str, fp32_dot: str) -> tuple[dict, dict]:
-    return measure(point, device, fp32_dot), autotune_configs()
+    return measure(point, device, fp32_dot), process_facts()
 
 
 def run_points(points: list[Point], device: str, fp32_dot: str, workers: int, progress) -> tuple[list[dict], dict]:
-    """Every point's record (in the order of `points`) and the autotune configs seen.  workers > 1: a spawned
-    process pool over points (each worker installs the interpreter fidelity layer before fla loads).
-    progress(point, finished) is called as a point starts (workers = 1 only) and as it finishes."""
+    """Every point's record (in the order of `points`) and the process facts of the processes that measured
+    them.  workers > 1: a spawned process pool over points (each worker installs the interpreter fidelity layer
+    before fla loads).  progress(point, finished) is called as a point starts (workers = 1 only) and as it
+    finishes."""
     records: dict[str, dict] = {}
-    configs: dict = {}
     if workers <= 1:
         for pt in points:
             progress(pt, False)
             records[pt.id] = measure(pt, device, fp32_dot)
             progress(pt, True)
-        return [records[pt.id] for pt in points], autotune_configs()
+        return [records[pt.id] for pt in points], process_facts()
+    facts = {"interpreter_fidelity": None, "autotune_configs": {}}
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
         futures = {pool.submit(_measure_in_worker, pt, device, fp32_dot): pt for pt in points}
         for fut in as_completed(futures):
             rec, seen = fut.result()
             records[rec["id"]] = rec
-            configs.update(seen)
+            facts["interpreter_fidelity"] = seen["interpreter_fidelity"] or facts["interpreter_fidelity"]
+            facts["autotune_configs"].update(seen["autotune_configs"])
             progress(futures[fut], True)
-    return [records[pt.id] for pt in points], configs
+    return [records[pt.id] for pt in points], facts

@@ -127,7 +127,10 @@ def versus_T(records: list[dict], out: Path) -> dict[str, str]:
     return made
 
 
-def _by_op_dtype(records: list[dict], out: Path, name: str, title: str, xlabel: str, caption: str, beta_axis=False):
+def _by_op_dtype(records: list[dict], out: Path, name: str, title: str, xlabel: str, caption: str, beta_axis=False,
+                 annotate: str | None = None):
+    """One row per op, one column per dtype, error of o vs the point's x; annotate: a magnitudes key written
+    beside each kernel point."""
     ops = list(dict.fromkeys(r["op"] for r in records))
     dtypes = list(dict.fromkeys(r["dtype"] for r in records))
     if not ops:
@@ -145,6 +148,11 @@ def _by_op_dtype(records: list[dict], out: Path, name: str, title: str, xlabel: 
             error_panel(ax, recs, xlabel, fit=False)
             ax.set_xscale("log")
             _log_ticks(ax, [r["x"] for r in recs])
+            for r in recs if annotate else ():
+                err = _num(r["tensors"][0]["err_rel"]) if r.get("tensors") else math.inf
+                if 0 < err < math.inf:
+                    ax.annotate(f"{r['magnitudes'][annotate]:.2f}", (r["x"], err), fontsize=5,
+                                xytext=(2, -8), textcoords="offset points")
             if beta_axis and recs:
                 ticks = sorted({r["x"] for r in recs})
                 ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
@@ -170,7 +178,8 @@ def regimes(records: list[dict], out: Path) -> dict[str, str]:
                              "PaTH: error vs the UT system's condition (consecutive w aligned, beta = 2)",
                              "cond(I + strictLower(diag(beta) W W^T)), largest 64-block",
                              "PaTH forward error vs the measured condition number of the UT system, swept by the "
-                             "alignment of consecutive w (beta = 2); the alignment of each point is in report.json")
+                             "alignment of consecutive w (beta = 2; mean |w_t . w_t+1| beside each point)",
+                             annotate="alignment")
     if by["gate"]:
         made |= _by_op_dtype(by["gate"], out, "gate.png", "PaTH-FoX and FoX: error vs gate strength",
                              "gate strength: -mean log f",
