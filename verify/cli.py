@@ -19,6 +19,7 @@ from kernels.fla_ops import KernelUnavailable, check_fla_version
 from verify import compare, localize, xfails
 from verify.errors import UsageError
 from verify.registry import PROFILES
+from verify.reporting import cli as report
 
 # subcommand -> (id prefixes it runs, help)
 FAMILIES = {
@@ -125,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     results.add_merge_parser(sub)
     localize.add_parser(sub)
     xfails.add_parser(sub)
+    report.add_parser(sub)
     lst = sub.add_parser("list", help="print every check id with its one-line description")
     lst.add_argument("-k", dest="patterns", action="append", metavar="EXPR", help="as for the check commands")
     lst.add_argument("--debug", action="store_true")
@@ -156,6 +158,8 @@ def _dispatch(args, command: list[str]) -> int:
         return localize.run(args)
     if args.command == "xfails":
         return xfails.run(args)
+    if args.command == "report":
+        return report.run(args)
     load_checks()
     from verify.registry import select
     if args.command == "list":

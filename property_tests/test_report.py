@@ -1,0 +1,211 @@
+"""`verify report`: the report folder (report.md, PNGs, report.json valid against its schema), the bounds, and
+`--compare` (a worsened point is a regression, exit 1; an unchanged pair exits 0)."""
+import copy
+import json
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from verify.reporting import bounds, diff, document, plots
+from verify.reporting.sweeps import OPS, points
+
+SCHEMA = json.loads(document.SCHEMA_FILE.read_text())
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "verify", *args], capture_output=True, text=True)
+
+
+def images_exist(folder: Path) -> list[str]:
+    md = (folder / "report.md").read_text()
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)
+    assert images, "report.md references no image"
+    missing = [i for i in images if not (folder / i).is_file()]
+    assert not missing, missing
+    return images
+
+
+def tensor(name, err, ref=1e-3):
+    return {"name": name, "err_rel": err, "err_abs": err, "ref_rel": ref, "budget_rel": 4 * ref,
+            "ratio": err / (4 * ref), "decided_by": "normwise-relative"}
+
+
+def record(plot, op, pass_, dtype, x, tensors, det=1e-2, prob=5e-3, status="pass", **extra):
+    return {"id": f"{plot}.{op}.{pass_}.{dtype}.{x:g}", "plot": plot, "op": op, "pass": pass_, "dtype": dtype,
+            "nominal": x, "x": x, "case": "T=16 seed=0", "status": status, "kind": None, "seconds": 0.1,
+            "tensors": tensors, "bound": {"deterministic": det, "probabilistic": prob, "vacuous": not det <= 1},
+            "magnitudes": {"kappa": 1.5}, **extra}
+
+
+def synthetic_records() -> list[dict]:
+    """Every plot family, with a non-finite error, an exact zero, a vacuous and an exceeded bound."""
+    recs = []
+    for op in ("path_attn", "forgetting_attn", "mdn_recurrent"):
+        for dtype in ("bf16", "fp32"):
+            for T in (16, 64, 256):
+                recs.append(record("T", op, "fwd", dtype, T, [tensor("o", 1e-3 * T ** 0.5)]))
+                recs.append(record("T", op, "bwd", dtype, T, [tensor("dq", 2e-3), tensor("dk", 3e-3)],
+                                   det=math.inf if T > 64 else 1e-2))
+    for gap in (1.0, 1e-4, 0.0):
+        recs.append(record("beta", "path_attn", "fwd", "fp32", gap, [tensor("o", 2e-3)]))
+    for cond in (10.0, 1e3):
+        recs.append(record("align", "path_attn", "fwd", "bf16", cond, [tensor("o", 5e-2)], det=1e-2,  # exceeds
+                           magnitudes={"kappa": 1.5, "condition": cond, "alignment": 0.9}))
+    for s in (0.01, 5.0):
+        recs.append(record("gate", "forgetting_attn", "fwd", "bf16", s, [tensor("o", 1e-3)]))
+    for gain in (1.0, 1e6):
+        recs.append(record("magnitude", "path_attn", "fwd", "fp32", gain,
+                           [tensor("o", 0.0 if gain == 1 else math.inf)], status="pass" if gain == 1 else "fail"))
+    for op in ("mdn_chunk16", "mdn_chunk64", "mdn_recurrent", "stable_chunk16", "log_chunk64"):
+        for m in (-0.5, -2.0):
+            bad = op == "mdn_chunk64" and m == -2
+            recs.append(record("mdn_map", op, "fwd", "fp32" if "_chunk" in op and "mdn" not in op else "bf16", m,
+                               [tensor("o", math.inf if bad else 1e-3)]))
+    for dtype in ("bf16", "fp32"):
+        for n in (16, 64, 256):
+            rec = record("state", "path_attn", "fwd", dtype, n, None)
+            for key in ("tensors", "bound", "magnitudes"):
+                del rec[key]
+            recs.append({**rec, "sequences": 4, "fraction": {"kernel": 1.0 if n < 256 else 0.5, "reference": 1.0,
+                                                             "oracle": 1.0}})
+    return recs
+
+
+META = {"command": "verify report --profile quick", "created": "2026-11-30T00:00:00+00:00", "device": "cpu",
+        "profile": "quick", "seed": 0, "fp32_dot": "tf32", "workers": 1, "wall_seconds": 1.0, "cpu_seconds": 1.0,
+        "results_file": None, "environment": {"torch": "x"}}
+
+
+def write_synthetic(folder: Path, records=None) -> dict:
+    folder.mkdir(parents=True, exist_ok=True)
+    recs = records or synthetic_records()
+    made = plots.all_plots(recs, folder)
+    doc = document.build(recs, META, made, None, {"kernel.x": {"cause": "c", "measured": "m", "regime": "r"}})
+    document.write_json(doc, folder / "report.json")
+    (folder / "report.md").write_text(document.markdown(doc))
+    return doc
+
+
+def test_full_plot_set_on_synthetic_points(tmp_path):
+    doc = write_synthetic(tmp_path)
+    pngs = sorted(p.name for p in tmp_path.glob("*.png"))
+    assert len(pngs) >= 6 and set(images_exist(tmp_path)) == set(pngs)
+    assert {"T_path_attn.png", "beta_path_attn.png", "align_path_attn.png", "gate.png", "magnitude.png",
+            "mdn_map.png", "state_tracking.png"} <= set(pngs)
+    loaded = json.loads((tmp_path / "report.json").read_text())     # strict: no NaN / Infinity tokens
+    jsonschema.validate(loaded, SCHEMA)
+    mag = next(p for p in loaded["points"] if p["id"] == "magnitude.path_attn.fwd.fp32.1e+06")
+    assert mag["tensors"][0]["err_rel"] is None and mag["nonfinite"]["tensors.0.err_rel"] == "inf"
+    md = (tmp_path / "report.md").read_text()
+    assert "EXCEEDS the deterministic bound" in md and "vacuous" in md          # the bounds in words
+    assert "largest n tried" in md or "wrong at n = 256" in md
+    assert "No check results were given" in md
+    assert doc["bounds"]["gamma_n"]["source"].startswith("Higham")
+
+
+def test_quick_subset_writes_report(tmp_path):
+    """The real command on the CPU, on a -k subset that keeps the test short (the whole quick profile is the
+    same code over more points)."""
+    out = tmp_path / "rep"
+    r = run_cli("report", "--profile", "quick", "--device", "cpu", "--out", str(out), "-k", "T.forgetting_attn.fwd",
+                "-k", "mdn_map.stable_chunk16", "-k", "mdn_map.mdn_recurrent", "-k", "state.path_attn.fwd.fp32.16")
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads((out / "report.json").read_text())
+    jsonschema.validate(doc, SCHEMA)
+    assert {p["plot"] for p in doc["points"]} == {"T", "mdn_map", "state"}
+    assert {"T_forgetting_attn.png", "mdn_map.png", "state_tracking.png"} <= set(images_exist(out))
+    fox = [p for p in doc["points"] if p["plot"] == "T"]
+    assert all(p["status"] == "pass" and 0 < p["tensors"][0]["err_rel"] < 1e-2 for p in fox)
+    assert doc["environment"]["interpreter_fidelity"]["fp32_dot"] == "tf32"
+
+
+def test_measure_catches_the_known_mdn_chunk_failure():
+    """The measurement is the checks' comparison: fla's chunk path at log mu = -2, chunk 64 (a listed expected
+    failure) is non-finite, while the stable chunk form in fp32 on the same kind of input is accurate."""
+    from verify.reporting.measure import measure
+    by_id = {p.id: p for p in points("quick")}
+    bad = measure(by_id["mdn_map.mdn_chunk64.fwd.bf16.-2"], "cpu", "tf32")
+    good = measure(by_id["mdn_map.stable_chunk64.fwd.fp32.-2"], "cpu", "tf32")
+    assert bad["status"] == "fail" and bad["kind"] in ("non_finite", "over_budget")
+    assert good["tensors"][0]["err_rel"] < 1e-5
+
+
+def test_workers_give_the_same_records():
+    """Spawned workers measure exactly what the process itself measures, in the order of the points."""
+    from verify.reporting.measure import run_points
+    pts = [p for p in points("quick") if p.op in ("stable_chunk16", "log_chunk16")][:3]
+    seen = []
+    one, facts_one = run_points(pts, "cpu", "tf32", 1, lambda p, finished: seen.append((p.id, finished)))
+    two, facts_two = run_points(pts, "cpu", "tf32", 2, lambda p, finished: None)
+    assert seen == [(p.id, f) for p in pts for f in (False, True)]
+    assert facts_one["interpreter_fidelity"] == facts_two["interpreter_fidelity"] is not None   # from the workers
+    strip = lambda recs: [{k: v for k, v in r.items() if k != "seconds"} for r in recs]   # noqa: E731
+    assert strip(one) == strip(two) and [r["id"] for r in two] == [p.id for p in pts]
+
+
+def test_compare_reports_a_worsened_point(tmp_path):
+    write_synthetic(tmp_path / "old")
+    doc = json.loads((tmp_path / "old" / "report.json").read_text())
+    worse = copy.deepcopy(doc)
+    pt = next(p for p in worse["points"] if p["id"] == "T.path_attn.fwd.bf16.64")
+    pt["tensors"][0]["err_rel"] *= 3
+    new = tmp_path / "new.json"
+    new.write_text(json.dumps(worse))
+    r = run_cli("report", "--compare", str(tmp_path / "old" / "report.json"), str(new), "--out", str(tmp_path / "d"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "REGRESSIONS: 1" in r.stdout and "T.path_attn.fwd.bf16.64: error grew 3.0x" in r.stdout
+    assert (tmp_path / "d" / "compare.png").is_file() and (tmp_path / "d" / "compare.md").is_file()
+    json.loads((tmp_path / "d" / "compare.json").read_text())
+    same = run_cli("report", "--compare", str(tmp_path / "old" / "report.json"), str(tmp_path / "old" / "report.json"))
+    assert same.returncode == 0 and "REGRESSIONS: 0" in same.stdout
+
+
+def test_compare_new_non_finite_and_status_change():
+    recs = synthetic_records()
+    old = {"points": [document.point_json(r) for r in recs], "checks": [{"id": "kernel.a", "status": "pass"}]}
+    new = copy.deepcopy(old)
+    p = next(p for p in new["points"] if p["id"] == "gate.forgetting_attn.fwd.bf16.0.01")
+    p["tensors"][0]["err_rel"] = None
+    p["nonfinite"] = {"tensors.0.err_rel": "nan"}
+    new["checks"][0]["status"] = "fail"
+    found = diff.changes(old, new)
+    whats = {(c["id"], c["what"]) for c in found["regressions"]}
+    assert ("gate.forgetting_attn.fwd.bf16.0.01", "new non-finite error") in whats
+    assert ("kernel.a", "check status pass -> fail") in whats
+    assert diff.changes(old, old)["regressions"] == []
+
+
+def test_bounds():
+    u = 2.0 ** -8
+    assert bounds.gamma(10, u) == pytest.approx(10 * u / (1 - 10 * u))
+    assert bounds.gamma(256, u) == math.inf                          # n u >= 1: no bound
+    assert bounds.gamma_prob(10_000, 2.0 ** -24) < bounds.gamma(10_000, 2.0 ** -24)
+    assert bounds.gamma_prob(4, u) == bounds.gamma(4, u)             # n < lambda^2: the deterministic is smaller
+    import torch
+    eye = torch.eye(5, dtype=torch.float64)
+    assert bounds.skeel_cond(eye) == 1.0
+    L = eye + torch.tril(torch.full((5, 5), 2.0, dtype=torch.float64), -1)
+    assert bounds.skeel_cond(L) > 10                                  # growth of (I + 2 N)^-1
+    assert bounds.triangular_solve(1e9, 64, 0.0) == math.inf
+
+
+def test_sweeps_ids_unique_and_ops_known():
+    for profile in ("quick", "ci", "full"):
+        pts = points(profile)
+        assert len({p.id for p in pts}) == len(pts)
+        assert all(p.op in OPS and p.dtype in OPS[p.op].dtypes for p in pts)
+
+
+@pytest.mark.parametrize("args,message", [
+    (("report", "--workers", "0"), "--workers 0"),
+    (("report", "-k", "no_such_point"), "no report point matches"),
+    (("report", "--compare", "README.md", "README.md"), "not readable as JSON"),
+])
+def test_bad_input(args, message):
+    r = run_cli(*args)
+    assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -1,0 +1,231 @@
+"""report.json (strict JSON: every non-finite number is null, its kind named in the record's `nonfinite`, dotted
+path -> inf | -inf | nan; schema in report.schema.json) and report.md (the plots, the bounds in words, the worst
+cases found by search, the expected failures, the environment)."""
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+
+from verify.precision import UNIT_ROUNDOFF
+from verify.reporting import bounds
+from verify.reporting.plots import NAMES, growth_exponent, largest_correct
+
+SCHEMA_VERSION = 1
+SCHEMA_FILE = Path(__file__).with_name("report.schema.json")
+WORST_CASES = 12
+
+
+def strict(obj, path: str = "", nonfinite: dict | None = None):
+    """obj with every non-finite float replaced by None and recorded in nonfinite[path] (inf, -inf or nan)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        nonfinite[path] = "nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+        return None
+    if isinstance(obj, dict):
+        return {k: strict(v, f"{path}.{k}" if path else str(k), nonfinite) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [strict(v, f"{path}.{i}" if path else str(i), nonfinite) for i, v in enumerate(obj)]
+    return obj
+
+
+def point_json(rec: dict) -> dict:
+    nonfinite: dict[str, str] = {}
+    out = strict(rec, "", nonfinite)
+    out["nonfinite"] = nonfinite
+    return out
+
+
+def value(rec: dict, path: str) -> float:
+    """A number of a report.json point back as a float (inf / nan where the JSON holds null)."""
+    obj = rec
+    for part in path.split("."):
+        obj = obj[int(part)] if isinstance(obj, list) else obj[part]
+    if obj is None:
+        return {"inf": math.inf, "-inf": -math.inf}.get(rec.get("nonfinite", {}).get(path), math.nan)
+    return float(obj)
+
+
+def checks_of(results: dict | None) -> list[dict]:
+    """The kernel checks of a `verify ... --json` result, worst error/budget first."""
+    if results is None:
+        return []
+
+    def ratio(c):     # a non-finite measurement is a string ("inf") in older results, null in newer ones
+        m, b = c.get("measured"), c.get("budget")
+        if isinstance(m, str) or (m is None and c["status"] in ("fail", "xfail", "error")):
+            return math.inf
+        return m / b if isinstance(m, (int, float)) and isinstance(b, (int, float)) and b > 0 else -1.0
+    keep = [{"id": c["id"], "status": c["status"], "measured": c.get("measured"), "budget": c.get("budget"),
+             "example": (c.get("details") or {}).get("minimal_example") or (c.get("details") or {}).get("worst_example"),
+             "repro": c.get("repro"), "ratio": ratio(c)} for c in results["checks"] if c["id"].startswith("kernel.")]
+    return sorted(keep, key=lambda c: -c["ratio"])
+
+
+def build(records: list[dict], meta: dict, plots: dict[str, str], results: dict | None, xfails: dict) -> dict:
+    causes = {}
+    for cid, e in xfails.items():
+        entry = causes.setdefault(e["cause"], {"cause": e["cause"], "ids": [], "measured": e["measured"],
+                                               "regime": e["regime"], "devices": e.get("devices"),
+                                               "profiles": e.get("profiles")})
+        entry["ids"].append(cid)
+    return {"schema_version": SCHEMA_VERSION, "tool": "verify report", **meta,
+            "unit_roundoffs": {k: v for k, v in UNIT_ROUNDOFF.items() if k != "fp64"},
+            "bounds": {k: {"formula": f, "source": s} for k, (f, s) in bounds.BOUNDS.items()},
+            "plots": [{"file": f, "caption": c} for f, c in plots.items()],
+            "points": [point_json(r) for r in records],
+            "checks": None if results is None else strict(checks_of(results), "", {}),
+            "expected_failures": list(causes.values())}
+
+
+def write_json(doc: dict, path: Path) -> None:
+    path.write_text(json.dumps(doc, indent=1, allow_nan=False))
+
+
+# ------------------------------------------------------------------------------------------- markdown
+
+def _fmt(x) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.2e}" if math.isfinite(x) else str(x)
+    return str(x)
+
+
+def _cell(text: str) -> str:
+    """Text for a Markdown table cell: a | inside (|x|, ||A||) would end the cell."""
+    return str(text).replace("|", "\\|")
+
+
+def _worst_tensor(p: dict) -> tuple[str, float]:
+    ts = [(t["name"], value(p, f"tensors.{i}.err_rel")) for i, t in enumerate(p.get("tensors") or [])]
+    return max(ts, key=lambda t: t[1] if not math.isnan(t[1]) else math.inf, default=("-", math.nan))
+
+
+def bound_sentences(points: list[dict]) -> list[str]:
+    """In words, per op / pass / dtype / plot: where the kernel exceeds a bound, where the bound is vacuous."""
+    groups = defaultdict(list)
+    for p in points:
+        if p.get("bound"):
+            groups[(p["plot"], p["op"], p["pass"], p["dtype"])].append(p)
+    lines = []
+    for (plot, op, pass_, dtype), ps in groups.items():
+        what = f"{NAMES.get(op, op)} {pass_} {dtype} (plot {plot})"
+        vac = [p for p in ps if p["bound"]["vacuous"]]
+        pvac = [p for p in ps if not value(p, "bound.probabilistic") <= 1]
+        over = [(p, *_worst_tensor(p)) for p in ps if not p["bound"]["vacuous"]]
+        over = [(p, n, e) for p, n, e in over if not e <= value(p, "bound.deterministic")]
+        pover = [(p, *_worst_tensor(p)) for p in ps if value(p, "bound.probabilistic") <= 1]
+        pover = [(p, n, e) for p, n, e in pover if not e <= value(p, "bound.probabilistic")]
+        s = f"- **{what}**: "
+        s += (f"the deterministic bound is vacuous at {len(vac)} of {len(ps)} points (some n u >= 1, or above 1 "
+              f"relative)" if vac else f"the deterministic bound is finite and below 1 at all {len(ps)} points")
+        s += f"; the probabilistic bound is vacuous at {len(pvac)} of {len(ps)}."
+        if over:
+            s += " The kernel EXCEEDS the deterministic bound at " + ", ".join(
+                f"x = {p['x']:.3g} ({n} {_fmt(e)} > {_fmt(value(p, 'bound.deterministic'))})" for p, n, e in over) + "."
+        if pover:
+            s += " It exceeds the probabilistic bound at " + ", ".join(
+                f"x = {p['x']:.3g} ({n} {_fmt(e)} > {_fmt(value(p, 'bound.probabilistic'))})" for p, n, e in pover) + "."
+        if len(vac) == len(pvac) == len(ps):
+            s += " No bound says anything here: the error is certified by measurement only."
+        elif not over and not pover:
+            s += " Where a bound is not vacuous, the measured error stays below it."
+        lines.append(s)
+    return lines
+
+
+def markdown(doc: dict) -> str:
+    pts = doc["points"]
+    workers = "" if doc["workers"] == 1 else f", {doc['workers']} workers"
+    out = [f"# Error-bound report: {doc['device']}, profile {doc['profile']}", "",
+           f"`{doc['command']}`; created {doc['created']}; {len(pts)} points in {doc['wall_seconds']:.0f} s wall "
+           f"({doc['cpu_seconds']:.0f} s CPU in this process{workers}); seed {doc['seed']}.", "",
+           "Every point: the kernel against the float64 oracle (`references/`), next to the plain PyTorch "
+           "implementation in the same dtype (`verify/lowprec.py`, the budget basis of the checks: the larger of its "
+           "error, the output's rounding and the storage unit roundoff) and the a-priori bounds below. Errors are "
+           "normwise relative (`verify/metrics.py`). All numbers are in `report.json`.", ""]
+    out += ["## Plots", ""]
+    for p in doc["plots"]:
+        out += [f"![{p['caption']}]({p['file']})", "", f"*{p['caption']}.*", ""]
+    out += ["## What the plots say", ""] + findings(pts) + [""]
+    out += ["## A-priori bounds", "", "| bound | formula | source |", "|---|---|---|"]
+    out += [f"| {k} | {_cell(b['formula'])} | {_cell(b['source'])} |" for k, b in doc["bounds"].items()]
+    out += ["", "Unit roundoffs: " + ", ".join(f"{k} {v:.3g}" for k, v in doc["unit_roundoffs"].items()) + ".", "",
+            "### Kernels against the bounds", ""] + bound_sentences(pts) + [""]
+    out += ["## Worst cases found by the targeted search", ""]
+    if doc["checks"] is None:
+        out += ["No check results were given (`--results FILE`), so this report ran no search: run "
+                "`verify kernels --json R.json` and pass `--results R.json` to list the worst cases here.", ""]
+    else:
+        out += [f"From `{doc['results_file']}` (kernel checks, worst measured/budget first).", "",
+                "| check | status | measured / budget | example | reproduce |", "|---|---|---|---|---|"]
+        out += [f"| `{c['id']}` | {c['status']} | {_fmt(c['measured'])} / {_fmt(c['budget'])} | {_cell(c['example'] or '-')} "
+                f"| `{c['repro']}` |" for c in doc["checks"][:WORST_CASES]]
+        out += [""]
+    out += ["## Expected failures (verify/expected_failures.toml)", "", "| checks | measured (first listed) | cause |",
+            "|---|---|---|"]
+    for e in doc["expected_failures"]:
+        ids = e["ids"]
+        shown = ", ".join(f"`{i}`" for i in ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
+        scope = "".join(f" ({k}: {', '.join(e[k])})" for k in ("devices", "profiles") if e.get(k))
+        out += [f"| {shown}{scope} | {_cell(e['measured'])} | {_cell(e['cause'])} |"]
+    env = doc["environment"]
+    out += ["", "## Environment", "", "| | |", "|---|---|"]
+    out += [f"| {k} | {_cell(_fmt(v) if not isinstance(v, (dict, list)) else json.dumps(v))} |" for k, v in env.items()]
+    out += ["", "## Points", "",
+            "| id | x | worst tensor | error | torch ref | budget ratio | bound (det / prob) | status |",
+            "|---|---|---|---|---|---|---|---|"]
+    for p in pts:
+        name, err = _worst_tensor(p)
+        ref = max((value(p, f"tensors.{i}.ref_rel") for i, t in enumerate(p.get("tensors") or []) if "ref_rel" in t),
+                  default=None)
+        ratio = max((value(p, f"tensors.{i}.ratio") for i, t in enumerate(p.get("tensors") or []) if "ratio" in t),
+                    default=None)
+        b = p.get("bound")
+        bnd = f"{_fmt(value(p, 'bound.deterministic'))} / {_fmt(value(p, 'bound.probabilistic'))}" if b else "-"
+        extra = f" fractions {p['fraction']}" if p.get("fraction") else (f" ({p['message']})" if p.get("message") else "")
+        out += [f"| `{p['id']}` | {p['x']:.3g} | {name} | {_fmt(err)} | {_fmt(ref)} | {_fmt(ratio)} | {bnd} | "
+                f"{p['status']}{extra} |"]
+    return "\n".join(out) + "\n"
+
+
+def findings(pts: list[dict]) -> list[str]:
+    """Fitted growth exponents, the state-tracking reach, the MDN map's extremes, the points over budget."""
+    lines = []
+    groups = defaultdict(list)
+    for p in pts:
+        if p["plot"] == "T" and p.get("tensors"):
+            groups[(p["op"], p["pass"], p["dtype"])].append(p)
+    if groups:
+        lines += ["Fitted growth exponents p of error ~ T^p (least squares over the finite points):", ""]
+        for (op, pass_, dtype), ps in groups.items():
+            names = [t["name"] for t in ps[0]["tensors"]]
+            fits = []
+            for i, n in enumerate(names):
+                p_ = growth_exponent([p["x"] for p in ps], [value(p, f"tensors.{i}.err_rel") for p in ps])
+                fits.append(f"{n} {p_:.2f}" if p_ is not None else f"{n} -")
+            lines.append(f"- {NAMES.get(op, op)} {pass_} {dtype}: " + ", ".join(fits))
+        lines.append("")
+    for dtype in ("bf16", "fp32"):
+        st = [p for p in pts if p["plot"] == "state" and p["dtype"] == dtype and p.get("fraction")]
+        if st:
+            wrong = ", ".join(f"{p['x']:g} ({p['fraction']['kernel']:.0%} correct; torch-{dtype} reference "
+                              f"{p['fraction']['reference']:.0%})" for p in st if p["fraction"]["kernel"] < 1)
+            tried = max(p["x"] for p in st)
+            lines.append(f"- State tracking, fla PaTH {dtype}: every sequence decided correctly up to n = "
+                         f"{largest_correct(st):g}" + (f"; wrong at n = {wrong}" if wrong
+                                                       else f" (largest n tried: {tried:g})"))
+    maps = [p for p in pts if p["plot"] == "mdn_map" and p.get("tensors")]
+    for prefix, what in (("mdn_chunk", "fla chunk"), ("mdn_recurrent", "fla fused recurrent"),
+                         ("stable_chunk", "stable chunk form (fp32)"), ("log_chunk", "log-domain chunk form (fp32)")):
+        mine = [(p, value(p, "tensors.0.err_rel")) for p in maps if p["op"].startswith(prefix)]
+        if mine:
+            worst = max(mine, key=lambda m: m[1] if not math.isnan(m[1]) else math.inf)
+            nonfin = [p for p, e in mine if not math.isfinite(e)]
+            lines.append(f"- MDN map, {what}: worst output error {_fmt(worst[1])} at log mu = {worst[0]['nominal']:g} "
+                         f"({worst[0]['op']})" + (f"; non-finite at {len(nonfin)} of {len(mine)} cells" if nonfin else ""))
+    over = [p["id"] for p in pts if p["status"] == "fail"]
+    lines += ["", f"{len(over)} of {len(pts)} points exceed the checks' budget or fail outright"
+              + (": " + ", ".join(f"`{i}`" for i in over) if over else "") + "."]
+    return lines

@@ -1,0 +1,171 @@
+"""What a report measures: the kernel ops (the one op table), and per profile the sweep points.
+
+A point is one input (a PathCase / MdnCase from verify.inputs, plus at most one swept knob that the named
+regimes do not cover: beta = 2 - gap, consecutive-w alignment, gate strength, a constant log mu), one op,
+one pass and one dtype.  Its id, `<plot>.<op>.<pass>.<dtype>.<x>`, is stable across runs, so two reports
+can be compared point by point.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import torch
+import torch.nn.functional as F
+
+from verify.inputs import MdnCase, PathCase, mdn_inputs, path_inputs
+from verify.precision import Precision
+
+@dataclass(frozen=True)
+class Op:
+    """One implementation under measurement.  family: path | fox | mdn (a production kernel: `name` is its
+    record in verify/ops.py, judged by the checks' own comparison and budget) or form (a float32 chunk form
+    of references/mdn.py, `name` the form, error only)."""
+    family: str
+    name: str
+    chunk: int | None = None
+    dtypes: tuple[str, ...] = ("bf16", "fp32")
+
+    @property
+    def record(self):
+        from verify.ops import OPS as KERNEL_OPS
+        return KERNEL_OPS[self.name]
+
+    def precision(self, dtype: str, fp32_dot: str) -> Precision:
+        return Precision.of(dtype, "ieee" if self.family == "form" else self.record.dot or fp32_dot)
+
+
+# The op table: the only place the report names what it measures (kernels by their verify/ops.py records).
+OPS = {
+    "path_attn": Op("path", "path_attn"),
+    "forgetting_attn": Op("fox", "forgetting_attn"),
+    **{f"mdn_chunk{c}": Op("mdn", f"mdn_chunk{c}", c, ("bf16",)) for c in (16, 32, 64)},
+    "mdn_recurrent": Op("mdn", "mdn_recurrent"),
+    **{f"{form}_chunk{c}": Op("form", form, c, ("fp32",)) for form in ("stable", "log") for c in (16, 32, 64)},
+}
+CHUNKS = (16, 32, 64)
+
+
+@dataclass(frozen=True)
+class Point:
+    plot: str                       # T | beta | align | gate | magnitude | mdn_map | state
+    op: str
+    pass_: str
+    dtype: str
+    x: float                        # the nominal swept value (the plotted x is measured from the inputs)
+    case: PathCase | MdnCase = field(default_factory=PathCase)
+    knob: tuple[str, float] | None = None
+
+    @property
+    def id(self) -> str:
+        return f"{self.plot}.{self.op}.{self.pass_}.{self.dtype}.{self.x:g}"
+
+
+def inputs(point: Point, dtype: torch.dtype, device: str) -> dict:
+    """The point's tensors: the named-regime builders of verify.inputs, then the knob.
+    beta_gap d: beta = 2 - d everywhere; w_align e: w_t = normalise(base + e z_t), one base per head
+    (e -> 0: consecutive w parallel; with beta = 2 the UT system's condition grows to ~1e4 at T = 64);
+    gate_shift s: g = log sigmoid(s + z);
+    log_mu m: log mu = m everywhere.  (A state-tracking point's knob, sequences, is its sample size.)"""
+    case = point.case
+    x = (mdn_inputs if isinstance(case, MdnCase) else path_inputs)(case, dtype, device)
+    if point.knob is None:
+        return x
+    name, value = point.knob
+    gen = torch.Generator().manual_seed(case.seed + 1)
+    if name == "beta_gap":
+        x["beta"] = torch.full_like(x["beta"], 2 - value)
+    elif name == "w_align":
+        B, T, H, D = x["w"].shape
+        w = torch.randn(B, 1, H, D, generator=gen, dtype=torch.float64) + value * torch.randn(
+            B, T, H, D, generator=gen, dtype=torch.float64)
+        x["w"] = (w / w.norm(dim=-1, keepdim=True)).float().to(device)
+    elif name == "gate_shift":
+        z = torch.randn(x["q"].shape[:3], generator=gen, dtype=torch.float64)
+        x["g"] = F.logsigmoid(value + z).float().to(device)
+    elif name == "log_mu":
+        x["log_mu"] = torch.full_like(x["log_mu"], value)
+    else:
+        raise ValueError(f"unknown knob {name!r}")
+    return x
+
+
+def axis_value(point: Point, x: dict) -> float:
+    """The plotted x, measured from the inputs: 2 - beta as stored (fp32), -mean log f, max |q|, |k|; the
+    alignment plot's x (the UT system's condition number) comes from verify.reporting.bounds."""
+    if point.plot == "beta":
+        return float(2 - x["beta"].double().max())
+    if point.plot == "gate":
+        return float(-x["g"].double().mean())
+    if point.plot == "magnitude":
+        return float(max(x["q"].abs().max(), x["k"].abs().max()))
+    return float(point.x)
+
+
+# ------------------------------------------------------------------------------------------ profiles
+
+@dataclass(frozen=True)
+class Profile:
+    D: int                                 # head dim of PaTH / FoX points (MDN: Dk = Dv = D)
+    T: tuple[int, ...]                     # forward error-vs-T sweep
+    T_bwd: tuple[int, ...]                 # backward error-vs-T sweep
+    T_regime: int                          # T of the beta / alignment / gate / magnitude sweeps
+    beta_gaps: tuple[float, ...]
+    align: tuple[float, ...]
+    gate_shifts: tuple[float, ...]
+    gains: tuple[float, ...]
+    log_mu: tuple[float, ...]
+    T_mdn_map: int
+    state_n: tuple[int, ...]
+    state_sequences: int
+
+
+PROFILES = {
+    "quick": Profile(D=16, T=(16, 64, 160), T_bwd=(16, 40), T_regime=64, beta_gaps=(1, 1e-3, 0),
+                     align=(10, 1e-2), gate_shifts=(6, -6), gains=(1, 1e3, 1e6),
+                     log_mu=(-0.5, -1, -2), T_mdn_map=64, state_n=(16, 64), state_sequences=2),
+    "ci": Profile(D=32, T=(16, 64, 160, 400, 1024), T_bwd=(16, 64, 160), T_regime=160,
+                  beta_gaps=(1, 1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 0), align=(100, 3, 1, 0.3, 0.1, 1e-2, 1e-3),
+                  gate_shifts=(8, 4, 2, 0, -2, -4, -8), gains=(1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6),
+                  log_mu=(-0.25, -0.5, -1, -2, -3, -4), T_mdn_map=256, state_n=(16, 64, 256), state_sequences=4),
+    "full": Profile(D=64, T=(64, 256, 1024, 4096, 8192), T_bwd=(64, 256, 1024), T_regime=1024,
+                    beta_gaps=(1, 1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 0),
+                    align=(100, 3, 1, 0.3, 0.1, 1e-2, 1e-3, 1e-4), gate_shifts=(8, 4, 2, 0, -2, -4, -8),
+                    gains=(1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6), log_mu=(-0.25, -0.5, -1, -2, -3, -4, -6),
+                    T_mdn_map=1024, state_n=(64, 256, 1024, 4096), state_sequences=8),
+}
+
+
+def points(profile: str, seed: int = 0) -> list[Point]:
+    """Every point of a profile, in plotting order."""
+    p = PROFILES[profile]
+    pc = PathCase(D=p.D, Dv=p.D, seed=seed)
+    fox = replace(pc, gate="mixed")
+    mc = MdnCase(Dk=p.D, Dv=p.D, seed=seed)
+    out = []
+    for op, case in (("path_attn", pc), ("forgetting_attn", fox), ("mdn_chunk64", mc), ("mdn_recurrent", mc)):
+        for dtype in OPS[op].dtypes:
+            out += [Point("T", op, "fwd", dtype, T, replace(case, T=T)) for T in p.T]
+            out += [Point("T", op, "bwd", dtype, T, replace(case, T=T)) for T in p.T_bwd]
+    at = replace(pc, T=p.T_regime)
+    for dtype in ("bf16", "fp32"):
+        out += [Point("beta", "path_attn", "fwd", dtype, d, at, ("beta_gap", d)) for d in p.beta_gaps]
+        out += [Point("align", "path_attn", "fwd", dtype, e, replace(at, beta="two"), ("w_align", e)) for e in p.align]
+        for op in ("path_attn", "forgetting_attn"):
+            out += [Point("gate", op, "fwd", dtype, s, at, ("gate_shift", s)) for s in p.gate_shifts]
+            out += [Point("magnitude", op, "fwd", dtype, gain, replace(at, logit_gain=gain)) for gain in p.gains]
+    mm = replace(mc, T=p.T_mdn_map)
+    maps = [f"mdn_chunk{c}" for c in CHUNKS] + ["mdn_recurrent"] + [f"{f}_chunk{c}" for f in ("stable", "log")
+                                                                    for c in CHUNKS]
+    out += [Point("mdn_map", op, "fwd", OPS[op].dtypes[0], m, mm, ("log_mu", m)) for op in maps for m in p.log_mu]
+    out += [Point("state", "path_attn", "fwd", dtype, n, PathCase(T=n + 1, seed=seed), ("sequences", p.state_sequences))
+            for dtype in ("bf16", "fp32") for n in p.state_n]
+    return out
+
+
+def select(points_: list[Point], patterns: list[str] | None) -> list[Point]:
+    """Points whose id matches a -k expression (the check selector's syntax: verify.registry.matcher)."""
+    from verify.registry import matcher
+    if not patterns:
+        return points_
+    matches = [matcher(p) for p in patterns]
+    return [pt for pt in points_ if any(m(pt.id) for m in matches)]
