@@ -32,14 +32,24 @@ def planted(registry, monkeypatch):
 
 @pytest.fixture(autouse=True)
 def results_follow_the_schema(request):
-    """Every verify result (JSON with a schema_version) that a test writes under tmp_path must follow
-    verify/results.schema.json."""
+    """Every verify result (JSON with a schema_version) that a test writes under tmp_path must follow its
+    schema: verify/results.schema.json, or verify/reporting/report.schema.json for a `verify report`."""
     tmp = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
     yield
     if tmp is None:
         return
+    import json
+
+    import jsonschema
+
     from verify import results
+    from verify.reporting import document
     for path in tmp.rglob("*.json"):
         text = path.read_text()
-        if '"schema_version"' in text:
-            results.validate(results.parse(text))
+        if '"schema_version"' not in text:
+            continue
+        doc = results.parse(text)
+        if doc.get("tool") == "verify report":
+            jsonschema.validate(doc, json.loads(document.SCHEMA_FILE.read_text()))
+        else:
+            results.validate(doc)

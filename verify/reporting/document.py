@@ -65,9 +65,9 @@ def checks_of(results: dict | None) -> list[dict]:
 def build(records: list[dict], meta: dict, plots: dict[str, str], results: dict | None, xfails: dict) -> dict:
     causes = {}
     for cid, e in xfails.items():
-        entry = causes.setdefault(e["cause"], {"cause": e["cause"], "ids": [], "measured": e["measured"],
-                                               "regime": e["regime"], "devices": e.get("devices"),
-                                               "profiles": e.get("profiles")})
+        entry = causes.setdefault(e.cause, {"cause": e.cause, "ids": [], "measured": e.measured, "regime": e.regime,
+                                            "devices": e.devices and list(e.devices),
+                                            "profiles": e.profiles and list(e.profiles)})
         entry["ids"].append(cid)
     return {"schema_version": SCHEMA_VERSION, "tool": "verify report", **meta,
             "unit_roundoffs": {k: v for k, v in UNIT_ROUNDOFF.items() if k != "fp64"},
