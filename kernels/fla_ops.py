@@ -1,6 +1,6 @@
 """Adapters that give fla's production kernels one canonical call each, with their conventions declared.
 
-Canonical conventions (DESIGN.md section 3): layout [B, T, H, D]; gates [B, T, H]; GQA by head groups;
+Canonical conventions (docs/design.md section 3): layout [B, T, H, D]; gates [B, T, H]; GQA by head groups;
 g is the log forget gate; MDN residual v~_t = v_t - S_{t-1}^T (alpha_t k_t) unless p is given.
 
 `fla` is imported inside the functions, never at module import, so that the CPU interpreter fidelity

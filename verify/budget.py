@@ -1,4 +1,4 @@
-"""The kernel budget rule (DESIGN.md section 5).
+"""The kernel budget rule (docs/design.md section 7).
 
 A kernel output passes when, against the float64 oracle, both
     normwise relative error <= c * max(same_dtype_rel, floor_rel, u_storage) + TINY_REL   and

@@ -1,4 +1,4 @@
-"""CPU interpreter fidelity layer (DESIGN.md section 6).
+"""CPU interpreter fidelity layer (docs/design.md section 8).
 
 Triton's interpreter (``TRITON_INTERPRET=1``) runs kernels on the CPU but differs from the GPU.  This
 module sets the interpreter on and, at activation time, replaces a few methods of the interpreter's

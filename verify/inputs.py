@@ -1,4 +1,4 @@
-"""Input builders for PaTH / FoX cases, by named regime (DESIGN.md section 5).
+"""Input builders for PaTH / FoX cases, by named regime (docs/design.md section 7).
 
 One place defines what "beta near 2" or "aligned w" means; the oracle checks call these builders with
 fixed seeds and the hypothesis strategies (property_tests, verify.kernel_checks) draw the case fields.

@@ -1,7 +1,7 @@
 """Plain PyTorch implementations in a working precision: the "same-dtype implementation" of the budget rule
 (the float64 oracles in references/ are the reference; these only set how much error the dtype forces).
 
-What a competent engineer writes in that dtype (DESIGN.md section 5): the blockwise / chunkwise
+What a competent engineer writes in that dtype (docs/design.md section 7): the blockwise / chunkwise
 matrix form, matmul operands rounded to the precision's dot format with fp32 accumulation
 (`Precision.mm`), stored results rounded to the storage dtype, softmax and solves in fp32 (there is
 no bf16 triangular solve).  Never a token-by-token walk in bf16.  Inputs are fp32 tensors holding the

@@ -3,7 +3,7 @@ fp32 arithmetic that the same-dtype implementations (verify.lowprec) run on.
 
 A kernel "in bf16" stores bf16 and multiplies bf16 operands with fp32 accumulation; a kernel "in fp32"
 on an NVIDIA GPU multiplies TF32 operands (fp32 truncated to 10 explicit mantissa bits, as measured on
-the H200; DESIGN.md section 6) unless told input_precision="ieee".  The same-dtype implementations run in
+the H200; docs/design.md section 8) unless told input_precision="ieee".  The same-dtype implementations run in
 float32 and call `Precision.mm`, so they make the rounding errors the dtype forces and no others.
 
 Machine independence: a BLAS's fp32 accumulation order differs between CPUs, libraries and thread counts

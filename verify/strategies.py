@@ -1,4 +1,4 @@
-"""Hypothesis strategies for kernel inputs: shapes by profile, regimes by name (DESIGN.md section 5).
+"""Hypothesis strategies for kernel inputs: shapes by profile, regimes by name (docs/design.md section 7).
 
 A regime fixes the hard part of a case (beta near 2, log mu at its floor, ...); hypothesis draws the
 rest (T, head dims, GQA, varlen, seed) within the profile's sizes.  Values are drawn in float64 from a

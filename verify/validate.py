@@ -1,6 +1,6 @@
 """Validation of user-supplied kernel inputs (`verify compare`): one function per concern, each raising
 UsageError with one line that names the tensor and the problem.  Layouts and domains are the canonical
-conventions (DESIGN.md section 3): [B, T, H, D] tensors, [B, T, H] gates.
+conventions (docs/design.md section 3): [B, T, H, D] tensors, [B, T, H] gates.
 """
 from __future__ import annotations
 

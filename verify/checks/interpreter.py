@@ -1,4 +1,4 @@
-"""Canaries for the interpreter fidelity layer (verify/fidelity.py, DESIGN.md section 6).
+"""Canaries for the interpreter fidelity layer (verify/fidelity.py, docs/design.md section 8).
 
 env.interpreter.<part>: a tiny Triton kernel, run under the layer on the CPU (or natively with
 --device cuda), against the GPU behaviour computed exactly here.  Each fails when its part is off or

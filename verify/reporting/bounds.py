@@ -52,7 +52,7 @@ BOUNDS = {   # name -> (formula, source)
     "MDN recurrence": ("T steps, each rounding its operands (2 u_dot) and a dot of length Dk into the state, errors "
                        "adding (the frozen-step transition taken as a contraction): ||do|| / ||o|| <= (gamma_2T(u_dot) "
                        "+ gamma_T(Dk+2)(u_acc) + dot_Dk [+ chunk solve] + u_store) "
-                       "|| scale |S_t|^T |q_t| || / ||o||", "first order; the transition's spectrum: DESIGN.md 3"),
+                       "|| scale |S_t|^T |q_t| || / ||o||", "first order; the transition's spectrum: docs/design.md section 5"),
 }
 
 
