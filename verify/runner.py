@@ -187,6 +187,15 @@ class _Slot:
     ready: bool = False
 
 
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _thread_limits(threads: int) -> dict[str, str]:
+    """Several workers share the cores: each gets its part for torch's and the BLAS's thread pools (so that
+    N workers do not run N x cores threads), unless the user set these variables."""
+    return {v: str(threads) for v in THREAD_VARIABLES if v not in os.environ}
+
+
 def worker_count(spec: str, device: str) -> int:
     """--workers N|auto: auto is one per visible GPU on cuda, one per available core on the CPU."""
     if spec == "auto":
@@ -208,7 +217,8 @@ class Workers:
 
     def __post_init__(self):
         gpus = environment.visible_gpus() if self.ctx.device == "cuda" else []
-        self.slots = [_Slot({"CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)]} if len(gpus) > 1 else {})
+        threads = _thread_limits(max(1, environment.cpu_count() // self.n)) if self.n > 1 else {}
+        self.slots = [_Slot({**threads, **({"CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)]} if len(gpus) > 1 else {})})
                       for i in range(self.n)]
         for slot in self.slots:
             self._start(slot)
