@@ -36,7 +36,7 @@ OPT_IN = "mutant."
 
 EPILOG = """examples:
   verify all                          every check, ci profile, cuda if available else cpu
-  verify all --workers auto           in parallel: one worker per GPU on cuda, per core on the CPU
+  verify all --workers 1              one worker (the default, auto, runs up to 8 per GPU, one per core on the CPU)
   verify oracles -k mdn --json out.json
   verify kernels --profile quick -k 'path_attn and not bwd'
   verify list -k 'spectra or fox'
@@ -65,9 +65,10 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="run the selected checks N times with seeds S, S+1, ... and report per check how many "
                         "runs failed (exit 1 if any failed outside the expected failures)")
     p.add_argument("--seed-from", type=int, metavar="S", help="first seed of --repeat (default: --seed)")
-    p.add_argument("--workers", default="1", metavar="N|auto",
-                   help="worker processes running checks in parallel (default 1; auto: one per visible GPU on "
-                        "cuda, one per available core on the CPU). Every check runs in a worker: one that "
+    p.add_argument("--workers", default="auto", metavar="N|auto",
+                   help="worker processes running checks in parallel (default auto: up to 8 per visible GPU, "
+                        "each pinned to one, on cuda; one per available core on the CPU). Every check runs in a "
+                        "worker: one that "
                         "crashes, hangs or hits a fatal CUDA error is replaced and the run goes on")
     p.add_argument("--check-timeout", type=float, metavar="SECONDS",
                    help="a check running longer fails with kind timeout and its worker is replaced "

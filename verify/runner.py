@@ -196,10 +196,20 @@ def _thread_limits(threads: int) -> dict[str, str]:
     return {v: str(threads) for v in THREAD_VARIABLES if v not in os.environ}
 
 
+# Workers per GPU for --workers auto on cuda.  A check's time on a GPU is mostly the host's: hypothesis, the
+# float64 oracle and Triton's compilation and autotuning, so several workers share one GPU (measured on an
+# H200: README, "Running on a GPU"); at most one per two cores, so that compilation is not starved.
+WORKERS_PER_GPU = 8
+
+
 def worker_count(spec: str, device: str) -> int:
-    """--workers N|auto: auto is one per visible GPU on cuda, one per available core on the CPU."""
+    """--workers N|auto: auto is WORKERS_PER_GPU per visible GPU on cuda (at most one per two cores), one per
+    available core on the CPU."""
     if spec == "auto":
-        return max(1, environment.gpu_count() if device == "cuda" else environment.cpu_count())
+        if device == "cuda":
+            gpus = max(1, environment.gpu_count())
+            return gpus * max(1, min(WORKERS_PER_GPU, environment.cpu_count() // (2 * gpus)))
+        return max(1, environment.cpu_count())
     if not spec.isdigit() or int(spec) < 1:
         raise UsageError(f"--workers {spec}: must be a positive integer or auto")
     return int(spec)
@@ -218,7 +228,11 @@ class Workers:
     def __post_init__(self):
         gpus = environment.visible_gpus() if self.ctx.device == "cuda" else []
         threads = _thread_limits(max(1, environment.cpu_count() // self.n)) if self.n > 1 else {}
-        self.slots = [_Slot({**threads, **({"CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)]} if len(gpus) > 1 else {})})
+        # on cuda, autotuning results are cached on disk (Triton's own cache), so that the workers, and later
+        # runs, do not each re-time every configuration of every kernel
+        autotune = {"TRITON_CACHE_AUTOTUNING": os.environ.get("TRITON_CACHE_AUTOTUNING", "1")} if gpus else {}
+        self.slots = [_Slot({**threads, **autotune,
+                             **({"CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)]} if len(gpus) > 1 else {})})
                       for i in range(self.n)]
         for slot in self.slots:
             self._start(slot)
