@@ -60,13 +60,7 @@ def sample_file(tmp_path, op, **change):
     return tmp_path / f"{op.name}.pt"
 
 
-# fla's GDN chunk kernels stop the CPU interpreter (AttributeError: 'int' object has no attribute 'to'), an
-# error verify.fidelity does not yet recognise as an interpreter gap; strict: this turns red once it runs or
-# is reported as a gap, so the mark is removed then.
-CPU_GAP = pytest.mark.xfail(strict=True, reason="GDN chunk under the CPU interpreter: fidelity fix pending")
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=CPU_GAP) if n == "gdn_chunk" else n for n in OPS])
+@pytest.mark.parametrize("name", list(OPS))
 def test_control_valid_inputs_pass(capsys, tmp_path, name):
     """Every op's sample input is valid: compare runs it and writes its JSON with one verdict per output
     (unless the CPU interpreter cannot run the kernel: then a one-line usage error says so)."""
