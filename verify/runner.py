@@ -287,7 +287,7 @@ class Workers:
         """Run checks (ctx.seed etc. from ctx); fills `finished` (selection index -> judged Record) as they
         end and calls on_done in selection order.  `deadline` (time.monotonic()): start no check after it."""
         listed = scope(ctx, self.info and self.info["kernel_package"])
-        pending = deque(range(len(checks)))
+        pending = deque(interleaved(checks))
         reported = 0
         while pending or any(s.future is not None for s in self.slots):
             for slot in self.slots:
@@ -345,6 +345,22 @@ class Workers:
         return Record(check.id, check.description,
                       Result("fail", message=f"{what}; the run went on in a fresh worker", kind=kind),
                       seconds, repro_command(check.id, ctx), time.time() - seconds, ctx.seed)
+
+
+def interleaved(checks: list[Check]) -> list[int]:
+    """The order checks start in: round-robin over their groups (kernel.<impl>.<op>.<pass>.<dtype>, else the
+    family), so that workers starting together compile and autotune different kernels instead of each
+    compiling the same ones at once.  Results are still reported in selection order."""
+    groups: dict[str, list[int]] = {}
+    for i, c in enumerate(checks):
+        parts = c.id.split(".")
+        groups.setdefault(".".join(parts[:5] if parts[0] == "kernel" else parts[:2]), []).append(i)
+    queues = [deque(g) for g in groups.values()]
+    order = []
+    while queues:
+        order += [q.popleft() for q in queues]
+        queues = [q for q in queues if q]
+    return order
 
 
 def shard(checks: list[Check], k: int, n: int, durations: dict[str, float] | None = None) -> list[Check]:
