@@ -108,11 +108,24 @@ def execute(check: Check, ctx: Context, debug: bool = False) -> Record:
                 result = Result("error", message=message, kind="check_error", details={"traceback": tb})
     if result.details.get(DEVICE_LOST):
         result.kind = "cuda_fatal"
+        _sanitize(check, result, ctx)
     elif result.status == "fail" and result.kind is None:
         finite = result.measured is None or math.isfinite(result.measured)
         result.kind = "over_budget" if finite else "non_finite"
     return Record(check.id, check.description, result, time.perf_counter() - t0, repro_command(check.id, ctx),
                   started, ctx.seed)
+
+
+def _sanitize(check: Check, result: Result, ctx: Context) -> None:
+    """A fatal CUDA error: rerun the example alone under compute-sanitizer (verify.sanitize, in subprocesses:
+    this worker's CUDA context is lost) and add its verdict (kernel, source line, access) to the result."""
+    if ctx.device != "cuda" or not result.details.get("failing_example"):
+        return
+    from verify import sanitize
+    try:
+        sanitize.annotate(check.id, result, ctx.device)
+    except Exception as exc:     # the fault stays recorded; the sanitizer's own failure is said, not raised
+        result.message += f" [sanitizer not run: {type(exc).__name__}: {exc}]"
 
 
 def scope(ctx: Context, kernel_package: dict | None) -> xfail_list.Scope:
