@@ -7,8 +7,9 @@ class UsageError(Exception):
 
 def is_device_fatal(exc: BaseException) -> bool:
     """A CUDA runtime error (illegal memory access, device-side assert, ...): it poisons the CUDA context,
-    so every later CUDA call of the process fails too.  Compile-time errors (OutOfResources) are not."""
-    return type(exc).__name__ == "AcceleratorError" or "CUDA error" in str(exc)
+    so every later CUDA call of the process fails too: torch's "CUDA error: ...", or Triton's launch-time
+    "Triton Error [CUDA]: ...".  Compile-time errors (OutOfResources) are not."""
+    return type(exc).__name__ == "AcceleratorError" or any(s in str(exc) for s in ("CUDA error", "Triton Error [CUDA]"))
 
 
 def is_interpreter_gap(exc: BaseException) -> bool:
