@@ -186,7 +186,25 @@ def _worker_start(ctx: Context, kernels: bool) -> dict:
 
 
 def _worker_run(check_id: str, ctx: Context, debug: bool) -> Record:
-    return execute(REGISTRY[check_id], ctx, debug)
+    record = execute(REGISTRY[check_id], ctx, debug)
+    if ctx.device == "cuda" and record.result.kind != "cuda_fatal":
+        _check_context(record)
+    return record
+
+
+def _check_context(record: Record) -> None:
+    """A kernel's fault can surface after its check returned (kernels run asynchronously): synchronize, and
+    if the CUDA context is lost, this check is the one that lost it (the worker is then replaced)."""
+    import torch
+    try:
+        torch.cuda.synchronize()
+    except Exception as exc:
+        if not is_device_fatal(exc):
+            raise
+        r = record.result
+        r.status, r.kind = "fail", "cuda_fatal"
+        r.message += f" [the CUDA context was lost during this check: {type(exc).__name__}: {exc}]".splitlines()[0]
+        r.details[DEVICE_LOST] = True
 
 
 @dataclass

@@ -84,7 +84,8 @@ def from_check(check: KernelCheck, ctx) -> tuple[str, dict, bool]:
 def load(path: str, check: KernelCheck, device: str) -> dict:
     """A saved example (verify compare's format), validated; q, k, v in the check's dtype, other floats fp32."""
     from verify import compare
-    x = compare.load(path, check.op)
+    from verify.ops import OPS
+    x = compare.load(path, OPS[f"mdn_chunk{check.chunk}" if check.chunk else check.op])
     dtype = TORCH_DTYPES[check.dtype]
     return {n: None if t is None else (t.to(dtype) if n in ("q", "k", "v") else
                                        t.int() if n == "cu_seqlens" else t.float()).to(device)

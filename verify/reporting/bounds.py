@@ -93,7 +93,7 @@ def ut_condition(w: torch.Tensor, beta: torch.Tensor) -> float:
             for s in range(0, w.shape[1], UT_BLOCK):
                 W, bt = w[b, s:s + UT_BLOCK, h], beta[b, s:s + UT_BLOCK, h]
                 conds.append(skeel_cond(torch.eye(W.shape[0], dtype=W.dtype, device=W.device)
-                                        + P.strict_lower(bt[:, None] * (W @ W.T))))
+                                        + torch.tril(bt[:, None] * (W @ W.T), -1)))
     return max(conds)
 
 
