@@ -12,7 +12,7 @@ import sys
 import time
 
 from kernels.fla_ops import KernelUnavailable, check_fla_version
-from verify import bisect, compare
+from verify import bisect, compare, coverage
 from verify.errors import UsageError
 from verify.registry import PROFILES
 
@@ -77,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
         _common(sub.add_parser(name, help=help_, description=help_))
     compare.add_parser(sub)
     bisect.add_parser(sub)
+    coverage.add_parser(sub)
     lst = sub.add_parser("list", help="print every check id with its one-line description")
     lst.add_argument("-k", dest="patterns", action="append", metavar="PATTERN")
     lst.add_argument("--debug", action="store_true")
@@ -101,6 +102,8 @@ def _dispatch(args) -> int:
         return compare.run(args)
     if args.command == "bisect":
         return bisect.run(args)
+    if args.command == "coverage":
+        return coverage.run(args)
     checks.load_all()
     if args.command == "list":
         chosen = select(args.patterns)
