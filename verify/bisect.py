@@ -288,6 +288,9 @@ def report(result: dict, args, old_term: str, new_term: str) -> None:
     from rich.console import Console
     from rich.table import Table
     console = Console(highlight=False)
+    if not console.is_terminal:     # logs and pipes: wide enough that tables keep check ids whole
+        console.width = 200
+    console.print()
     first = result["first"]
     if not first:
         console.print(f"[red]not decided[/]: only skipped commits were left; the first {new_term} commit is one "
@@ -313,7 +316,8 @@ def _cell(rec: dict | None) -> str:
         return "-"
     if rec["measured"] is None:
         return f"{rec['status']}: {rec['message'][:60]}"
-    return f"{rec['status']} {_g(rec['measured'])} / {_g(rec['budget'])}"
+    why = f" ({rec['failure']})" if (rec.get("failure") or "").startswith("exception") else ""
+    return f"{rec['status']} {_g(rec['measured'])} / {_g(rec['budget'])}{why}"
 
 
 def _g(x) -> str:
@@ -399,7 +403,7 @@ def _step(spec: dict) -> tuple[str, str, list[dict]]:
     reference = spec["reference"]
     like = [r for r in records if r["status"] == "fail" and (reference is None or r["failure"] == reference[r["id"]])]
     if like:
-        return "fails", "; ".join(f"{r['id']}: {r['failure']} {_ratio(r)}" for r in like), records
+        return "fails", "; ".join(f"{r['id']}: {_how(r)}" for r in like), records
     if all(r["status"] == "pass" for r in records):
         return "passes", "; ".join(f"{r['id']} {_ratio(r)}" for r in records), records
     other = next(r for r in records if r["status"] != "pass")
@@ -414,6 +418,13 @@ def _op(cid: str) -> str:
 def _num(x):
     import math
     return None if x is None else (x if math.isfinite(x) else str(x))
+
+
+def _how(r: dict) -> str:
+    """A failing record in a few words: the exception raised, or measured / budget."""
+    if r["failure"].startswith("exception"):
+        return "raised " + r["message"].split(" raised ", 1)[-1][:160]
+    return f"{r['failure']} {_ratio(r)}"
 
 
 def _ratio(r: dict) -> str:
