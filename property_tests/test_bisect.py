@@ -9,7 +9,7 @@ was.  One cheap killer check at --profile quick; git's midpoints make each run t
 from __future__ import annotations
 
 import json
-import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -44,7 +44,6 @@ def history(tmp_path_factory):
     git(repo, "init", "-q")
     pristine = tmp_path_factory.mktemp("pristine")
     materialize(MUTANT, tmp_path_factory.mktemp("mutant"))        # fails here if the mutant is out of date
-    import shutil
     shutil.copytree(fla_package_dir(), repo / "fla", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(repo / "fla", pristine / "fla")
     (repo / "README").write_text("kernels\n")
@@ -81,7 +80,7 @@ def snapshot(repo: Path) -> tuple:
 
 def bisect(repo, good, bad, *extra, json_path=None):
     argv = ["bisect", "--repo", str(repo), "--good", good, "--bad", bad, "--id", CHECK, "--profile", "quick",
-            "--device", "cpu", *extra]
+            "--examples", "1", "--device", "cpu", *extra]
     if json_path:
         argv += ["--json", str(json_path)]
     return cli.main(argv)
@@ -119,22 +118,21 @@ def test_bisect_names_the_planted_commit(history, tmp_path, capsys, fixed):
 def test_bad_input_is_exit_2_and_touches_nothing(history, tmp_path, capsys):
     repo, shas = history
     before = snapshot(repo)
-    cases = [
-        (["--repo", str(tmp_path), "--good", "HEAD~1", "--bad", "HEAD"], "not a git repository"),
-        (["--good", "no-such-rev"], "unknown revision"),
-        (["--good", shas["docs"]], "same commit"),
-        (["--good", shas["docs2"]], "not an ancestor"),
-        (["--good", shas["plant"], "--bad", shas["docs"], "--fixed"], "not an ancestor"),
-        (["--id", "kernel.nope"], "no kernel check matches"),
-        (["--import-root", "sub"], "no fla/__init__.py"),
+    cases = [   # (options replacing the valid ones, flags added, the reason printed)
+        ({"--repo": str(tmp_path)}, [], "not a git repository"),
+        ({"--good": "no-such-rev"}, [], "unknown revision"),
+        ({"--good": shas["docs"]}, [], "same commit"),
+        ({"--good": shas["docs2"]}, [], "not an ancestor"),
+        ({"--good": shas["plant"], "--bad": shas["docs"]}, ["--fixed"], "not an ancestor"),
+        ({"--id": "kernel.nope"}, [], "no kernel check matches"),
+        ({"--import-root": "sub"}, [], "no fla/__init__.py"),
     ]
-    for extra, reason in cases:
-        base = {"--repo": str(repo), "--good": shas["base"], "--bad": shas["docs"], "--id": CHECK}
-        base.update(dict(zip(extra[::2], extra[1::2])))
-        argv = ["bisect", *[x for kv in base.items() for x in kv]] + [x for x in extra if x == "--fixed"]
-        assert cli.main(argv) == 2, extra
+    for options, flags, reason in cases:
+        valid = {"--repo": str(repo), "--good": shas["base"], "--bad": shas["docs"], "--id": CHECK}
+        argv = ["bisect", *[x for kv in {**valid, **options}.items() for x in kv], *flags]
+        assert cli.main(argv) == 2, options
         err = capsys.readouterr().err.strip()
-        assert reason in err and len(err.splitlines()) == 1, (extra, err)
+        assert reason in err and len(err.splitlines()) == 1, (options, err)
     assert snapshot(repo) == before
 
 
