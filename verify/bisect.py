@@ -316,8 +316,9 @@ def _cell(rec: dict | None) -> str:
         return "-"
     if rec["measured"] is None:
         return f"{rec['status']}: {rec['message'][:60]}"
-    why = f" ({rec['failure']})" if (rec.get("failure") or "").startswith("exception") else ""
-    return f"{rec['status']} {_g(rec['measured'])} / {_g(rec['budget'])}{why}"
+    if (rec.get("failure") or "").startswith("exception"):
+        return f"{rec['status']}: {rec['failure']}"
+    return f"{rec['status']} {_g(rec['measured'])} / {_g(rec['budget'])}"
 
 
 def _g(x) -> str:
