@@ -2,11 +2,11 @@
 
 Under the CPU interpreter a @triton.jit kernel runs as Python, so coverage.py (branch coverage) sees its
 lines like a launcher's.  Each op's checks run under their own measurement, restricted to the kernel
-package; the report gives, per op, its own files' line coverage (statements executed / statements), the
-kernels (@triton.jit functions) of those files that never ran, and the launcher branches (arcs of the
-non-jit functions) that were never taken, plus coverage.py's own HTML report per op (--html DIR).
-An op's own files are those of its folder in fla/ops (OP_DIRS) but naive.py (fla's reference code, which
-no check calls); shared helpers (fla/ops/utils, fla/modules) count for no op but are in the HTML report.
+package; the report gives, per op, the line coverage of its own files' function bodies (kernels and
+launchers: statements executed / statements), the kernels (@triton.jit functions) that never ran, and the
+launcher branches (arcs of the non-jit functions) never taken, plus coverage.py's own HTML report per op
+(--html DIR).  An op's own files are those of its folders in fla/ops (OP_DIRS); shared helpers
+(fla/ops/utils, fla/modules) count for no op but are in the HTML report.
 """
 from __future__ import annotations
 
@@ -64,32 +64,35 @@ def kernels_and_launchers(path: Path) -> tuple[dict[str, tuple[int, int]], dict[
 
 
 def analyse(report: dict, package: Path, dirs: tuple[str, ...]) -> dict:
-    """Per op, from coverage.py's JSON report: line coverage of its own files, kernels that never ran,
-    launcher branches never taken (file:line -> target line; a negative target is a function exit)."""
-    files, statements, executed = {}, 0, 0
-    never_ran, untaken = [], []
+    """Per op, from coverage.py's JSON report: coverage of the function bodies of its own files (what runs
+    when the op is called; module-level lines run at import, possibly before the measurement started),
+    the kernels that never ran, and the launcher branches never taken (file:line->target; a negative
+    target is a function exit).  Files none of whose functions ran and that hold no kernel (fla's
+    reference code, naive.py, for PaTH) are left out."""
+    files, never_ran, untaken = {}, [], []
     for name, f in report["files"].items():
         rel = Path(name).resolve().relative_to(package).as_posix()
-        if not rel.startswith(tuple(d + "/" for d in dirs)) or rel.endswith("/naive.py"):
+        if not rel.startswith(tuple(d + "/" for d in dirs)):
             continue
-        s = f["summary"]
-        statements += s["num_statements"]
-        executed += s["covered_lines"]
-        files[rel] = {"statements": s["num_statements"], "executed": s["covered_lines"],
-                      "missing_lines": f["missing_lines"]}
         kernels, launchers = kernels_and_launchers(package / rel)
+        body = {n for lo, hi in [*kernels.values(), *launchers.values()] for n in range(lo, hi + 1)}
         ran = set(f["executed_lines"])
-        for kname, (lo, hi) in kernels.items():
-            if not ran & set(range(lo, hi + 1)):
-                never_ran.append(f"{rel}:{kname}")
+        if not kernels and not ran & body:
+            continue
+        missing = sorted(set(f["missing_lines"]) & body)
+        files[rel] = {"statements": len((ran | set(missing)) & body), "executed": len(ran & body),
+                      "missing_lines": missing, "kernels": len(kernels)}
+        never_ran += [f"{rel}:{k}" for k, (lo, hi) in kernels.items() if not ran & set(range(lo, hi + 1))]
         for a, b in f.get("missing_branches", []):
             owner = [n for n, (lo, hi) in launchers.items() if lo <= a <= hi]
             if owner and a in ran:
                 untaken.append(f"{rel}:{a}->{b} in {max(owner, key=len)}")
-    n_kernels = sum(len(kernels_and_launchers(package / r)[0]) for r in files)
+    statements = sum(x["statements"] for x in files.values())
+    executed = sum(x["executed"] for x in files.values())
     return {"files": files, "statements": statements, "executed": executed,
             "percent": 100.0 * executed / statements if statements else None,
-            "kernels": n_kernels, "kernels_never_ran": never_ran, "launcher_branches_never_taken": untaken}
+            "kernels": sum(x["kernels"] for x in files.values()), "kernels_never_ran": never_ran,
+            "launcher_branches_never_taken": untaken}
 
 
 def run(args) -> int:
