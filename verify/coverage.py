@@ -116,6 +116,8 @@ def run(args) -> int:
         raise UsageError(f"no kernel.fla check of an op in {sorted(OP_DIRS)} matches {args.patterns or args.ids}")
     package = fla_package_dir().resolve()
     console = Console(highlight=False)
+    if not console.is_terminal:     # logs and pipes: wide enough that tables and file:line items stay whole
+        console.width = 200
     ctx = Context(device="cpu", profile=args.profile, seed=args.seed, kernel_root=args.kernel_root,
                   examples=args.examples)
     xfails = xfail_list.expected_failures()
