@@ -100,18 +100,26 @@ PATH_CONVENTIONS = Conventions(
 )
 
 
+def _path_entry():
+    """fla names the PaTH entry point parallel_path_attn since 2025-09 (3d70f7de), parallel_path_attention before."""
+    mod = _import("fla.ops.path_attn")
+    for name in ("parallel_path_attn", "parallel_path_attention"):
+        if hasattr(mod, name):
+            return getattr(mod, name)
+    raise KernelUnavailable(f"fla.ops.path_attn ({mod.__file__}) has neither parallel_path_attn nor "
+                            "parallel_path_attention")
+
+
 def path_attn(q, k, v, w, beta, g=None, scale=None, cu_seqlens=None):
     """fla.ops.path_attn.parallel_path_attn -> o [B, T, HQ, Dv]."""
-    mod = _import("fla.ops.path_attn")
-    o, _ = mod.parallel_path_attn(q, k, v, w, beta, g, scale, cu_seqlens, use_cache=False)
+    o, _ = _path_entry()(q, k, v, w, beta, g, scale, cu_seqlens, use_cache=False)
     return o
 
 
 def path_attn_cache(q, k, v, w, beta, g=None, scale=None, cu_seqlens=None):
     """The decode cache of parallel_path_attn(use_cache=True): keys after every later Householder
     update, row j = H_T ... H_{j+1} k_j (measured: equals the oracle's decode_keys)."""
-    mod = _import("fla.ops.path_attn")
-    _, k_cache = mod.parallel_path_attn(q, k, v, w, beta, g, scale, cu_seqlens, use_cache=True)
+    _, k_cache = _path_entry()(q, k, v, w, beta, g, scale, cu_seqlens, use_cache=True)
     return k_cache
 
 

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from kernels.fla_ops import KernelUnavailable, check_fla_version
-from verify import compare, localize, xfails
+from verify import bisect, compare, coverage, localize, xfails
 from verify.errors import UsageError
 from verify.registry import PROFILES
 from verify.reporting import cli as report
@@ -128,6 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     localize.add_parser(sub)
     xfails.add_parser(sub)
     report.add_parser(sub)
+    bisect.add_parser(sub)
+    coverage.add_parser(sub)
     lst = sub.add_parser("list", help="print every check id with its one-line description")
     lst.add_argument("-k", dest="patterns", action="append", metavar="EXPR", help="as for the check commands")
     lst.add_argument("--debug", action="store_true")
@@ -161,6 +163,10 @@ def _dispatch(args, command: list[str]) -> int:
         return xfails.run(args)
     if args.command == "report":
         return report.run(args)
+    if args.command == "bisect":
+        return bisect.run(args)
+    if args.command == "coverage":
+        return coverage.run(args)
     load_checks()
     from verify.registry import select
     if args.command == "list":

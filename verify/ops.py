@@ -285,9 +285,15 @@ OPS: dict[str, KernelOp] = {op.name: op for op in
                             [PATH_ATTN, FORGETTING_ATTN, *MDN_CHUNK_OPS, MDN_RECURRENT, GDN_CHUNK, GDN_RECURRENT]}
 
 
+# check id -> cases to run first in this process, before the record's own regression cases: `verify bisect`
+# replays here, at every commit, the failing examples it drew at the reference commit.
+REPLAY: dict[str, list] = {}
+
+
 def regression_cases(check_id: str) -> list:
     """The regression cases of a kernel check id (run first on every run of that check, whatever the seed,
-    so a fix stays fixed and a listed failure is reproduced rather than left to the search's luck)."""
+    so a fix stays fixed and a listed failure is reproduced rather than left to the search's luck), after
+    any REPLAY cases."""
     parts = check_id.split(".")
     op = OPS.get(parts[2]) if len(parts) == 6 and check_id.startswith("kernel.fla.") else None
-    return op.regression_cases.get(".".join(parts[3:]), []) if op else []
+    return REPLAY.get(check_id, []) + (op.regression_cases.get(".".join(parts[3:]), []) if op else [])

@@ -1,0 +1,167 @@
+"""`verify bisect` on a throwaway git repository made from the installed fla-core's own code.
+
+History (linear): base (good) -> plant (a mutant of verify/mutants.py: a numerical regression in a Triton
+kernel) -> break (fla.ops.path_attn does not import) -> mend -> docs -> unnamed (an argument of the PaTH entry
+point renamed) -> renamed (back) -> revert the plant (fixed) -> docs.  Bisect must name exactly the planted commit
+(with --fixed: the revert), list the commit that cannot run as skipped, and leave the repository as it
+was.  One cheap killer check at --profile quick; git's midpoints make each run test one unrunnable commit.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from verify import cli
+from verify.mutants import MUTANTS, fla_package_dir, materialize
+
+MUTANT = MUTANTS["path_householder_reversed"]
+CHECK = MUTANT.killers[0]                     # kernel.fla.path_attn.fwd.fp32.beta_uniform
+BROKEN, API = "fla/ops/path_attn/__init__.py", "fla/ops/path_attn/parallel.py"
+
+
+def git(repo, *args) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _commit(repo: Path, message: str) -> str:
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory):
+    """(repo, {name: sha}) with a dirty working tree and an untracked file, as a user's clone may be."""
+    repo = tmp_path_factory.mktemp("kernels") / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    pristine = tmp_path_factory.mktemp("pristine")
+    materialize(MUTANT, tmp_path_factory.mktemp("mutant"))        # fails here if the mutant is out of date
+    shutil.copytree(fla_package_dir(), repo / "fla", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(repo / "fla", pristine / "fla")
+    (repo / "README").write_text("kernels\n")
+    shas = {"base": _commit(repo, "base: fla-core as installed")}
+    target = repo / "fla" / MUTANT.path
+    target.write_text(target.read_text().replace(MUTANT.old, MUTANT.new))
+    shas["plant"] = _commit(repo, f"plant: {MUTANT.description}")
+    init = repo / BROKEN
+    init.write_text(init.read_text() + "\ndef (:\n")
+    shas["break"] = _commit(repo, "break: a syntax error")
+    shutil.copy(pristine / BROKEN, init)
+    shas["mend"] = _commit(repo, "mend the syntax error")
+    (repo / "README").write_text("kernels, v2\n")
+    shas["docs"] = _commit(repo, "docs")
+    api = repo / API
+    api.write_text(api.read_text().replace("    use_cache: bool = False,\n)", "    return_cache: bool = False,\n)"))
+    shas["unnamed"] = _commit(repo, "rename an argument of the entry point")
+    shutil.copy(pristine / API, api)
+    shas["renamed"] = _commit(repo, "rename it back")
+    shutil.copy(pristine / "fla" / MUTANT.path, target)
+    shas["revert"] = _commit(repo, "revert the plant")
+    (repo / "README").write_text("kernels, v3\n")
+    shas["docs2"] = _commit(repo, "docs again")
+    (repo / "README").write_text("uncommitted edit\n")
+    (repo / "scratch.txt").write_text("untracked\n")
+    return repo, shas
+
+
+def snapshot(repo: Path) -> tuple:
+    return (git(repo, "status", "--porcelain"), git(repo, "worktree", "list", "--porcelain"),
+            git(repo, "for-each-ref"), git(repo, "rev-parse", "HEAD"), (repo / "README").read_text(),
+            Path(repo, git(repo, "rev-parse", "--git-path", "BISECT_START")).exists())
+
+
+def bisect(repo, good, bad, *extra, json_path=None):
+    argv = ["bisect", "--repo", str(repo), "--good", good, "--bad", bad, "--id", CHECK, "--profile", "quick",
+            "--examples", "1", "--device", "cpu", *extra]
+    if json_path:
+        argv += ["--json", str(json_path)]
+    return cli.main(argv)
+
+
+@pytest.mark.parametrize("fixed", [False, True], ids=["regression", "fixed"])
+def test_bisect_names_the_planted_commit(history, tmp_path, capsys, fixed):
+    repo, shas = history
+    before = snapshot(repo)
+    out = tmp_path / "bisect.json"
+    if fixed:
+        status = bisect(repo, shas["revert"], shas["mend"], "--fixed", json_path=out)
+    else:
+        status = bisect(repo, shas["base"], shas["docs"], json_path=out)
+    text = capsys.readouterr().out
+    assert status == 0, text
+    doc = json.loads(out.read_text())
+    first, parent, skipped, why = (("revert", "renamed", "unnamed", "unexpected keyword argument 'use_cache'") if fixed
+                                   else ("plant", "base", "break", "SyntaxError"))
+    assert doc["first"]["commit"] == shas[first]
+    assert doc["first"]["files"] == (["fla/" + MUTANT.path])
+    assert doc["parent"]["commit"] == shas[parent]
+    at_first, at_parent = doc["first"]["checks"][0], doc["parent"]["checks"][0]
+    broken, ok = (at_parent, at_first) if fixed else (at_first, at_parent)
+    assert broken["status"] == "fail" and broken["measured"] > broken["budget"]
+    assert ok["status"] == "pass" and ok["measured"] <= ok["budget"]
+    assert [s["commit"] for s in doc["skipped"]] == [shas[skipped]]
+    assert why in doc["skipped"][0]["reason"]
+    assert doc["replayed"][CHECK]                       # the failing example drawn at --bad, replayed
+    assert doc["steps"] >= 2 and "git bisect start" in doc["log"]
+    assert "uncommitted changes" in text and f"first {'fixed' if fixed else 'bad'} commit" in text
+    assert snapshot(repo) == before
+
+
+def test_bad_input_is_exit_2_and_touches_nothing(history, tmp_path, capsys):
+    repo, shas = history
+    before = snapshot(repo)
+    cases = [   # (options replacing the valid ones, flags added, the reason printed)
+        ({"--repo": str(tmp_path)}, [], "not a git repository"),
+        ({"--good": "no-such-rev"}, [], "unknown revision"),
+        ({"--good": shas["docs"]}, [], "same commit"),
+        ({"--good": shas["docs2"]}, [], "not an ancestor"),
+        ({"--good": shas["plant"], "--bad": shas["docs"]}, ["--fixed"], "not an ancestor"),
+        ({"--id": "kernel.nope"}, [], "no kernel check matches"),
+        ({"--import-root": "sub"}, [], "no fla/__init__.py"),
+    ]
+    for options, flags, reason in cases:
+        valid = {"--repo": str(repo), "--good": shas["base"], "--bad": shas["docs"], "--id": CHECK}
+        argv = ["bisect", *[x for kv in {**valid, **options}.items() for x in kv], *flags]
+        assert cli.main(argv) == 2, options
+        err = capsys.readouterr().err.strip()
+        assert reason in err and len(err.splitlines()) == 1, (options, err)
+    assert snapshot(repo) == before
+
+
+def test_a_bisect_in_progress_is_left_alone(history, capsys):
+    repo, shas = history
+    git(repo, "bisect", "start", "--no-checkout", shas["docs"], shas["base"])
+    try:
+        mine = snapshot(repo)
+        assert bisect(repo, shas["base"], shas["docs"]) == 2
+        assert "bisect is in progress" in capsys.readouterr().err
+        assert snapshot(repo) == mine
+    finally:
+        git(repo, "bisect", "reset")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupt_removes_the_worktree(history, sig):
+    repo, shas = history
+    before = snapshot(repo)
+    proc = subprocess.Popen([sys.executable, "-m", "verify", "bisect", "--repo", str(repo), "--good", shas["base"],
+                             "--bad", shas["docs"], "--id", CHECK, "--profile", "quick", "--device", "cpu"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while git(repo, "worktree", "list").count("\n") == 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert time.monotonic() < deadline, "the worktree never appeared"
+    time.sleep(1.0)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "worktree was removed" in err
+    assert snapshot(repo) == before
