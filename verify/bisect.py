@@ -99,9 +99,9 @@ class Plan:
 
 def validate(args) -> Plan:
     """Every bad input as a UsageError before anything is created."""
-    from verify import checks, runner
+    from verify import checks, results
     from verify.registry import select
-    runner.check_writable(args.json, "--json")
+    results.check_writable(args.json, "--json")
     if not Path(args.repo).is_dir():
         raise UsageError(f"--repo {args.repo}: no such directory")
     probe = subprocess.run([*GIT, "-C", args.repo, "rev-parse", "--show-toplevel"], capture_output=True, text=True)
@@ -246,8 +246,8 @@ def run(args) -> int:
         return 130
     report(result, args, old_term, new_term)
     if args.json:
-        from verify import runner
-        runner.write_text_atomic(args.json, json.dumps(result, indent=2))
+        from verify import results
+        results.write_text_atomic(args.json, json.dumps(result, indent=2))
     return 0 if result["first"] else 1
 
 

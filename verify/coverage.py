@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import ast
 import json
-import os
 import tempfile
 from pathlib import Path
 
@@ -95,18 +94,18 @@ def analyse(report: dict, package: Path, dirs: tuple[str, ...]) -> dict:
 
 
 def run(args) -> int:
-    if args.kernel_root and os.environ.get("VERIFY_KERNEL_ROOT_CHILD") != args.kernel_root:
-        from verify.cli import _rerun_with_kernel_root
-        return _rerun_with_kernel_root(args)
+    if args.kernel_root:
+        from verify.kernel_root import activate
+        args.kernel_root = activate(args.kernel_root)
     import coverage
     from rich.console import Console
     from rich.table import Table
 
-    from verify import checks, runner
+    from verify import checks, results, runner
     from verify import xfails as xfail_list
     from verify.mutants import fla_package_dir
     from verify.registry import Context, select
-    runner.check_writable(args.json, "--json")
+    results.check_writable(args.json, "--json")
     if args.html and Path(args.html).exists() and not Path(args.html).is_dir():
         raise UsageError(f"--html {args.html}: not a directory")
     checks.load_all()
@@ -119,7 +118,7 @@ def run(args) -> int:
         console.width = 200
     ctx = Context(device="cpu", profile=args.profile, seed=args.seed, kernel_root=args.kernel_root,
                   examples=args.examples)
-    xfails = xfail_list.expected_failures()
+    scope = xfail_list.current_scope("cpu", args.profile)
     groups: dict[str, list] = {}
     for c in chosen:
         groups.setdefault(OP_DIRS[c.id.split(".")[2]][0], []).append(c)
@@ -130,7 +129,7 @@ def run(args) -> int:
         cov.start()
         try:
             for chk in op_checks:
-                rec = runner.run_one(chk, ctx, xfails, args.debug)
+                rec = runner.run_one(chk, ctx, scope, args.debug)
                 records.append(rec)
                 console.print(f"  {rec.result.status:5} {chk.id} ({rec.seconds:.1f}s)", highlight=False)
         finally:
@@ -160,7 +159,7 @@ def run(args) -> int:
                     console.print(f"  {item}", highlight=False, soft_wrap=True)
     counts = runner.summary_counts(records)
     if args.json:
-        runner.write_text_atomic(args.json, json.dumps({"package": str(package), "profile": args.profile,
+        results.write_text_atomic(args.json, json.dumps({"package": str(package), "profile": args.profile,
                                                         "seed": args.seed, "checks": counts, "ops": result}, indent=2))
     if args.html:
         console.print(f"HTML: {Path(args.html) / '<op>' / 'index.html'}")
