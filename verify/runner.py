@@ -318,7 +318,7 @@ class Workers:
         """Run checks (ctx.seed etc. from ctx); fills `finished` (selection index -> judged Record) as they
         end and calls on_done in selection order.  `deadline` (time.monotonic()): start no check after it."""
         listed = scope(ctx, self.info and self.info["kernel_package"])
-        pending = deque(interleaved(checks))
+        pending = deque(interleaved(checks) if ctx.device == "cuda" else range(len(checks)))
         reported = 0
         while pending or any(s.future is not None for s in self.slots):
             for slot in self.slots:
@@ -379,9 +379,10 @@ class Workers:
 
 
 def interleaved(checks: list[Check]) -> list[int]:
-    """The order checks start in: round-robin over their groups (kernel.<impl>.<op>.<pass>.<dtype>, else the
-    family), so that workers starting together compile and autotune different kernels instead of each
-    compiling the same ones at once.  Results are still reported in selection order."""
+    """The order checks start in on a GPU: round-robin over their groups (kernel.<impl>.<op>.<pass>.<dtype>,
+    else the family), so that workers starting together compile and autotune different kernels instead of
+    each compiling the same ones at once (the CPU interpreter compiles nothing: selection order there).
+    Results are still reported in selection order."""
     groups: dict[str, list[int]] = {}
     for i, c in enumerate(checks):
         parts = c.id.split(".")
