@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -94,9 +95,9 @@ def analyse(report: dict, package: Path, dirs: tuple[str, ...]) -> dict:
 
 
 def run(args) -> int:
-    if args.kernel_root:        # before anything imports fla
-        from verify.kernel_root import activate
-        args.kernel_root = activate(args.kernel_root)
+    if args.kernel_root and os.environ.get("VERIFY_KERNEL_ROOT_CHILD") != args.kernel_root:
+        from verify.cli import _rerun_with_kernel_root
+        return _rerun_with_kernel_root(args)
     import coverage
     from rich.console import Console
     from rich.table import Table
