@@ -191,23 +191,20 @@ def replay(check_id: str, example_file: str, device: str) -> int:
     example; FAULT_EXIT when it faults.  The body of the subprocess `python -m verify.sanitize`."""
     import torch
 
-    from kernels import fla_ops
     from verify.checks.kernels import prepare
     from verify.errors import is_device_fatal
     from verify.localize import example
+    from verify.ops import scale_of
     from verify.registry import Context
 
     check = example.KernelCheck.parse(check_id)
     x = example.load(example_file, check, device)
     prepare(Context(device=device))
-    fn = {"path_attn": fla_ops.path_attn, "forgetting_attn": fla_ops.forgetting_attn,
-          "mdn_chunk": lambda **a: fla_ops.mdn(**a, chunk=check.chunk),
-          "mdn_recurrent": lambda **a: fla_ops.mdn(**a, chunk=None)}[check.op]
     if check.pass_ == "bwd":
         x = {n: t.requires_grad_() if t is not None and t.is_floating_point() else t for n, t in x.items()}
     try:
         with bounds_checked() if device == "cpu" else contextlib.nullcontext():
-            outs = fn(**x)
+            outs = check.kernel_op.kernel(**x, scale=scale_of(x))
             if check.pass_ == "bwd":
                 outs = outs if isinstance(outs, tuple) else (outs,)
                 torch.autograd.backward([o for o in outs if o.requires_grad],
@@ -392,4 +389,7 @@ def _last_line(proc: subprocess.CompletedProcess) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(replay(*sys.argv[1:4]))
+    status = replay(*sys.argv[1:4])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)    # no teardown: after a CUDA fault, freeing the tensors (each its own cudaFree) may abort

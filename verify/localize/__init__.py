@@ -41,7 +41,7 @@ def add_parser(sub) -> None:
                    help="where kernel and references run (default: cuda when available, else cpu)")
     p.add_argument("--fp32-dot", choices=("tf32", "ieee"), default="tf32",
                    help="CPU interpreter: emulate the GPU's TF32 fp32 dots (default) or run them in IEEE fp32")
-    p.add_argument("--kernel-root", metavar="PATH", help="import fla from this checkout, in a fresh subprocess")
+    p.add_argument("--kernel-root", metavar="PATH", help="import fla from this checkout instead of the installed one")
     p.add_argument("--sanitize", action="store_true",
                    help="also rerun the example alone under compute-sanitizer memcheck (needs a GPU and the CUDA toolkit)")
     p.add_argument("--json", metavar="PATH", help="write the stage table as JSON")
@@ -62,7 +62,7 @@ def localize(check, x: dict, fp32_dot: str) -> list[dict]:
         stages = mdn.stages(x, check.dtype, check.chunk)
     return [{"stage": st.name, "source": st.source, "tensor": v.name, "measured": v.measured, "budget": v.budget,
              "ratio": v.ratio, "decided_by": v.decided_by, "verdict": "within" if v.ratio <= 1 else "DIVERGES"}
-            for st in stages for v in st.judge()]
+            for st in stages for v in st.judge(check.kernel_op.budget_factor)]
 
 
 def first_divergence(rows: list[dict]) -> dict | None:
@@ -96,9 +96,9 @@ def run(args) -> int:
     checks.load_all()
     if check.id not in REGISTRY:
         raise UsageError(f"--id {check.id}: no such check; see `verify list -k kernel.fla`")
-    if args.kernel_root and os.environ.get("VERIFY_KERNEL_ROOT_CHILD") != args.kernel_root:
-        from verify.cli import _rerun_with_kernel_root
-        return _rerun_with_kernel_root(args)
+    if args.kernel_root:        # before anything imports fla
+        from verify.kernel_root import activate
+        args.kernel_root = activate(args.kernel_root)
     staged = (check.op, check.pass_) in LOCALIZED
     if not staged and not args.sanitize:
         raise UsageError(f"--id {check.id}: stages are defined for " + ", ".join(f"{o}.{p}" for o, p in LOCALIZED)

@@ -15,12 +15,11 @@ from dataclasses import dataclass, fields
 import torch
 
 from verify.errors import UsageError
-from verify.inputs import MdnCase, PathCase, mdn_inputs, path_inputs
+from verify.precision import TORCH_DTYPES
 
 ID = re.compile(r"^kernel\.fla\.(?P<op>path_attn|forgetting_attn|mdn_chunk(?P<chunk>16|32|64)|mdn_recurrent)"
                 r"\.(?P<pass_>fwd|bwd)\.(?P<dtype>bf16|fp32)\.(?P<regime>\w+)$")
 EXAMPLE_KEYS = ("minimal_example", "failing_example", "worst_example")
-TORCH_DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 
 
 @dataclass(frozen=True)
@@ -42,8 +41,14 @@ class KernelCheck:
                    m["pass_"], m["dtype"])
 
     @property
+    def kernel_op(self):
+        """The op's record in verify.ops.OPS."""
+        from verify.ops import OPS
+        return OPS[f"mdn_chunk{self.chunk}" if self.chunk else self.op]
+
+    @property
     def case_type(self):
-        return MdnCase if self.op.startswith("mdn") else PathCase
+        return type(self.kernel_op.sample_case)
 
 
 def case_from_label(case_type, label: str):
@@ -63,11 +68,7 @@ def case_from_label(case_type, label: str):
 
 def build(check: KernelCheck, case, device: str) -> dict:
     """The check's kernel inputs for case, as the check builds them (verify.checks.kernels)."""
-    dtype = TORCH_DTYPES[check.dtype]
-    if check.op.startswith("mdn"):
-        return mdn_inputs(case, dtype, device)
-    x = path_inputs(case, dtype, device)
-    return {n: x[n] for n in ("q", "k", "v", "g", "cu_seqlens")} if check.op == "forgetting_attn" else x
+    return check.kernel_op.inputs(case, TORCH_DTYPES[check.dtype], device)
 
 
 def from_check(check: KernelCheck, ctx) -> tuple[str, dict, bool]:
@@ -84,8 +85,7 @@ def from_check(check: KernelCheck, ctx) -> tuple[str, dict, bool]:
 def load(path: str, check: KernelCheck, device: str) -> dict:
     """A saved example (verify compare's format), validated; q, k, v in the check's dtype, other floats fp32."""
     from verify import compare
-    from verify.ops import OPS
-    x = compare.load(path, OPS[f"mdn_chunk{check.chunk}" if check.chunk else check.op])
+    x = compare.load(path, check.kernel_op)
     dtype = TORCH_DTYPES[check.dtype]
     return {n: None if t is None else (t.to(dtype) if n in ("q", "k", "v") else
                                        t.int() if n == "cu_seqlens" else t.float()).to(device)

@@ -81,10 +81,10 @@ def run_forward(x: dict, chunk: int) -> dict:
 
 def stages(x: dict, dtype: str, chunk: int) -> list[Stage]:
     """Run fla's chunk MDN on x and return its stages in the order the function computes them."""
-    from verify.checks.kernels import MDN_DOT
+    from verify.ops import OPS
     seen = run_forward(x, chunk)
     f = seen["once"]
-    prec = Precision.of(dtype, MDN_DOT)
+    prec = Precision.of(dtype, OPS[f"mdn_chunk{chunk}"].dot)
     S = {n: Stage(n, local, prec) for n, local in STAGES}    # the locals of FUNCTION
     x64, x32 = as_oracle(x), floats_as(x, torch.float32)
     k_hat = prec.store(x32["eta"][..., None] * x32["k"])

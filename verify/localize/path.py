@@ -60,7 +60,7 @@ def run(x: dict, scale: float, do: torch.Tensor | None) -> tuple[dict, dict]:
             grads = {}
         else:
             leaves = {n: x[n] for n in FLOATS if x[n] is not None}
-            grads = grads_of(lambda **kw: kernel(**{**x, **kw}), leaves, [do])
+            grads = grads_of(lambda **kw: kernel(**{**x, **kw}), leaves, lambda outs: [do])
     missing = [n for n in names[1:] if len(calls[n]) != 1]
     if missing:
         raise fla_ops.KernelUnavailable(f"{mod.__file__}: does not call {', '.join(missing)} once each; "
@@ -190,9 +190,9 @@ def _gradients(stage: Stage, x64: dict, x32: dict, grads: dict, do, prec: Precis
     from verify.checks.kernels import grads_of
     leaves = list(grads)
     oracle = grads_of(lambda **kw: P.path_attn(**{**x64, **kw}, scale=scale, gate_scaled=True),
-                      {n: x64[n] for n in leaves}, [do])
+                      {n: x64[n] for n in leaves}, lambda outs: [do])
     ref = grads_of(lambda **kw: lowprec.path_attn(**{**x32, **kw}, prec=prec, scale=scale, gate_scaled=True),
-                   {n: x32[n] for n in leaves}, [do])
+                   {n: x32[n] for n in leaves}, lambda outs: [do])
     stage.scale = max(float(g.abs().max()) for g in oracle.values())
     for n in leaves:
         stage.piece("d" + n).add(grads[n], oracle[n], ref[n])

@@ -2,7 +2,7 @@
 
 A stage is one step of a kernel's algorithm whose result the kernel materialises (a tensor written by one
 Triton kernel, or a local of a PyTorch function).  It is judged like a kernel output (verify.budget.judge,
-with the c of its pass, verify.checks.kernels.C):
+with the op's budget factor c of its pass, verify.ops):
 against the float64 intermediate of the same definition in references/, within c times the error of the
 same computation in the working precision (the references run in float32 with the dtype's rounded
 matmuls, verify.precision), with the unit-roundoff floor.  Several pieces (blocks, chunks, heads) of one
@@ -38,17 +38,17 @@ class Stage:
     name: str
     source: str
     prec: Precision
-    pass_: str = "fwd"          # which c of verify.checks.kernels.C applies
+    pass_: str = "fwd"          # which c of the op's budget_factor applies
     tensors: dict[str, Piece] = field(default_factory=dict)
     scale: float = 0.0          # verify.budget.judge's scale for a tensor that is exactly zero in the oracle
 
     def piece(self, tensor: str) -> Piece:
         return self.tensors.setdefault(tensor, Piece())
 
-    def judge(self) -> list[Verdict]:
-        from verify.checks.kernels import C
-        return [judge(n, torch.cat(p.kernel), torch.cat(p.oracle), torch.cat(p.ref), self.prec, C[self.pass_],
-                      self.scale) for n, p in self.tensors.items() if p.kernel]
+    def judge(self, budget_factor: dict) -> list[Verdict]:
+        """Each tensor within c = budget_factor[pass_] (the op's, verify.ops) times the same-precision error."""
+        return [judge(n, torch.cat(p.kernel), torch.cat(p.oracle), torch.cat(p.ref), self.prec,
+                      budget_factor[self.pass_], self.scale) for n, p in self.tensors.items() if p.kernel]
 
 
 @contextlib.contextmanager
