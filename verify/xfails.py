@@ -91,13 +91,13 @@ def load(path: Path | None = None) -> list[Entry]:
             raw = tomllib.load(f).get("xfail", [])
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise UsageError(f"{path}: {exc}") from None
-    entries, seen = [], set()
+    entries, seen = [], {}     # check id -> the device classes its entries so far name (None: every device)
     for e in raw:
         entry = _entry(e, path.name)
-        for cid in entry.ids:
-            if cid in seen:
+        for cid in entry.ids:     # a check may be listed again only for other, named devices (one finding each)
+            if cid in seen and (seen[cid] is None or entry.devices is None or seen[cid] & set(entry.devices)):
                 raise UsageError(f"{path.name}: {cid} is listed twice")
-            seen.add(cid)
+            seen[cid] = None if entry.devices is None else seen.get(cid, set()) | set(entry.devices)
         entries.append(entry)
     return entries
 
