@@ -88,6 +88,7 @@ MUTANTS = {m.name: m for m in [
     Mutant("path_tail_block_dropped", "PaTH forward: T // BT query blocks instead of cdiv(T, BT): the rows past the "
            "last full block are never computed when T is not a multiple of the block", PATH_FWD,
            "NT = triton.cdiv(T, BT) if cu_seqlens is None", "NT = T // BT if cu_seqlens is None",
+           # the unwritten rows are NaN (verify.checks.kernels.prepare), not whatever the allocator reused
            ("kernel.fla.path_attn.fwd.fp32.beta_uniform",)),
     # FoX (Triton)
     Mutant("fox_gate_dropped_offdiag", "FoX: the forget gate dropped from the off-diagonal key blocks (forward and "
