@@ -319,6 +319,8 @@ class Workers:
         end and calls on_done in selection order.  `deadline` (time.monotonic()): start no check after it."""
         listed = scope(ctx, self.info and self.info["kernel_package"])
         pending = deque(interleaved(checks) if ctx.device == "cuda" else range(len(checks)))
+        crashed: dict[int, Record] = {}    # a check whose worker died: run once more (an interpreter segfault
+        # under load was seen to pass on a rerun); a second crash is its result, the first is always reported
         reported = 0
         while pending or any(s.future is not None for s in self.slots):
             for slot in self.slots:
@@ -339,7 +341,15 @@ class Workers:
                 if slot.future in done and i is None:
                     self._started(slot)
                 elif slot.future in done:
-                    finished[i] = judge(self._collect(slot, checks[i], ctx), listed)
+                    record = self._collect(slot, checks[i], ctx)
+                    if record.result.kind == "crashed" and i not in crashed:   # once more, in a fresh worker
+                        crashed[i] = record
+                        pending.appendleft(i)
+                        continue
+                    if i in crashed:
+                        record.result.message += f" [its first worker crashed: {crashed[i].result.message}]"
+                        record.result.details["first_attempt"] = crashed[i].result.message
+                    finished[i] = judge(record, listed)
                 elif i is not None and time.monotonic() - slot.t0 > timeout:
                     finished[i] = judge(self._failed(slot, checks[i], ctx, "timeout",
                                                      f"exceeded the per-check timeout of {timeout:g} s"), listed)
