@@ -21,6 +21,8 @@ import pytest
 from verify import cli
 from verify.mutants import MUTANTS, fla_package_dir, materialize
 
+pytestmark = pytest.mark.slow     # end to end: subprocesses over copies of fla (the slow tier)
+
 MUTANT = MUTANTS["path_householder_reversed"]
 CHECK = MUTANT.killers[0]                     # kernel.fla.path_attn.fwd.fp32.beta_uniform
 BROKEN, API = "fla/ops/path_attn/__init__.py", "fla/ops/path_attn/parallel.py"

@@ -14,6 +14,8 @@ from verify.inputs import MdnCase, PathCase
 from verify.localize import example
 from verify.mutants import MUTANTS, Mutant, materialize
 
+pytestmark = pytest.mark.slow     # end to end: subprocesses over copies of fla (the slow tier)
+
 # T = 160 spans three PaTH key blocks (BS = 64) and two query blocks (BT = 128); no gate, which would hide
 # the long-range logits.  MDN: chunk 16 (the chunk size fla's log-form coefficients survive in bf16), 3 chunks.
 PATH = ("kernel.fla.path_attn.fwd.fp32.beta_uniform", PathCase(T=160, HQ=2, H=1, seed=3))

@@ -10,6 +10,8 @@ import pytest
 from verify import cli
 from verify.mutants import MUTANTS, materialize
 
+pytestmark = pytest.mark.slow     # end to end: subprocesses over copies of fla (the slow tier)
+
 
 @pytest.mark.parametrize("name", sorted(MUTANTS))
 def test_mutant_applies_and_names_registered_killers(name, tmp_path, registry):
