@@ -82,7 +82,8 @@ def test_interrupt_writes_what_finished_and_marks_the_rest_not_run(planted, tmp_
     out = tmp_path / "out.json"
     out.write_text("stale")
     proc = subprocess.Popen([sys.executable, "-m", "verify", "all", *ids("pass", "hang"), "--device", "cpu",
-                             "--json", str(out)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                             "--workers", "1", "--json", str(out)],     # one worker: pass ends before hang starts
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seen = []
     for line in proc.stdout:         # not a terminal: a line when each check starts
         seen.append(line)
