@@ -15,11 +15,11 @@ from __future__ import annotations
 import functools
 import math
 import re
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from verify import environment
 from verify.errors import UsageError
 from verify.registry import DEVICE_LOST, PROFILES, Result
 
@@ -237,10 +237,8 @@ def kernel_package(origin: str | None) -> dict | None:
         return None
     init = Path(origin)
     m = re.search(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", init.read_text(errors="replace"), re.M)
-    git = lambda *a: subprocess.run(["git", "-C", str(init.parent), *a], capture_output=True, text=True)
-    tracked = git("ls-files", "--error-unmatch", init.name).returncode == 0
     return {"name": init.parent.name, "version": m.group(1) if m else None,
-            "git_commit": git("rev-parse", "HEAD").stdout.strip() if tracked else None}
+            "git_commit": environment.git_commit(init)}
 
 
 def device_class(device: str, device_name: str | None = None) -> str:
