@@ -709,23 +709,40 @@ _BF16_PTX = {0: {"add.bf16"}, 1: {"mul.bf16"}, 4: {"sub.bf16"}, 5: {"sub.bf16"},
              9: {"fma.rn.bf16"}, 10: {"fma.rn.bf16"}}
 
 
+def sm90_instructions() -> dict[str, list[str]]:
+    """The bf16 instructions each emulated op compiles to for an H200 (sm_90): PTX built by Triton's own
+    compiler, no GPU needed.  Runs in a process without the interpreter (see bf16_lowering)."""
+    import re
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    import triton
+    k = _k()
+    signature = {"x_ptr": "*bf16", "y_ptr": "*bf16", "o_ptr": "*bf16", "N": "constexpr", "OP": "constexpr"}
+    seen = {}
+    for op in _BF16_PTX:
+        src = ASTSource(fn=k["bf16_arith"], signature=signature, constexprs={"N": 16, "OP": op})
+        ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32)).asm["ptx"]
+        seen[_ARITH_OPS[op]] = sorted(set(re.findall(r"\b(?:add|sub|mul|fma)(?:\.rn)?\.bf16\b", ptx)))
+    return seen
+
+
 @check("env.interpreter.bf16_lowering",
        "Triton still compiles the emulated bf16 ops for sm_90 to the emulated instructions (PTX built on the "
        "cpu): add/sub/mul.bf16, and fma.rn.bf16 for a product feeding an add", devices=("cpu",))
 def bf16_lowering(ctx: Context) -> Result:
-    import re
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-    from triton.runtime.jit import JITFunction
-    _setup(ctx)
-    k = _k()
-    kernel = JITFunction(k["bf16_arith"].fn)       # the interpreted kernel's Python source, compiled
-    signature = {"x_ptr": "*bf16", "y_ptr": "*bf16", "o_ptr": "*bf16", "N": "constexpr", "OP": "constexpr"}
-    seen = {}
-    for op, want in _BF16_PTX.items():
-        src = ASTSource(fn=kernel, signature=signature, constexprs={"N": 16, "OP": op})
-        ptx = k["triton"].compile(src, target=GPUTarget("cuda", 90, 32)).asm["ptx"]
-        seen[_ARITH_OPS[op]] = sorted(set(re.findall(r"\b(?:add|sub|mul|fma)(?:\.rn)?\.bf16\b", ptx)))
+    """Compiled in a fresh process without TRITON_INTERPRET: the interpreter's launches patch triton.language
+    in the process that ran them, and on another machine (the H200 host's CPU) compiling after them failed
+    inside the code generator ('block_argument' object has no attribute 'dtype')."""
+    import json
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", "import json; from verify.checks.interpreter import "
+                           "sm90_instructions as f; print(json.dumps(f()))"], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        return Result("error", message="compiling the bf16 canary kernel for sm_90 failed: "
+                      + proc.stderr.strip()[-1500:], kind="check_error")
+    seen = json.loads(proc.stdout.splitlines()[-1])
     bad = {_ARITH_OPS[op]: seen[_ARITH_OPS[op]] for op, want in _BF16_PTX.items() if set(seen[_ARITH_OPS[op]]) != want}
     r = within(len(bad), 0, f"emulated bf16 ops compiled to other instructions (of {len(_BF16_PTX)})")
     r.details.update(seen)
