@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import NoReturn
 
 FAULT_EXIT = 3          # the replay's exit status when the kernel faulted (CUDA fatal error or OutOfBounds)
 MARK = "OUT_OF_BOUNDS "  # the replay prints the CPU checker's record after this prefix
@@ -186,9 +187,12 @@ def bounds_checked():
 
 # -------------------------------------------------------------------------------------------- replay
 
-def replay(check_id: str, example_file: str, device: str) -> int:
+def replay(check_id: str, example_file: str, device: str) -> NoReturn:
     """Run the check's kernel pass (forward, or forward and backward of sum(o) for a bwd check) once on the
-    example; FAULT_EXIT when it faults.  The body of the subprocess `python -m verify.sanitize`."""
+    example and exit the process: FAULT_EXIT when it faults, 4 on another error, else 0.  The body of the
+    subprocess `python -m verify.sanitize`.  It exits where it stands (os._exit, no teardown): after a CUDA
+    fault, releasing any tensor (with PYTORCH_NO_CUDA_MEMORY_CACHING=1 each is its own cudaFree) aborts the
+    process in c10's destructor, and returning from here would release the example (measured on the H200)."""
     import torch
 
     from verify.checks.kernels import prepare
@@ -213,16 +217,22 @@ def replay(check_id: str, example_file: str, device: str) -> int:
                 torch.cuda.synchronize()
     except OutOfBounds as exc:
         print(MARK + json.dumps(exc.fault), flush=True)
-        return FAULT_EXIT
+        _exit(FAULT_EXIT)
     except Exception as exc:
         if isinstance(exc.__cause__, OutOfBounds):       # the interpreter wraps kernel errors
             print(MARK + json.dumps(exc.__cause__.fault), flush=True)
-            return FAULT_EXIT
+            _exit(FAULT_EXIT)
         print(f"{type(exc).__name__}: {exc}".splitlines()[0], flush=True)
         # with CUDA_LAUNCH_BLOCKING=1 Triton's launcher reports the fault itself: "Triton Error [CUDA]: an
         # illegal memory access was encountered" (a RuntimeError, reports/h200-2026-11-29/repro_path_bwd_short.log)
-        return FAULT_EXIT if is_device_fatal(exc) or "Error [CUDA]" in str(exc) else 4
-    return 0
+        _exit(FAULT_EXIT if is_device_fatal(exc) or "Error [CUDA]" in str(exc) else 4)
+    _exit(0)
+
+
+def _exit(status: int) -> NoReturn:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def _environment(cache_dir: str) -> dict:
@@ -389,7 +399,4 @@ def _last_line(proc: subprocess.CompletedProcess) -> str:
 
 
 if __name__ == "__main__":
-    status = replay(*sys.argv[1:4])
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)    # no teardown: after a CUDA fault, freeing the tensors (each its own cudaFree) may abort
+    replay(*sys.argv[1:4])
