@@ -279,3 +279,32 @@ def test_gdn_is_mdn_without_momentum(seed):
     doubled = lambda *a, **kw: MDN.recurrence(*a[:6], 2 * a[6], **kw)      # eta = 2: GDN's beta doubled
     o_wrong, _ = gdn_as_mdn(doubled, **x, scale=0.5)
     assert (o_wrong - o).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("surfaces_in", ["kernel", "oracle"])
+def test_search_stops_at_a_fatal_device_error_wherever_it_surfaces(surfaces_in):
+    """A kernel's illegal memory access surfaces at the next CUDA call, often inside the oracle (as an
+    OracleFailed caused by it; seen on the H200): either way the search stops at that example, unshrunk, and
+    names it, so that the runner can rerun it under compute-sanitizer.  A plain oracle failure stays an error
+    of the check (raised)."""
+    from hypothesis import strategies as st
+
+    from verify.budget import OracleFailed
+    from verify.registry import DEVICE_LOST, Context
+    from verify.search import search
+    fault = RuntimeError("CUDA error: an illegal memory access was encountered")
+    calls = []
+
+    def evaluate(case):
+        calls.append(case)
+        if surfaces_in == "kernel":
+            raise fault
+        raise OracleFailed("the float64 oracle raised") from fault
+    r = search(st.integers(0, 9), evaluate, Context(profile="ci"), "test.search")
+    assert (r.status, r.kind, len(calls)) == ("fail", "cuda_fatal", 1)
+    assert r.details[DEVICE_LOST] and r.details["failing_example"] == repr(calls[0])
+
+    def oracle_bug(case):
+        raise OracleFailed("the float64 oracle raised: ZeroDivisionError")
+    with pytest.raises(OracleFailed):
+        search(st.integers(0, 9), oracle_bug, Context(profile="ci"), "test.search")

@@ -66,18 +66,18 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
         n_examples[0] += 1
         try:
             probe = evaluate(case)
-        except (UsageError, OracleFailed):
-            raise
         except VariantUnsupported as exc:
             raise _NotVerifiable("unsupported", str(exc)) from exc
         except Exception as exc:    # a kernel that raises on valid input fails this example
+            probe = Probe(Verdict.raised(exc), case.label() if hasattr(case, "label") else repr(case), {})
+            if is_device_fatal(exc):    # also from the oracle: the kernel's fault surfaces at the next CUDA call
+                failures.append((probe, case))
+                raise _DeviceLost from exc
+            if isinstance(exc, (UsageError, OracleFailed)):
+                raise
             if is_interpreter_gap(exc):
                 raise _NotVerifiable("interpreter_gap", "not verifiable on the CPU interpreter: "
                                      + f"{type(exc).__name__}: {exc}".splitlines()[0]) from exc
-            probe = Probe(Verdict.raised(exc), case.label() if hasattr(case, "label") else repr(case), {})
-            if is_device_fatal(exc):
-                failures.append((probe, case))
-                raise _DeviceLost from exc
         ratio = probe.verdict.ratio
         target(min(ratio, 1e6) if math.isfinite(ratio) else 1e6, label="error / budget")
         if not worst or ratio > worst[0].verdict.ratio:
