@@ -213,9 +213,10 @@ def findings(pts: list[dict]) -> list[str]:
             wrong = ", ".join(f"{p['x']:g} ({p['fraction']['kernel']:.0%} correct; torch-{dtype} reference "
                               f"{p['fraction']['reference']:.0%})" for p in st if p["fraction"]["kernel"] < 1)
             tried = max(p["x"] for p in st)
-            lines.append(f"- State tracking, fla PaTH {dtype}: every sequence decided correctly up to n = "
-                         f"{largest_correct(st):g}" + (f"; wrong at n = {wrong}" if wrong
-                                                       else f" (largest n tried: {tried:g})"))
+            best = largest_correct(st)
+            upto = f"up to n = {best:g}" if best else f"at no n tried (smallest: {min(p['x'] for p in st):g})"
+            lines.append(f"- State tracking, fla PaTH {dtype}: every sequence decided correctly {upto}"
+                         + (f"; wrong at n = {wrong}" if wrong else f" (largest n tried: {tried:g})"))
     maps = [p for p in pts if p["plot"] == "mdn_map" and p.get("tensors")]
     for prefix, what in (("mdn_chunk", "fla chunk"), ("mdn_recurrent", "fla fused recurrent"),
                          ("stable_chunk", "stable chunk form (fp32)"), ("log_chunk", "log-domain chunk form (fp32)")):
