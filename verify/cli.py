@@ -237,7 +237,7 @@ def _run(args, command: list[str]) -> int:
     kernels = any(c.id.startswith(("kernel.", "env.interpreter.", OPT_IN)) for c in chosen)
     if kernels:
         check_fla_version()
-    n_workers = runner.worker_count(args.workers, device)
+    n_workers = min(runner.worker_count(args.workers, device), max(1, len(chosen)))   # a worker per check at most
     first = args.seed if args.seed_from is None else args.seed_from
     seeds = list(range(first, first + args.repeat))
     save_failing = None
