@@ -114,7 +114,11 @@ def test_localize_sanitize_on_demand(tmp_path):
 
 
 def test_no_compute_sanitizer_is_said_not_guessed(monkeypatch):
+    """Every place find_sanitizer looks is emptied (the H200 host has /usr/local/cuda-13/bin/compute-sanitizer:
+    without the glob patched this test failed there)."""
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.setenv("CUDA_HOME", "/nonexistent")
     monkeypatch.delenv("COMPUTE_SANITIZER", raising=False)
+    monkeypatch.setattr(sanitize.glob, "glob", lambda pattern: [])
+    monkeypatch.setattr(sanitize.importlib.util, "find_spec", lambda name: None)
     assert sanitize.find_sanitizer() is None
