@@ -308,7 +308,7 @@ warnings.filterwarnings("ignore")
 from verify import fidelity
 fidelity.prepare_cpu_kernels()
 from verify.checks.kernels import compare
-from verify.inputs import GdnCase
+from verify.ops.gdn import GdnCase
 from verify.ops import OPS
 from verify.precision import Precision
 op, out = OPS["gdn_chunk"], {}

@@ -5,7 +5,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from references import path_attn as P
-from verify.inputs import BETA_REGIMES, GATE_REGIMES, W_REGIMES, PathCase, as_oracle, path_inputs
+from verify.inputs import as_oracle
+from verify.ops.attention import BETA_REGIMES, GATE_REGIMES, W_REGIMES, PathCase, path_inputs
 from verify.metrics import rel_err
 from verify.registry import Context
 

@@ -72,7 +72,9 @@ def test_same_dtype_implementations_call_no_blas_and_give_the_same_bits_under_an
     from torch.overrides import TorchFunctionMode
 
     from verify import lowprec
-    from verify.inputs import MdnCase, PathCase, floats_as, mdn_inputs, path_inputs
+    from verify.inputs import floats_as
+    from verify.ops.attention import PathCase, path_inputs
+    from verify.ops.mdn import MdnCase, mdn_inputs
     library = {"matmul", "mm", "bmm", "__matmul__", "linalg_solve_triangular", "softmax", "sum", "einsum", "mv"}
 
     class NoLibraryArithmetic(TorchFunctionMode):

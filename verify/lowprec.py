@@ -104,7 +104,9 @@ def fixed_input_errors(device: str = "cpu") -> dict[str, float]:
     """Normwise relative error against the float64 oracle (computed on the CPU) of the same-dtype
     implementations on fixed inputs, run on `device`: the numbers that must not depend on the machine.
     "mdn fp32 blas" is the MDN form with torch's own (BLAS) fp32 products, for contrast."""
-    from verify.inputs import MdnCase, PathCase, as_oracle, floats_as, mdn_inputs, path_inputs
+    from verify.inputs import as_oracle, floats_as
+    from verify.ops.attention import PathCase, path_inputs
+    from verify.ops.mdn import MdnCase, mdn_inputs
     from verify.metrics import rel_err
     out = {}
     for name, case, dtype in (("mdn fp32 T=1 eta~2", MdnCase(T=1, eta="near2", seed=1000), "fp32"),
