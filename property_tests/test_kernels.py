@@ -171,7 +171,7 @@ def test_regression_cases_fail_without_their_fixes(monkeypatch):
     from verify.budget import judge
     from verify.checks import kernels as K
     from verify.registry import Context
-    from verify import lowprec
+    from verify import same_dtype
     from verify.ops import OPS, regression_cases
     ctx = Context(device="cpu", profile="quick")
     K.prepare(ctx)
@@ -197,9 +197,9 @@ def test_regression_cases_fail_without_their_fixes(monkeypatch):
     # MDN at T = 1: o_1 is a cancelling sum; the floor u ||terms|| / ||o|| sets its budget, not rounding luck
     assert fixed["mdn"][0]["o"].same_dtype_rel > 4 * verdicts(probes["mdn"], floor=False)[0]["o"].same_dtype_rel
     with monkeypatch.context() as m:     # delta from the exact output (plain autograd)
-        m.setattr(lowprec, "fox_attn", lambda q, k, v, g, cu_seqlens, prec, scale, gate_scaled: prec.store(
+        m.setattr(same_dtype, "fox_attn", lambda q, k, v, g, cu_seqlens, prec, scale, gate_scaled: prec.store(
             P.fox_attn(q, k, v, g, scale, gate_scaled, cu_seqlens, prec.mm)))
-        m.setattr(lowprec, "path_attn", lambda q, k, v, w, beta, g, cu_seqlens, prec, scale, gate_scaled:
+        m.setattr(same_dtype, "path_attn", lambda q, k, v, w, beta, g, cu_seqlens, prec, scale, gate_scaled:
                   prec.store(P.path_attn_blockwise(q, k, v, w, beta, g, scale, gate_scaled, cu_seqlens, 64, prec.mm)))
         plain = {name: verdicts(probes[name])[0] for name in ("fox", "path")}
     # FoX saturated (bf16): the stored O's rounding enters delta, as in the kernel; PaTH at T = 1: the exact dk

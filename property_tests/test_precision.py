@@ -71,7 +71,7 @@ def test_same_dtype_implementations_call_no_blas_and_give_the_same_bits_under_an
     implementations (forward and backward), so the BLAS, its thread count and the CPU cannot change them."""
     from torch.overrides import TorchFunctionMode
 
-    from verify import lowprec
+    from verify import same_dtype
     from verify.inputs import floats_as
     from verify.ops.attention import PathCase, path_inputs
     from verify.ops.mdn import MdnCase, mdn_inputs
@@ -89,9 +89,9 @@ def test_same_dtype_implementations_call_no_blas_and_give_the_same_bits_under_an
     def run():
         leaves = {n: xp[n].clone().requires_grad_() for n in ("q", "k", "v", "w", "beta", "g")}
         with NoLibraryArithmetic():
-            o = lowprec.path_attn(**{**xp, **leaves}, prec=prec, scale=0.25, gate_scaled=True)
+            o = same_dtype.path_attn(**{**xp, **leaves}, prec=prec, scale=0.25, gate_scaled=True)
             o.backward(torch.ones_like(o))
-            outs = [o.detach(), *(t.grad for t in leaves.values()), *lowprec.mdn(**xm, prec=prec)]
+            outs = [o.detach(), *(t.grad for t in leaves.values()), *same_dtype.mdn(**xm, prec=prec)]
         return outs
 
     threads = torch.get_num_threads()

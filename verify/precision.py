@@ -1,5 +1,5 @@
 """Working precisions: storage dtype, how dot operands are rounded, and the unit roundoff; and the fixed-order
-fp32 arithmetic that the same-dtype implementations (verify.lowprec) run on.
+fp32 arithmetic that the same-dtype implementations (verify.same_dtype) run on.
 
 A kernel "in bf16" stores bf16 and multiplies bf16 operands with fp32 accumulation; a kernel "in fp32"
 on an NVIDIA GPU multiplies TF32 operands (fp32 truncated to 10 explicit mantissa bits, as measured on

@@ -3,13 +3,13 @@
 A `KernelOp` (verify/ops/record.py) says everything the checks, `verify compare`, the device comparison, the
 search and the mutants need about one op: the kernel adapter (kernels/fla_ops.py) and its measured
 conventions, the float64 oracle (references/), the same-dtype implementation that sets the budget
-(verify/lowprec.py), the dtypes and passes, the output and gradient names, the case type and its input
+(verify/same_dtype.py), the dtypes and passes, the output and gradient names, the case type and its input
 builder, the regimes with their hypothesis strategies, the budget factors c, input validation, the summed
 terms of cancelling outputs, regression cases, convention probes and the device-comparison cases.  Each
 family of ops is one module here that owns all of that (attention.py: PaTH and FoX; mdn.py; gdn.py);
 adding an op is one such module, its line in OPS below, and one adapter.
 
-The functions of verify/lowprec.py and the MDN oracle are looked up when called, so a test may substitute them.
+The functions of verify/same_dtype.py and the MDN oracle are looked up when called, so a test may substitute them.
 """
 from __future__ import annotations
 

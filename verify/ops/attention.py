@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from kernels import fla_ops
 from references import path_attn as P
-from verify import lowprec, validate
+from verify import same_dtype, validate
 from verify.errors import UsageError
 from verify.inputs import case_label, on_device
 from verify.ops.record import BUDGET_FACTOR_BLOCKWISE, ConventionProbe, Decode, KernelOp, scale_default_probe
@@ -193,7 +193,7 @@ def _attention_op(name, title, fla_fn, conv, oracle_fn, same_dtype_fn, names, gr
 
 PATH_ATTN = _attention_op(
     "path_attn", "path_attn", fla_ops.path_attn, fla_ops.PATH_CONVENTIONS, P.path_attn,
-    lambda **kw: lowprec.path_attn(**kw),
+    lambda **kw: same_dtype.path_attn(**kw),
     names=(("q", "k", "v", "w", "beta"), ("g", "cu_seqlens")), grads=("q", "k", "v", "w", "beta", "g"),
     regimes=PATH_REGIMES, gated=None,
     regression_cases={
@@ -203,7 +203,7 @@ PATH_ATTN = _attention_op(
     decode=Decode(
         kernel=lambda scale, **x: fla_ops.path_attn_cache(**x, scale=scale),
         oracle=lambda k, w, beta, **_: P.decode_cache(k, w, beta),
-        same_dtype=lambda k, w, beta, prec, **_: lowprec.decode_keys(k, w, beta, prec),
+        same_dtype=lambda k, w, beta, prec, **_: same_dtype.decode_keys(k, w, beta, prec),
         output="k_cache", regimes=("beta_uniform", "beta_near2"),
         cases=lambda fields, profile: path_cases(fields, profile, gated=False, varlen=False)),
     device_cases=tuple((dtype, case) for dtype in ("fp32", "bf16") for case in (
@@ -211,7 +211,7 @@ PATH_ATTN = _attention_op(
 
 FORGETTING_ATTN = _attention_op(
     "forgetting_attn", "forgetting_attn (FoX)", fla_ops.forgetting_attn, fla_ops.FOX_CONVENTIONS, P.fox_attn,
-    lambda **kw: lowprec.fox_attn(**kw),
+    lambda **kw: same_dtype.fox_attn(**kw),
     names=(("q", "k", "v", "g"), ("cu_seqlens",)), grads=("q", "k", "v", "g"),
     regimes=FOX_REGIMES, gated=True,
     regression_cases={

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from kernels import fla_ops
 from references import mdn as MDN
 from references import path_attn as P
-from verify import lowprec, validate
+from verify import same_dtype, validate
 from verify.inputs import case_label, linear_draws, on_device
 from verify.ops.record import (BUDGET_FACTOR_BLOCKWISE, BUDGET_FACTOR_SEQUENTIAL, ConventionProbe, KernelOp,
                                scale_default_probe)
@@ -109,7 +109,7 @@ def validate_inputs(x: dict) -> None:
 # implementation run once per sequence of cu_seqlens.
 
 def gdn_as_mdn(mdn_fn, q, k, v, g, beta, S0=None, cu_seqlens=None, scale=None, **kw):
-    """(o, S_T [N, H, K, V]) of GDN from an MDN function (MDN.recurrence, lowprec.mdn) with log mu = -inf,
+    """(o, S_T [N, H, K, V]) of GDN from an MDN function (MDN.recurrence, same_dtype.mdn) with log mu = -inf,
     eta = 1, sequence by sequence of cu_seqlens (or the whole batch)."""
     outs, states = [], []
     for n, (s, e) in enumerate(P.segments(q.shape[1], cu_seqlens)):
@@ -154,7 +154,7 @@ def _gdn_op(name, chunk, budget_factor, passes, dot=None, device_cases=()):
         kernel=lambda scale, **x: fla_ops.gated_delta_rule(**x, scale=scale, chunk=chunk),
         conventions=fla_ops.GDN_CONVENTIONS,
         oracle=lambda scale, **x: gdn_as_mdn(MDN.recurrence, **x, scale=scale),
-        same_dtype=lambda prec, scale, **x: gdn_as_mdn(lowprec.mdn, **x, scale=scale, prec=prec),
+        same_dtype=lambda prec, scale, **x: gdn_as_mdn(same_dtype.mdn, **x, scale=scale, prec=prec),
         make_inputs=gdn_inputs, required=("q", "k", "v", "g", "beta"), optional=("S0", "cu_seqlens"),
         grad_inputs=("q", "k", "v", "g", "beta", "S0"), outputs=("o", "S_T"), regimes=GDN_REGIMES,
         cases=gdn_cases, budget_factor=budget_factor, error_inputs=validate_inputs, passes=passes, dot=dot,

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from kernels import fla_ops
 from references import mdn as MDN
-from verify import lowprec, validate
+from verify import same_dtype, validate
 from verify.errors import UsageError
 from verify.inputs import case_label, linear_draws, on_device
 from verify.ops.record import BUDGET_FACTOR_BLOCKWISE, BUDGET_FACTOR_SEQUENTIAL, ConventionProbe, KernelOp
@@ -118,7 +118,7 @@ def _mdn_op(name, chunk, conv, budget_factor, regression_cases=None, probes=()):
         name=name, title=name, kernel=lambda scale, **x: fla_ops.mdn(**x, scale=scale, chunk=chunk),
         conventions=conv,
         oracle=lambda scale, **x: MDN.recurrence(**x, scale=scale),
-        same_dtype=lambda prec, scale, **x: lowprec.mdn(**x, prec=prec, scale=scale),
+        same_dtype=lambda prec, scale, **x: same_dtype.mdn(**x, prec=prec, scale=scale),
         make_inputs=mdn_inputs, required=("q", "k", "v") + MDN_GATES, optional=("S0", "M0"),
         grad_inputs=("q", "k", "v") + MDN_GATES + ("S0", "M0"), outputs=("o", "S_T", "M_T"),
         regimes=MDN_REGIMES, cases=mdn_cases, budget_factor=budget_factor, error_inputs=validate_inputs,
