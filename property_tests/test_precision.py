@@ -1,13 +1,17 @@
 """Working-precision helpers and the budget rule: rounding is exact where it must be, and the budget
-rule rejects what it exists to reject (non-finite output, errors beyond c times the reference)."""
+rule rejects what it exists to reject (non-finite output, errors beyond c times the same-dtype error)."""
+import doctest
 import math
 
+import numpy as np
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from verify import bits
+from verify.bits import round_bf16, truncate_tf32
 from verify.budget import judge
-from verify.precision import Precision, round_bf16, truncate_tf32
+from verify.precision import Precision
 from verify.strategies import bf16_values
 
 
@@ -23,6 +27,18 @@ def test_tf32_truncation_keeps_ten_mantissa_bits_toward_zero(x):
     y = truncate_tf32(t)
     assert torch.equal(truncate_tf32(y), y) and abs(y.item()) <= abs(x)
     assert abs(x - y.item()) <= abs(x) * 2.0 ** -10
+
+
+def test_bit_helpers_doctests():
+    assert doctest.testmod(bits).failed == 0
+
+
+@given(st.lists(st.floats(width=32, allow_nan=False), min_size=1, max_size=8))
+def test_torch_and_numpy_bit_helpers_agree(xs):
+    """The torch forms (same-dtype implementation) and the numpy forms (fidelity layer) round the same way."""
+    t, a = torch.tensor(xs, dtype=torch.float32), np.array(xs, dtype=np.float32)
+    assert np.array_equal(truncate_tf32(t).numpy(), truncate_tf32(a))
+    assert np.array_equal(round_bf16(t).numpy(), bits.bf16_bits_to_f32(bits.f32_to_bf16_bits(a)))
 
 
 def test_rounded_matmul_backward_rounds_its_operands():

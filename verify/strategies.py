@@ -9,8 +9,9 @@ needs them directly.
 """
 from __future__ import annotations
 
-import torch
 from hypothesis import strategies as st
+
+from verify.bits import bf16_from_bits
 
 # Backward passes differentiate the float64 oracle through every step of its walk: cap T there.
 BWD_MAX_T = {"quick": 160, "ci": 160, "full": 1024}
@@ -41,7 +42,5 @@ def cu_seqlens_for(draw, T: int):
 
 def bf16_values(min_value: float = -1e4, max_value: float = 1e4) -> st.SearchStrategy:
     """Every finite bf16 number in [min_value, max_value], drawn by bit pattern."""
-    def to_float(bits: int) -> float:
-        return torch.tensor([bits], dtype=torch.int32).to(torch.int16).view(torch.bfloat16).item()
-    return st.integers(0, 0xFFFF).map(to_float).filter(
+    return st.integers(0, 0xFFFF).map(bf16_from_bits).filter(
         lambda x: x == x and min_value <= x <= max_value)
