@@ -556,41 +556,14 @@ def restore() -> None:
     _state = None
 
 
-H200_MAX_SHARED_MEM = 232448       # bytes per block, what triton reports for an H200
-
-
-def emulate_h200_tiles() -> None:
-    """Make fla choose the tile sizes it chooses on an H200.  fla asks the driver for the shared memory
-    per block (fla.utils.hardware.get_all_max_shared_mem); without a GPU it gets -1 and falls back to
-    smaller tiles (PaTH: BT 64 / BS 32 instead of 128 / 64), which changes the rounding: measured, the
-    state-tracking construction at n = 256 failed on the H200 and passed on the CPU until the CPU used
-    the H200's tiles.  Shared-memory limits themselves are not emulated (the interpreter has none)."""
-    import importlib
-    hw = importlib.import_module("fla.utils.hardware" if _has_module("fla.utils.hardware") else "fla.utils")
-    if hasattr(hw, "get_all_max_shared_mem") and hasattr(getattr(hw, "check_shared_mem", None), "cache_clear"):
-        hw.get_all_max_shared_mem = lambda: [H200_MAX_SHARED_MEM]
-        hw.check_shared_mem.cache_clear()
-        note = f"H200 (max_shared_mem {H200_MAX_SHARED_MEM})"
-    else:   # an older fla or a fork without this query: say so in the results, do not guess
-        note = f"not emulated: {hw.__name__} has no get_all_max_shared_mem / cached check_shared_mem"
-    if _state is not None:
-        _state["device_properties"] = note
-
-
-def _has_module(name: str) -> bool:
-    import importlib.util
-    try:
-        return importlib.util.find_spec(name) is not None
-    except ModuleNotFoundError:
-        return False
-
-
 def prepare_cpu_kernels(fp32_dot: str = "tf32") -> None:
-    """What every CPU kernel run needs, once per process: the layer on, fla on the H200's tiles."""
+    """What every CPU kernel run needs, once per process: the layer on, fla on the H200's tiles
+    (kernels.fla_ops.emulate_h200_tiles, recorded as active_parts()["device_properties"])."""
     if is_active():
         return
     activate(fp32_dot=fp32_dot)
+    from kernels import fla_ops
     try:
-        emulate_h200_tiles()
+        _state["device_properties"] = fla_ops.emulate_h200_tiles()
     except ImportError as exc:
         raise UsageError(f"cannot import fla: {exc}") from exc
