@@ -8,7 +8,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from verify import bits
+from verify import bits, inputs
 from verify.bits import round_bf16, truncate_tf32
 from verify.budget import judge
 from verify.precision import Precision
@@ -29,8 +29,9 @@ def test_tf32_truncation_keeps_ten_mantissa_bits_toward_zero(x):
     assert abs(x - y.item()) <= abs(x) * 2.0 ** -10
 
 
-def test_bit_helpers_doctests():
+def test_doctests():
     assert doctest.testmod(bits).failed == 0
+    assert doctest.testmod(inputs).failed == 0
 
 
 @given(st.lists(st.floats(width=32, allow_nan=False), min_size=1, max_size=8))

@@ -34,6 +34,28 @@ def as_oracle(inputs: dict) -> dict:
     return floats_as(inputs, torch.float64)
 
 
+VALUE_PATTERNS = ("ones", "one_hot", "seeded")     # simplest first: hypothesis shrinks toward the first
+
+
+def patterned(seeded: torch.Tensor, pattern: str, scale_exp: int) -> torch.Tensor:
+    """A free input tensor [..., T, H, D] by value pattern, times 2^scale_exp: `seeded` itself (drawn from the
+    case's seed), all ones, or one-hot rows (token t has its 1 at coordinate t mod D).
+
+    >>> patterned(torch.zeros(1, 3, 1, 2), "one_hot", 1)[0, :, 0].tolist()
+    [[2.0, 0.0], [0.0, 2.0], [2.0, 0.0]]
+    """
+    if pattern == "seeded":
+        x = seeded
+    elif pattern == "ones":
+        x = torch.ones_like(seeded)
+    elif pattern == "one_hot":
+        T, D = seeded.shape[-3], seeded.shape[-1]
+        x = torch.nn.functional.one_hot(torch.arange(T) % D, D).to(seeded)[:, None, :].expand_as(seeded)
+    else:
+        raise ValueError(f"unknown value pattern {pattern!r}; known: {VALUE_PATTERNS}")
+    return x * 2.0 ** scale_exp if scale_exp else x
+
+
 def linear_draws(case, gen):
     """For the linear-attention ops (MDN, GDN; case has B, T, H, Dk, Dv): q, k with unit rows (as an
     l2-normalising kernel would make them) and v [B, T, H, D] in float64, drawn from gen in this order, and

@@ -16,7 +16,7 @@ from kernels import fla_ops
 from references import path_attn as P
 from verify import same_dtype, validate
 from verify.errors import UsageError
-from verify.inputs import case_label, on_device
+from verify.inputs import case_label, on_device, patterned
 from verify.ops.record import BUDGET_FACTOR_BLOCKWISE, ConventionProbe, Decode, KernelOp, scale_default_probe
 from verify.strategies import capped, cu_seqlens_for, drawn
 
@@ -40,6 +40,8 @@ class PathCase:
     logit_gain: float = 1.0      # multiplies q and k: large values saturate the softmax
     cu_seqlens: tuple[int, ...] | None = None
     seed: int = 0
+    values: str = "seeded"       # q, k, v: seeded, or ones / one_hot (verify.inputs.patterned), times 2^value_scale
+    value_scale: int = 0
 
     def label(self) -> str:
         return case_label(self)
@@ -96,6 +98,7 @@ def path_inputs(case: PathCase, dtype=torch.float64, device="cpu", gate_dtype=to
     q = case.logit_gain * torch.randn(B, T, case.HQ, case.D, generator=gen, dtype=torch.float64)
     k = case.logit_gain * torch.randn(B, T, case.H, case.D, generator=gen, dtype=torch.float64)
     v = torch.randn(B, T, case.H, case.Dv, generator=gen, dtype=torch.float64)
+    q, k, v = (patterned(t, case.values, case.value_scale) for t in (q, k, v))
     w = _w(case.w, (B, T, case.H, case.D), gen)
     beta = _beta(case.beta, (B, T, case.H), gen)
     g = _gate(case.gate, (B, T, case.HQ), gen)
