@@ -23,6 +23,11 @@ def on_device(inputs: dict, device) -> dict:
     return {n: (x.to(device) if isinstance(x, torch.Tensor) else x) for n, x in inputs.items()}
 
 
+def cu_seqlens_tensor(cu_seqlens: tuple[int, ...] | None) -> torch.Tensor | None:
+    """A case's cu_seqlens as the kernels take it (int32), or None (dense)."""
+    return None if cu_seqlens is None else torch.tensor(cu_seqlens, dtype=torch.int32)
+
+
 def floats_as(inputs: dict, dtype: torch.dtype) -> dict:
     """The same inputs with every floating tensor converted to dtype (integer tensors and None kept)."""
     return {k: (x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x)

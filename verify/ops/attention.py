@@ -16,7 +16,7 @@ from kernels import fla_ops
 from references import path_attn as P
 from verify import same_dtype, validate
 from verify.errors import UsageError
-from verify.inputs import case_label, on_device, patterned
+from verify.inputs import case_label, cu_seqlens_tensor, on_device, patterned
 from verify.ops.record import BUDGET_FACTOR_BLOCKWISE, ConventionProbe, Decode, KernelOp, scale_default_probe
 from verify.strategies import capped, cu_seqlens_for, drawn
 
@@ -105,7 +105,7 @@ def path_inputs(case: PathCase, dtype=torch.float64, device="cpu", gate_dtype=to
     w = w.to(w_dtype)
     return on_device({"q": q.to(dtype), "k": k.to(dtype), "v": v.to(dtype), "w": w / w.norm(dim=-1, keepdim=True),
                       "beta": beta.to(w_dtype), "g": None if g is None else g.to(gate_dtype),
-                      "cu_seqlens": None if case.cu_seqlens is None else torch.tensor(case.cu_seqlens, dtype=torch.int32)},
+                      "cu_seqlens": cu_seqlens_tensor(case.cu_seqlens)},
                      device)
 
 

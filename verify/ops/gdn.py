@@ -14,7 +14,7 @@ from kernels import fla_ops
 from references import mdn as MDN
 from references import path_attn as P
 from verify import same_dtype, validate
-from verify.inputs import case_label, linear_draws, on_device
+from verify.inputs import case_label, cu_seqlens_tensor, linear_draws, on_device
 from verify.ops.record import (BUDGET_FACTOR_BLOCKWISE, BUDGET_FACTOR_SEQUENTIAL, ConventionProbe, KernelOp,
                                scale_default_probe)
 from verify.strategies import capped, cu_seqlens_for
@@ -55,7 +55,7 @@ def gdn_inputs(case: GdnCase, dtype=torch.float64, device="cpu") -> dict:
     S0 = 0.5 * torch.randn(N, H, case.Dk, case.Dv, generator=gen, dtype=torch.float64) if case.initial_state else None
     return on_device({"q": q.to(dtype), "k": k.to(dtype), "v": v.to(dtype), "g": g.float(), "beta": beta.float(),
                       "S0": None if S0 is None else S0.float(),
-                      "cu_seqlens": None if case.cu_seqlens is None else torch.tensor(case.cu_seqlens, dtype=torch.int32)},
+                      "cu_seqlens": cu_seqlens_tensor(case.cu_seqlens)},
                      device)
 
 

@@ -73,8 +73,9 @@ def _errors(point: Point, device: str, fp32_dot: str) -> dict:
         rec["kind"] = None if all(math.isfinite(t["err_rel"]) for t in rec["tensors"]) else "non_finite"
     else:
         verdicts = K.compare(op.record, point.pass_, x, prec, point.case.seed)
-        rec["tensors"] = [{"name": v.name, "err_rel": v.err_rel, "err_abs": v.err_abs, "same_dtype_rel": v.same_dtype_rel,
-                           "budget_rel": v.budget_rel, "ratio": v.ratio, "decided_by": v.decided_by} for v in verdicts]
+        rec["tensors"] = [{"name": v.name, "err_rel": v.err_rel, "err_abs": v.err_abs,
+                           "same_dtype_rel": v.same_dtype_rel, "budget_rel": v.budget_rel, "ratio": v.ratio,
+                           "decided_by": v.decided_by} for v in verdicts]
         worst = max(v.ratio for v in verdicts)
         rec["status"] = "pass" if worst <= 1 else "fail"
         rec["kind"] = None if worst <= 1 else ("non_finite" if math.isinf(worst) else "over_budget")
