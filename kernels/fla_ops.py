@@ -86,6 +86,34 @@ def _import(module: str):
         raise KernelUnavailable(f"cannot import {module}: {exc}") from exc
 
 
+# ------------------------------------------------------------------------------ the H200's tiles on a CPU
+
+H200_MAX_SHARED_MEM = 232448       # bytes per block, what triton reports for an H200
+
+
+def emulate_h200_tiles() -> str:
+    """Make fla choose the tile sizes it chooses on an H200; returns what was done, for the results.  fla
+    asks the driver for the shared memory per block (fla.utils.hardware.get_all_max_shared_mem); without a
+    GPU it gets -1 and falls back to smaller tiles (PaTH: BT 64 / BS 32 instead of 128 / 64), which changes
+    the rounding: measured, the state-tracking construction at n = 256 failed on the H200 and passed on the
+    CPU until the CPU used the H200's tiles.  Shared-memory limits themselves are not emulated (the
+    interpreter has none).  Call it after the interpreter fidelity layer is on (verify.fidelity)."""
+    hw = importlib.import_module("fla.utils.hardware" if _has_module("fla.utils.hardware") else "fla.utils")
+    if hasattr(hw, "get_all_max_shared_mem") and hasattr(getattr(hw, "check_shared_mem", None), "cache_clear"):
+        hw.get_all_max_shared_mem = lambda: [H200_MAX_SHARED_MEM]
+        hw.check_shared_mem.cache_clear()
+        return f"H200 (max_shared_mem {H200_MAX_SHARED_MEM})"
+    # an older fla or a fork without this query: say so in the results, do not guess
+    return f"not emulated: {hw.__name__} has no get_all_max_shared_mem / cached check_shared_mem"
+
+
+def _has_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
 # ------------------------------------------------------------------------------------------- PaTH
 
 PATH_CONVENTIONS = Conventions(

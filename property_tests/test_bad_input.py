@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from verify import cli
-from verify.inputs import MdnCase, PathCase, mdn_inputs, path_inputs
+from verify.ops.attention import PathCase, path_inputs
+from verify.ops.mdn import MdnCase, mdn_inputs
 from verify.ops import OPS
 from verify.precision import TORCH_DTYPES
 

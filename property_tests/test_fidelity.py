@@ -179,7 +179,8 @@ def test_bf16_constants_as_the_compiler_builds_them():
     import re
     import numpy as np
     from triton._C.libtriton import ir
-    from verify.fidelity import bf16_constant_bits, f64_to_bf16_bits
+    from verify.bits import f64_to_bf16_bits
+    from verify.fidelity import bf16_constant_bits
     values = [1e-7, 5e-7, 1.5e-6, 3e-6, 0.3, 1 / 3, 1.00390625, 1.01171875, -2.5e-4, 123456.789, 1e30]
     values += list(np.random.default_rng(0).standard_normal(40) * np.exp2(np.arange(40) % 24 - 12))
     ctx = ir.context()
@@ -203,7 +204,7 @@ def test_bf16_fma_canary_discriminates():
     (mul.bf16 then add.bf16): the emulation cannot pass it by rounding the product first."""
     import torch
     from fractions import Fraction
-    from verify.checks.interpreter import bf16_rne
+    from verify.bits import bf16_rne
     g = torch.Generator().manual_seed(2)
     x, y = (torch.randn(16, generator=g).to(torch.bfloat16).double().tolist() for _ in range(2))
     pairs = [(Fraction(a), Fraction(b)) for a, b in zip(x, y)]
@@ -217,8 +218,8 @@ def test_exact_bf16_conversions():
     """The numpy helpers the patches use, against the rational RNE oracle of the canaries."""
     import math
     import numpy as np
-    from verify.checks.interpreter import _F32_CAST_CASES, bf16_rne
-    from verify.fidelity import bf16_bits_to_f32, f32_to_bf16_bits, f64_to_bf16_bits
+    from verify.bits import bf16_bits_to_f32, bf16_rne, f32_to_bf16_bits, f64_to_bf16_bits
+    from verify.checks.interpreter import _F32_CAST_CASES
     xs = np.array(_F32_CAST_CASES, dtype=np.float32)
     got = bf16_bits_to_f32(f32_to_bf16_bits(xs))
     assert [float(g) for g in got] == [bf16_rne(float(x)) for x in xs]
@@ -308,7 +309,7 @@ warnings.filterwarnings("ignore")
 from verify import fidelity
 fidelity.prepare_cpu_kernels()
 from verify.checks.kernels import compare
-from verify.inputs import GdnCase
+from verify.ops.gdn import GdnCase
 from verify.ops import OPS
 from verify.precision import Precision
 op, out = OPS["gdn_chunk"], {}

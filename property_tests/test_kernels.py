@@ -144,7 +144,7 @@ def test_missing_backward_is_only_the_packages_own():
 
     from kernels import fla_ops
     from verify.checks.kernels import prepare
-    from verify.inputs import GdnCase, gdn_inputs
+    from verify.ops.gdn import GdnCase, gdn_inputs
     from verify.registry import Context
     prepare(Context(device="cpu"))
     x = {n: t.requires_grad_() if t is not None and t.is_floating_point() else t
@@ -171,7 +171,7 @@ def test_regression_cases_fail_without_their_fixes(monkeypatch):
     from verify.budget import judge
     from verify.checks import kernels as K
     from verify.registry import Context
-    from verify import lowprec
+    from verify import same_dtype
     from verify.ops import OPS, regression_cases
     ctx = Context(device="cpu", profile="quick")
     K.prepare(ctx)
@@ -197,9 +197,9 @@ def test_regression_cases_fail_without_their_fixes(monkeypatch):
     # MDN at T = 1: o_1 is a cancelling sum; the floor u ||terms|| / ||o|| sets its budget, not rounding luck
     assert fixed["mdn"][0]["o"].same_dtype_rel > 4 * verdicts(probes["mdn"], floor=False)[0]["o"].same_dtype_rel
     with monkeypatch.context() as m:     # delta from the exact output (plain autograd)
-        m.setattr(lowprec, "fox_attn", lambda q, k, v, g, cu_seqlens, prec, scale, gate_scaled: prec.store(
+        m.setattr(same_dtype, "fox_attn", lambda q, k, v, g, cu_seqlens, prec, scale, gate_scaled: prec.store(
             P.fox_attn(q, k, v, g, scale, gate_scaled, cu_seqlens, prec.mm)))
-        m.setattr(lowprec, "path_attn", lambda q, k, v, w, beta, g, cu_seqlens, prec, scale, gate_scaled:
+        m.setattr(same_dtype, "path_attn", lambda q, k, v, w, beta, g, cu_seqlens, prec, scale, gate_scaled:
                   prec.store(P.path_attn_blockwise(q, k, v, w, beta, g, scale, gate_scaled, cu_seqlens, 64, prec.mm)))
         plain = {name: verdicts(probes[name])[0] for name in ("fox", "path")}
     # FoX saturated (bf16): the stored O's rounding enters delta, as in the kernel; PaTH at T = 1: the exact dk
@@ -263,13 +263,14 @@ def _gdn_literal(q, k, v, g, beta, S0, scale):
 
 @pytest.mark.parametrize("seed", range(3))
 def test_gdn_is_mdn_without_momentum(seed):
-    """The GDN records' oracle (verify.ops.gdn_as_mdn on the MDN recurrence, mu = 0, p = alpha k, eta = 1)
+    """The GDN records' oracle (verify.ops.gdn.gdn_as_mdn on the MDN recurrence, mu = 0, p = alpha k, eta = 1)
     equals GDN's literal rule sequence by sequence; negative control: with MDN's eta = 2 it does not."""
     import torch
 
     from references import mdn as MDN
-    from verify.inputs import GdnCase, as_oracle, gdn_inputs
-    from verify.ops import gdn_as_mdn
+    from verify.inputs import as_oracle
+    from verify.ops.gdn import GdnCase, gdn_inputs
+    from verify.ops.gdn import gdn_as_mdn
     x = as_oracle(gdn_inputs(GdnCase(T=12, Dk=4, Dv=3, beta="near2", initial_state=True, cu_seqlens=(0, 5, 12), seed=seed)))
     o, S = gdn_as_mdn(MDN.recurrence, **x, scale=0.5)
     for n, (s, e) in enumerate([(0, 5), (5, 12)]):

@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from verify import cli
-from verify.inputs import MdnCase, PathCase
+from verify.ops.attention import PathCase
+from verify.ops.mdn import MdnCase
 from verify.localize import example
 from verify.mutants import MUTANTS, Mutant, materialize
 

@@ -1,13 +1,17 @@
 """Working-precision helpers and the budget rule: rounding is exact where it must be, and the budget
-rule rejects what it exists to reject (non-finite output, errors beyond c times the reference)."""
+rule rejects what it exists to reject (non-finite output, errors beyond c times the same-dtype error)."""
+import doctest
 import math
 
+import numpy as np
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from verify import bits, inputs
+from verify.bits import round_bf16, truncate_tf32
 from verify.budget import judge
-from verify.precision import Precision, round_bf16, truncate_tf32
+from verify.precision import Precision
 from verify.strategies import bf16_values
 
 
@@ -23,6 +27,19 @@ def test_tf32_truncation_keeps_ten_mantissa_bits_toward_zero(x):
     y = truncate_tf32(t)
     assert torch.equal(truncate_tf32(y), y) and abs(y.item()) <= abs(x)
     assert abs(x - y.item()) <= abs(x) * 2.0 ** -10
+
+
+def test_doctests():
+    assert doctest.testmod(bits).failed == 0
+    assert doctest.testmod(inputs).failed == 0
+
+
+@given(st.lists(st.floats(width=32, allow_nan=False), min_size=1, max_size=8))
+def test_torch_and_numpy_bit_helpers_agree(xs):
+    """The torch forms (same-dtype implementation) and the numpy forms (fidelity layer) round the same way."""
+    t, a = torch.tensor(xs, dtype=torch.float32), np.array(xs, dtype=np.float32)
+    assert np.array_equal(truncate_tf32(t).numpy(), truncate_tf32(a))
+    assert np.array_equal(round_bf16(t).numpy(), bits.bf16_bits_to_f32(bits.f32_to_bf16_bits(a)))
 
 
 def test_rounded_matmul_backward_rounds_its_operands():
@@ -71,8 +88,10 @@ def test_same_dtype_implementations_call_no_blas_and_give_the_same_bits_under_an
     implementations (forward and backward), so the BLAS, its thread count and the CPU cannot change them."""
     from torch.overrides import TorchFunctionMode
 
-    from verify import lowprec
-    from verify.inputs import MdnCase, PathCase, floats_as, mdn_inputs, path_inputs
+    from verify import same_dtype
+    from verify.inputs import floats_as
+    from verify.ops.attention import PathCase, path_inputs
+    from verify.ops.mdn import MdnCase, mdn_inputs
     library = {"matmul", "mm", "bmm", "__matmul__", "linalg_solve_triangular", "softmax", "sum", "einsum", "mv"}
 
     class NoLibraryArithmetic(TorchFunctionMode):
@@ -87,9 +106,9 @@ def test_same_dtype_implementations_call_no_blas_and_give_the_same_bits_under_an
     def run():
         leaves = {n: xp[n].clone().requires_grad_() for n in ("q", "k", "v", "w", "beta", "g")}
         with NoLibraryArithmetic():
-            o = lowprec.path_attn(**{**xp, **leaves}, prec=prec, scale=0.25, gate_scaled=True)
+            o = same_dtype.path_attn(**{**xp, **leaves}, prec=prec, scale=0.25, gate_scaled=True)
             o.backward(torch.ones_like(o))
-            outs = [o.detach(), *(t.grad for t in leaves.values()), *lowprec.mdn(**xm, prec=prec)]
+            outs = [o.detach(), *(t.grad for t in leaves.values()), *same_dtype.mdn(**xm, prec=prec)]
         return outs
 
     threads = torch.get_num_threads()

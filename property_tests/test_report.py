@@ -31,9 +31,9 @@ def images_exist(folder: Path) -> list[str]:
     return images
 
 
-def tensor(name, err, ref=1e-3):
-    return {"name": name, "err_rel": err, "err_abs": err, "ref_rel": ref, "budget_rel": 4 * ref,
-            "ratio": err / (4 * ref), "decided_by": "normwise-relative"}
+def tensor(name, err, same=1e-3):
+    return {"name": name, "err_rel": err, "err_abs": err, "same_dtype_rel": same, "budget_rel": 4 * same,
+            "ratio": err / (4 * same), "decided_by": "normwise-relative"}
 
 
 def record(plot, op, pass_, dtype, x, tensors, det=1e-2, prob=5e-3, status="pass", **extra):
@@ -72,7 +72,7 @@ def synthetic_records() -> list[dict]:
             rec = record("state", "path_attn", "fwd", dtype, n, None)
             for key in ("tensors", "bound", "magnitudes"):
                 del rec[key]
-            recs.append({**rec, "sequences": 4, "fraction": {"kernel": 1.0 if n < 256 else 0.5, "reference": 1.0,
+            recs.append({**rec, "sequences": 4, "fraction": {"kernel": 1.0 if n < 256 else 0.5, "same_dtype": 1.0,
                                                              "oracle": 1.0}})
     return recs
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from verify import sanitize
-from verify.inputs import PathCase
+from verify.ops.attention import PathCase
 from verify.localize import example
 from verify.mutants import Mutant, materialize
 

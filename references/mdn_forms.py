@@ -1,6 +1,6 @@
 """Momentum DeltaNet's step and chunk forms, written once against an operations context (references/ops.py).
 
-float64 torch (references/mdn.py), the same-dtype implementation (verify/lowprec.py) and the sympy proofs
+float64 torch (references/mdn.py), the same-dtype implementation (verify/same_dtype.py) and the sympy proofs
 (references/symbolic/mdn.py) all run these functions.  They are not oracles: the token-by-token recurrences
 of references/mdn.py (float64) and references/mdn_mp.py (mpmath) are, written separately and literally.
 

@@ -14,7 +14,7 @@ only these operations of it:
 
 Bindings:
 * :class:`TorchOps`: torch tensors in their own dtype (float64 for the oracles).  ``TorchOps(mm)`` with an
-  ``mm`` that rounds its operands to a dot format is the same-dtype implementation of verify/lowprec.py:
+  ``mm`` that rounds its operands to a dot format is the same-dtype implementation of verify/same_dtype.py:
   every matrix product of a form then rounds as a kernel's tensor-core dot does, everything else runs in
   the tensors' dtype (fp32).
 * :class:`ArrayOps`: numpy object arrays of exact or arbitrary-precision scalars: elements of sympy's

@@ -4,7 +4,7 @@ Oracles (literal, independent of the fast forms): householder, householder_produ
 multiplied in order) and path_logits (the running-query walk); path_attn and fox_attn are built on them.
 Fast forms: ut_factor, ut_product, path_logits_ut, block_transform, blockwise_logits, decode_keys run
 references/path_forms.py with the torch binding (docs/design.md section 2.1); ``mm`` is their matrix
-product, which the same-dtype implementation (verify/lowprec.py) replaces by one that rounds its operands.
+product, which the same-dtype implementation (verify/same_dtype.py) replaces by one that rounds its operands.
 
 Conventions (docs/design.md sections 3 and 4): q [B, T, HQ, D], k and w [B, T, H, D], v [B, T, H, Dv], beta [B, T, H],
 g [B, T, HQ] (g_t = log f_t, the log forget gate).  GQA: query head h reads key/value head h // (HQ // H).
@@ -105,7 +105,7 @@ def attend(logits, v, g=None, scale=1.0, gate_scaled=False, mm=torch.matmul) -> 
 
 
 # ----------------------------------------------------------------------------------------------------
-# The fast forms (references/path_forms.py) in torch; mm is the matrix product (verify/lowprec.py passes
+# The fast forms (references/path_forms.py) in torch; mm is the matrix product (verify/same_dtype.py passes
 # one that rounds its operands)
 
 

@@ -1,6 +1,6 @@
 """PaTH's fast forms, written once against an operations context (references/ops.py).
 
-float64 torch (references/path_attn.py), the same-dtype implementation (verify/lowprec.py, through a
+float64 torch (references/path_attn.py), the same-dtype implementation (verify/same_dtype.py, through a
 rounding ``mm``) and the sympy proofs (references/symbolic/path.py, exactly over QQ[w, q, k, beta]) all run
 these functions.  They are not oracles: the literal walk and the explicit Householder products are.
 

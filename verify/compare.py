@@ -1,10 +1,10 @@
 """`verify compare`: run one kernel op on your own tensors (a repro) against the float64 oracle, under the
 budget rule of the kernel checks (verify.budget, with the op's budget factor c for the pass).
 
-FILE.pt holds a dict of tensors saved with torch.save, named as the op's record (verify/ops.py) names its
+FILE.pt holds a dict of tensors saved with torch.save, named as the op's record (verify/ops/) names its
 inputs (a file that lacks one is refused with the list).  q, k, v are cast to --dtype (default:
 q's own dtype), cu_seqlens to int32, the other tensors to fp32 as the kernels require.  Inputs are
-validated first (the op's input validation, verify.validate): a bad input is exit status 2, and so is an
+validated first (the op's input validation, its record's error_inputs): a bad input is exit status 2, and so is an
 input on which the float64 oracle or the same-dtype implementation cannot run.  `verify kernels
 --save-failing DIR` writes such files for failing checks and prints the command that replays each.
 """
@@ -22,7 +22,7 @@ DTYPES = {"torch.bfloat16": "bf16", "torch.float32": "fp32"}
 def add_parser(sub) -> None:
     p = sub.add_parser("compare", help="run one kernel on your own saved tensors against the float64 oracle (a repro)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--op", required=True, help="the kernel op: a record of verify/ops.py (path_attn, mdn_recurrent, "
+    p.add_argument("--op", required=True, help="the kernel op: a record of verify/ops/ (path_attn, mdn_recurrent, "
                                                 "gdn_chunk, ...; an unknown name lists them all)")
     p.add_argument("--inputs", required=True, metavar="FILE.pt", help="dict of tensors saved with torch.save")
     p.add_argument("--dtype", choices=("bf16", "fp32"), help="dtype of q, k, v (default: q's dtype)")

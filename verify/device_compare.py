@@ -1,7 +1,7 @@
 """Does the CPU interpreter (with the fidelity layer) see the GPU's error class?  Run this module on
 both devices and compare: it prints, for a fixed list of inputs, each kernel's normwise relative error
-against the float64 oracle.  The inputs are generated on the CPU from fixed seeds, so both devices see
-the same values.
+against the float64 oracle.  The inputs are each op's device_cases (its record, verify/ops/), generated
+on the CPU from fixed seeds, so both devices see the same values.
 
     python -m verify.device_compare --device cpu  --out cpu.json
     python -m verify.device_compare --device cuda --out gpu.json
@@ -11,20 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-
-from verify.inputs import GdnCase, PathCase
-
-CASES = [   # (op of verify.ops.OPS, dtype, case)
-    ("path_attn", "fp32", PathCase(T=256, D=64, Dv=64, seed=1)),
-    ("path_attn", "fp32", PathCase(T=256, D=64, Dv=64, gate="mixed", beta="near2_4", seed=2)),
-    ("path_attn", "bf16", PathCase(T=256, D=64, Dv=64, seed=1)),
-    ("path_attn", "bf16", PathCase(T=256, D=64, Dv=64, gate="mixed", beta="near2_4", seed=2)),
-    ("forgetting_attn", "fp32", PathCase(T=256, D=64, Dv=64, gate="mixed", seed=3)),
-    ("forgetting_attn", "bf16", PathCase(T=256, D=64, Dv=64, gate="mixed", seed=3)),
-    ("gdn_chunk", "fp32", GdnCase(T=256, Dk=64, Dv=64, initial_state=True, seed=4)),
-    ("gdn_chunk", "bf16", GdnCase(T=256, Dk=64, Dv=64, initial_state=True, seed=4)),
-    ("gdn_recurrent", "fp32", GdnCase(T=256, Dk=64, Dv=64, gate="near1", seed=5)),
-]
 
 
 def measure(device: str, fp32_dot: str = "tf32") -> list[dict]:
@@ -36,13 +22,13 @@ def measure(device: str, fp32_dot: str = "tf32") -> list[dict]:
     from verify.ops import OPS, as_tuple, scale_of
     from verify.precision import TORCH_DTYPES
     rows = []
-    for name, dtype, case in CASES:
-        op = OPS[name]
-        x = op.inputs(case, TORCH_DTYPES[dtype], device)
-        out = as_tuple(op.kernel(**x, scale=scale_of(x)))[0]
-        expected = as_tuple(op.oracle(**as_oracle(x), scale=scale_of(x)))[0]
-        rows.append({"op": name, "dtype": dtype, "case": case.label(), "rel_err": rel_err(out, expected)})
-        print(f"{device:4} {name:16} {dtype}  {case.label():50}  rel err {rows[-1]['rel_err']:.3e}", flush=True)
+    for op in OPS.values():
+        for dtype, case in op.device_cases:
+            x = op.inputs(case, TORCH_DTYPES[dtype], device)
+            out = as_tuple(op.kernel(**x, scale=scale_of(x)))[0]
+            expected = as_tuple(op.oracle(**as_oracle(x), scale=scale_of(x)))[0]
+            rows.append({"op": op.name, "dtype": dtype, "case": case.label(), "rel_err": rel_err(out, expected)})
+            print(f"{device:4} {op.name:16} {dtype}  {case.label():50}  rel err {rows[-1]['rel_err']:.3e}", flush=True)
     return rows
 
 

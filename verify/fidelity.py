@@ -39,6 +39,7 @@ import os
 import sys
 import warnings
 
+from verify.bits import bf16_bits_to_f32, f32_to_bf16_bits, f64_to_bf16_bits, truncate_tf32
 from verify.errors import UsageError
 
 PARTS = ("bf16_dot", "bf16_round", "autotune", "tf32", "dot_order", "numpy_index", "loop_index", "bf16_arith",
@@ -51,45 +52,6 @@ _state: dict | None = None          # set by activate(): parts, fp32_dot, triton
 _originals: dict = {}               # (class, name) -> original attribute, for restore()
 _INHERITED = object()              # marks a patched attribute that the class only inherited
 _bypass = False                     # True inside bypassed(): wrappers fall through to the raw interpreter
-
-
-# ------------------------------------------------------------------------------------------------
-# bit-exact numpy conversions (bf16 is stored by the interpreter as its uint16 bit pattern)
-
-def bf16_bits_to_f32(bits):
-    """bf16 bit patterns (uint16) -> float32, exactly (bf16 is the top half of a float32)."""
-    import numpy as np
-    return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32)
-
-
-def f32_to_bf16_bits(x):
-    """float32 -> bf16 bit patterns, round to nearest even; NaN stays NaN (quiet, sign kept)."""
-    import numpy as np
-    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
-    rounded = (u + (np.uint32(0x7FFF) + ((u >> 16) & np.uint32(1)))) >> 16   # wraps only for NaNs
-    is_nan = (u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
-    return np.where(is_nan, (u >> 16) | np.uint32(0x0040), rounded).astype(np.uint16)
-
-
-def f64_to_bf16_bits(x):
-    """float64 -> bf16 bit patterns, one correct rounding to nearest even (via round-to-odd float32,
-    which has 16 spare bits, so the second rounding cannot double-round)."""
-    import numpy as np
-    x = np.asarray(x, dtype=np.float64)
-    with np.errstate(over="ignore", invalid="ignore"):
-        f = x.astype(np.float32)
-        too_far = np.abs(f.astype(np.float64)) > np.abs(x)
-        f = np.where(too_far, np.nextafter(f, np.float32(0)), f).astype(np.float32)
-        sticky = (f.astype(np.float64) != x) & ~np.isnan(x)
-    u = f.view(np.uint32) | sticky.astype(np.uint32)
-    return f32_to_bf16_bits(u.view(np.float32))
-
-
-def truncate_to_tf32(x):
-    """float32 -> float32 with the 13 low mantissa bits cleared (TF32 keeps 10 explicit bits)."""
-    import numpy as np
-    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
-    return (u & np.uint32(0xFFFFE000)).view(np.float32)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -148,8 +110,8 @@ def _make_create_dot(original, fix_bf16: bool, tf32: bool, fixed_order: bool):
                     b = TensorHandle(bf16_bits_to_f32(b.data), tl.float32)
             if (tf32 and _state is not None and _state["fp32_dot"] == "tf32" and input_precision == TF32
                     and a.data.dtype == np.float32 and b.data.dtype == np.float32):
-                a = TensorHandle(truncate_to_tf32(a.data), a.dtype)
-                b = TensorHandle(truncate_to_tf32(b.data), b.dtype)
+                a = TensorHandle(truncate_tf32(a.data), a.dtype)
+                b = TensorHandle(truncate_tf32(b.data), b.dtype)
             if (fixed_order and d.data.dtype == np.float32
                     and {a.data.dtype, b.data.dtype} <= {np.dtype(np.float32), np.dtype(np.float16)}):
                 return TensorHandle(fixed_order_dot(a.data, b.data, d.data), d.dtype.scalar)
@@ -594,41 +556,14 @@ def restore() -> None:
     _state = None
 
 
-H200_MAX_SHARED_MEM = 232448       # bytes per block, what triton reports for an H200
-
-
-def emulate_h200_tiles() -> None:
-    """Make fla choose the tile sizes it chooses on an H200.  fla asks the driver for the shared memory
-    per block (fla.utils.hardware.get_all_max_shared_mem); without a GPU it gets -1 and falls back to
-    smaller tiles (PaTH: BT 64 / BS 32 instead of 128 / 64), which changes the rounding: measured, the
-    state-tracking construction at n = 256 failed on the H200 and passed on the CPU until the CPU used
-    the H200's tiles.  Shared-memory limits themselves are not emulated (the interpreter has none)."""
-    import importlib
-    hw = importlib.import_module("fla.utils.hardware" if _has_module("fla.utils.hardware") else "fla.utils")
-    if hasattr(hw, "get_all_max_shared_mem") and hasattr(getattr(hw, "check_shared_mem", None), "cache_clear"):
-        hw.get_all_max_shared_mem = lambda: [H200_MAX_SHARED_MEM]
-        hw.check_shared_mem.cache_clear()
-        note = f"H200 (max_shared_mem {H200_MAX_SHARED_MEM})"
-    else:   # an older fla or a fork without this query: say so in the results, do not guess
-        note = f"not emulated: {hw.__name__} has no get_all_max_shared_mem / cached check_shared_mem"
-    if _state is not None:
-        _state["device_properties"] = note
-
-
-def _has_module(name: str) -> bool:
-    import importlib.util
-    try:
-        return importlib.util.find_spec(name) is not None
-    except ModuleNotFoundError:
-        return False
-
-
 def prepare_cpu_kernels(fp32_dot: str = "tf32") -> None:
-    """What every CPU kernel run needs, once per process: the layer on, fla on the H200's tiles."""
+    """What every CPU kernel run needs, once per process: the layer on, fla on the H200's tiles
+    (kernels.fla_ops.emulate_h200_tiles, recorded as active_parts()["device_properties"])."""
     if is_active():
         return
     activate(fp32_dot=fp32_dot)
+    from kernels import fla_ops
     try:
-        emulate_h200_tiles()
+        _state["device_properties"] = fla_ops.emulate_h200_tiles()
     except ImportError as exc:
         raise UsageError(f"cannot import fla: {exc}") from exc

@@ -1,5 +1,5 @@
 """Working precisions: storage dtype, how dot operands are rounded, and the unit roundoff; and the fixed-order
-fp32 arithmetic that the same-dtype implementations (verify.lowprec) run on.
+fp32 arithmetic that the same-dtype implementations (verify.same_dtype) run on.
 
 A kernel "in bf16" stores bf16 and multiplies bf16 operands with fp32 accumulation; a kernel "in fp32"
 on an NVIDIA GPU multiplies TF32 operands (fp32 truncated to 10 explicit mantissa bits, as measured on
@@ -24,25 +24,12 @@ from dataclasses import dataclass
 import torch
 from torch.overrides import TorchFunctionMode
 
+from verify.bits import round_bf16, truncate_tf32
+
 UNIT_ROUNDOFF = {"bf16": 2.0 ** -8, "fp16": 2.0 ** -11, "tf32": 2.0 ** -11, "fp32": 2.0 ** -24, "fp64": 2.0 ** -53}
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp64": torch.float64}
 BLOCK_K = 16             # products per fp32 accumulation step (a power of 2): a bf16 MMA's k-extent
 MAX_BLOCK_ELEMENTS = 2 ** 24     # float64 products formed at once (at least one block's)
-
-
-def truncate_tf32(x: torch.Tensor) -> torch.Tensor:
-    """fp32 -> TF32 by truncation: clear the 13 low mantissa bits (round toward zero).
-
-    >>> truncate_tf32(torch.tensor([1 + 2**-10 + 2**-11])).item() == 1 + 2**-10
-    True
-    """
-    bits = x.float().contiguous().view(torch.int32)
-    return (bits & ~0x1FFF).view(torch.float32)
-
-
-def round_bf16(x: torch.Tensor) -> torch.Tensor:
-    """fp32 -> bf16 -> fp32, round to nearest even (torch's cast)."""
-    return x.to(torch.bfloat16).float()
 
 
 def fixed_order_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

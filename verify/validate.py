@@ -1,5 +1,6 @@
 """Validation of user-supplied kernel inputs (`verify compare`): one function per concern, each raising
-UsageError with one line that names the tensor and the problem.  Layouts and domains are the canonical
+UsageError with one line that names the tensor and the problem; each op's validation (its record's
+error_inputs, verify/ops/) composes them.  Layouts and domains are the canonical
 conventions (docs/design.md section 3): [B, T, H, D] tensors, [B, T, H] gates.
 """
 from __future__ import annotations
@@ -88,33 +89,7 @@ def cu_seqlens(c: torch.Tensor | None, B: int, T: int) -> None:
         raise UsageError(f"cu_seqlens: {v} must rise from 0 to T = {T}, with batch size 1 (B = {B})")
 
 
-def path_inputs(x: dict, head_dims: tuple[int, ...]) -> None:
-    """PaTH / FoX: q [B, T, HQ, D]; k, w [B, T, H, D]; v [B, T, H, Dv]; beta [B, T, H]; g [B, T, HQ];
-    ||w_t|| = 1, beta in (0, 2], g = log f <= 0."""
-    q, k, v = x["q"], x["k"], x["v"]
-    for n, t in (("q", q), ("k", k), ("v", v)):
-        rank(n, t, 4, "[B, T, H, D]")
-    B, T, HQ, D = q.shape
-    H = k.shape[2]
-    tokens(T)
-    shape("k", k, (B, T, H, D), "[B, T, H, D] (B, T, D of q)")
-    shape("v", v, (B, T, H, v.shape[3]), "[B, T, H, Dv] (B, T, H of k)")
-    shape("w", x.get("w"), k.shape, "the shape of k [B, T, H, D]")
-    shape("beta", x.get("beta"), (B, T, H), "[B, T, H]")
-    shape("g", x.get("g"), (B, T, HQ), "[B, T, HQ]")
-    heads(HQ, H)
-    for n, d in (("q/k", D), ("v", v.shape[3])):
-        if d not in head_dims:
-            raise UsageError(f"{n}: head dim {d} not supported by the kernel (supported: {head_dims})")
-    cu_seqlens(x.get("cu_seqlens"), B, T)
-    finite(x)
-    if x.get("w") is not None:
-        unit_norm("w", x["w"])
-    interval("beta", x.get("beta"), 0.0, 2.0, lo_open=True, hi_open=False)
-    interval("g (log forget gate)", x.get("g"), -float("inf"), 0.0, lo_open=True, hi_open=False)
-
-
-def _linear_qkv(x: dict) -> tuple[int, int, int, int, int]:
+def linear_qkv(x: dict) -> tuple[int, int, int, int, int]:
     """q, k [B, T, H, Dk]; v [B, T, H, Dv] -> (B, T, H, Dk, Dv)."""
     q, k, v = x["q"], x["k"], x["v"]
     for n, t in (("q", q), ("k", k), ("v", v)):
@@ -125,34 +100,3 @@ def _linear_qkv(x: dict) -> tuple[int, int, int, int, int]:
     shape("v", v, (B, T, H, Dv), "[B, T, H, Dv] (B, T, H of k)")
     tokens(T)
     return B, T, H, Dk, Dv
-
-
-def mdn_inputs(x: dict) -> None:
-    """MDN: q, k [B, T, H, Dk]; v [B, T, H, Dv]; gates [B, T, H]; S0, M0 [B, H, Dk, Dv] (both or neither);
-    log alpha <= 0, log mu <= 0, beta in [0, 1], eta in (0, 2)."""
-    B, T, H, Dk, Dv = _linear_qkv(x)
-    for n in ("log_alpha", "log_mu", "beta", "eta"):
-        shape(n, x[n], (B, T, H), "[B, T, H]")
-    if (x.get("S0") is None) != (x.get("M0") is None):
-        raise UsageError("S0 and M0: give both initial states or neither")
-    for n in ("S0", "M0"):
-        shape(n, x.get(n), (B, H, Dk, Dv), "[B, H, Dk, Dv]")
-    finite(x)
-    interval("log_alpha", x["log_alpha"], -float("inf"), 0.0, lo_open=True, hi_open=False)
-    interval("log_mu", x["log_mu"], -float("inf"), 0.0, lo_open=True, hi_open=False)
-    interval("beta", x["beta"], 0.0, 1.0, lo_open=False, hi_open=False)
-    interval("eta", x["eta"], 0.0, 2.0, lo_open=True, hi_open=True)
-
-
-def gdn_inputs(x: dict) -> None:
-    """Gated DeltaNet: q, k [B, T, H, Dk]; v [B, T, H, Dv] (the oracle takes as many value heads as key
-    heads); g, beta [B, T, H]; S0 [N, H, Dk, Dv] (N sequences); g = log alpha <= 0, beta in [0, 2]."""
-    B, T, H, Dk, Dv = _linear_qkv(x)
-    for n in ("g", "beta"):
-        shape(n, x[n], (B, T, H), "[B, T, H]")
-    cu_seqlens(x.get("cu_seqlens"), B, T)
-    N = B if x.get("cu_seqlens") is None else x["cu_seqlens"].numel() - 1
-    shape("S0", x.get("S0"), (N, H, Dk, Dv), "[N, H, Dk, Dv] (N sequences)")
-    finite(x)
-    interval("g (log alpha)", x["g"], -float("inf"), 0.0, lo_open=True, hi_open=False)
-    interval("beta", x["beta"], 0.0, 2.0, lo_open=False, hi_open=False)

@@ -16,6 +16,7 @@ import math
 import os
 from fractions import Fraction
 
+from verify.bits import bf16_rne, f32_bits, f32_from_bits, round_tf32_half_away, truncate_tf32
 from verify.errors import UsageError
 from verify.registry import Context, Result, check, rejects, within
 
@@ -167,58 +168,23 @@ def _runs_right(wrong: int | None, err: str, what: str) -> Result:
 
 
 # ------------------------------------------------------------------------------------------------
-# exact expected values
-
-def bf16_rne(x) -> float:
-    """The bf16 value nearest to x (int or float, finite), ties to even, overflow to inf: exact, by
-    rational arithmetic (bf16: 8 significant bits, exponent >= -126, subnormal spacing 2^-133)."""
-    f = Fraction(x)
-    if f == 0:
-        return math.copysign(0.0, x) if isinstance(x, float) else 0.0
-    sign, a = (-1 if f < 0 else 1), abs(f)
-    e = a.numerator.bit_length() - a.denominator.bit_length()
-    if Fraction(2) ** e > a:
-        e -= 1                                       # now 2^e <= a < 2^(e+1)
-    ulp = Fraction(2) ** (max(e, -126) - 7)
-    n, r = divmod(a, ulp)
-    n = int(n)
-    if r > ulp / 2 or (r == ulp / 2 and n % 2 == 1):
-        n += 1
-    v = n * ulp
-    if v >= Fraction(2) ** 128:
-        return sign * math.inf
-    return sign * float(v)
-
-
-def _bits_f32(x: float) -> int:
-    import struct
-    return struct.unpack("<I", struct.pack("<f", x))[0]
-
-
-def _f32(bits: int) -> float:
-    import struct
-    return struct.unpack("<f", struct.pack("<I", bits))[0]
-
+# cast test values (their exact bf16 roundings: verify.bits.bf16_rne)
 
 # fp32 values -> where a correct (RNE) and a truncating cast differ, plus the edge cases
 _F32_CAST_CASES = [
-    _f32(0x3F808000),          # 1 + 2^-8: tie, lower neighbour even -> 1.0 (truncation agrees)
-    _f32(0x3F818000),          # 1 + 3*2^-8: tie, upper neighbour even -> 1 + 2^-6 (truncation: 1 + 2^-7)
-    _f32(0x3F808001),          # just above a tie -> up
-    _f32(0xBF808001),          # negative, just above a tie -> away from zero
-    _f32(0x3F7FFFFF),          # 1 - 2^-24 -> 1.0 (carry into the exponent)
-    _f32(0x7F7FFFFF),          # FLT_MAX -> inf (above bf16 max + half ulp)
-    _f32(0x7F7F7FFF),          # just below the overflow threshold -> bf16 max
-    _f32(0x00018000),          # subnormal tie -> even
-    _f32(0x00028000),          # subnormal tie -> up to even
-    _f32(0x807FFFFF),          # largest negative subnormal -> -2^-126 (carry into normal)
+    f32_from_bits(0x3F808000),  # 1 + 2^-8: tie, lower neighbour even -> 1.0 (truncation agrees)
+    f32_from_bits(0x3F818000),  # 1 + 3*2^-8: tie, upper neighbour even -> 1 + 2^-6 (truncation: 1 + 2^-7)
+    f32_from_bits(0x3F808001),  # just above a tie -> up
+    f32_from_bits(0xBF808001),  # negative, just above a tie -> away from zero
+    f32_from_bits(0x3F7FFFFF),  # 1 - 2^-24 -> 1.0 (carry into the exponent)
+    f32_from_bits(0x7F7FFFFF),  # FLT_MAX -> inf (above bf16 max + half ulp)
+    f32_from_bits(0x7F7F7FFF),  # just below the overflow threshold -> bf16 max
+    f32_from_bits(0x00018000),  # subnormal tie -> even
+    f32_from_bits(0x00028000),  # subnormal tie -> up to even
+    f32_from_bits(0x807FFFFF),  # largest negative subnormal -> -2^-126 (carry into normal)
     1.0 / 3.0, -math.pi, 1e-30, 65504.0, 0.0, -0.0,
 ]
 _SPECIALS = [math.inf, -math.inf, math.nan]
-
-
-def _bf16_bits_of(torch, t) -> list[int]:
-    return (t.view(torch.int16).to(torch.int32) & 0xFFFF).tolist()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -282,7 +248,7 @@ def _cast_mismatches(ctx: Context, raw: bool = False) -> tuple[int, dict]:
         same = (math.isnan(want) and math.isnan(got[i])) or (want == got[i] and
                                                               math.copysign(1, want) == math.copysign(1, got[i]))
         if not same:
-            bad.append({"x_bits": hex(_bits_f32(v)), "want": want, "got": got[i]})
+            bad.append({"x_bits": hex(f32_bits(v)), "want": want, "got": got[i]})
     torch_agrees = all((math.isnan(a) and math.isnan(b)) or a == b for a, b in
                        zip(x.to(torch.bfloat16).float().tolist(), [v if math.isnan(v) or math.isinf(v) else bf16_rne(v)
                                                                    for v in x.tolist()]))
@@ -414,16 +380,11 @@ def _fp32_dot(ctx: Context, prec: str, raw: bool = False, env: dict | None = Non
             else:
                 os.environ[name] = value
 
-    def trunc(t):
-        return (t.view(torch.int32) & ~0x1FFF).view(torch.float32)
-
-    def rnd(t):      # round half away on the 13 dropped bits (ties are rare with randn)
-        return ((t.view(torch.int32) + 0x1000) & ~0x1FFF).view(torch.float32)
-
     bound = a.double().abs() @ b.double().abs()
     got = c.cpu().double()
     dist = {name: ((got - fa(a).double() @ fb(b).double()).abs() / bound).max().item()
-            for name, fa, fb in (("tf32_trunc", trunc, trunc), ("tf32_round", rnd, rnd),
+            for name, fa, fb in (("tf32_trunc", truncate_tf32, truncate_tf32),
+                                 ("tf32_round", round_tf32_half_away, round_tf32_half_away),
                                  ("ieee", lambda t: t, lambda t: t))}
     return dist, K
 
@@ -480,7 +441,6 @@ def _dot_order_run(ctx: Context, raw: bool = False):
     """Rows of A hold one 1 (at column i mod K) and K-1 entries 2^-24; B is all ones.  Exact row sum
     1 + 31 * 2^-24 rounds (tie, to even) to 1 + 2^-19 in fp32; an fp32 accumulation gets anything from
     1 to 1 + 2^-19 depending on where the 1 sits in its order.  Returns (got, exact) as float lists."""
-    import struct
     torch, dev = _setup(ctx)
     k = _k()
     M = N = 16
@@ -490,7 +450,7 @@ def _dot_order_run(ctx: Context, raw: bool = False):
     b = torch.ones(K, N)
     c = torch.empty(M, N, dtype=torch.float32, device=dev)
     _launch(ctx, raw, k["dot"], (1,), a.to(dev), b.to(dev), c, M, N, K, "ieee")
-    exact = struct.unpack("<f", struct.pack("<f", 1 + (K - 1) * 2.0 ** -24))[0]
+    exact = f32_from_bits(f32_bits(1 + (K - 1) * 2.0 ** -24))     # rounded once to float32
     return c.cpu().flatten().tolist(), exact, K
 
 

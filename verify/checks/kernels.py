@@ -69,11 +69,11 @@ def compare(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int) -> li
     if pass_ == "fwd":
         with torch.no_grad():
             outs = as_tuple(call_kernel(kernel, **x))
-            expected, lowp = as_tuple(oracle(**x64)), as_tuple(same_dtype(**x32))
+            expected, same = as_tuple(oracle(**x64)), as_tuple(same_dtype(**x32))
         scale = max(float(o.abs().max()) if o.numel() else 0.0 for o in expected)
         terms = op.terms(**x64, scale=s) if op.terms else {}
         return [judge(n, o, r64, r, prec, c, scale, terms.get(n))
-                for n, o, r64, r in zip(op.outputs, outs, expected, lowp)]
+                for n, o, r64, r in zip(op.outputs, outs, expected, same)]
     ups = lambda outs: [_upstream(o, prec.torch_dtype, seed + i) for i, o in enumerate(outs)]
     leaves = [n for n in op.grad_inputs if x.get(n) is not None]
     g_k = call_kernel(kernel_grads, lambda **kw: kernel(**{**x, **kw}), {n: x[n] for n in leaves}, ups)
@@ -168,8 +168,8 @@ def convention_result(op: KernelOp, p, ctx: Context) -> Result:
     out = as_tuple(call_kernel(op.kernel, **x, scale=None if p.kernel_scale_none else s))[i]
     declared = as_tuple(op.oracle(**x64, scale=s))[i]
     other = as_tuple(p.alternative(op, x64, s))[i]
-    lowp = as_tuple(op.same_dtype(**floats_as(x, torch.float32), prec=prec, scale=s))[i]
-    v = judge(p.output, out, declared, lowp, prec, op.budget_factor["fwd"])
+    same = as_tuple(op.same_dtype(**floats_as(x, torch.float32), prec=prec, scale=s))[i]
+    v = judge(p.output, out, declared, same, prec, op.budget_factor["fwd"])
     other_ratio = rel_err(out, other) / v.budget_rel
     ok = v.ratio <= 1 and other_ratio > 10
     return Result("pass" if ok else "fail", v.measured, v.budget,

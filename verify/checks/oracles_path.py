@@ -9,7 +9,8 @@ import torch
 
 from references import path_attn as P
 from references.path_attn_mp import path_attn_head_mp
-from verify.inputs import PathCase, as_oracle, path_inputs
+from verify.inputs import as_oracle
+from verify.ops.attention import PathCase, path_inputs
 from verify.metrics import rel_err
 from verify.registry import Context, check, rejects, within
 

@@ -20,7 +20,7 @@ import random
 import torch
 
 from verify.checks.kernels import call_kernel, prepare
-from verify.ops import PATH_ATTN
+from verify.ops.attention import PATH_ATTN
 from verify.precision import Precision
 from verify.registry import Context, Result, register
 

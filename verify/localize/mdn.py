@@ -18,8 +18,8 @@ compared, chunk by chunk, with the intermediate of the same definition in refere
                                        beta = 0 and log(beta + 1e-6) lets the padding into the state)
   output        o                      O
 fla's inputs to the function are k^ = eta k and p = alpha k rounded to the input dtype (as its chunk
-entry point passes them); the oracle uses the exact eta k and alpha k, the same-precision reference the
-rounded ones (verify.lowprec.mdn), so the rounding is charged to the budget, not to the kernel.
+entry point passes them); the oracle uses the exact eta k and alpha k, the same-dtype implementation the
+rounded ones (verify.same_dtype.mdn), so the rounding is charged to the budget, not to the kernel.
 """
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ import torch
 
 from kernels import fla_ops
 from references import path_attn as P
-from verify import lowprec
+from verify import same_dtype
 from verify.inputs import as_oracle, floats_as
 from verify.localize.stages import Stage, recording
 from verify.precision import Precision
@@ -172,27 +172,27 @@ def stages(x: dict, dtype: str, fp32_dot: str, backward: bool = False) -> list[S
                     if backward:
                         S["bwd: Qbar, Kbar, F recomputed"].piece("Qbar").add(bq_new[b, rows, hq], tr["Qbar"],
                                                                               tr32["Qbar"])
-                        ref = [_block_grads(t["A_local"], h["g"], h["v"], d[s:e], f[1][s:e], dl[s:e], scale, mm)
+                        both = [_block_grads(t["A_local"], h["g"], h["v"], d[s:e], f[1][s:e], dl[s:e], scale, mm)
                                for t, h, d, f, dl, mm in ((tr, o64, do_h[0], full[0], delta[0], torch.matmul),
                                                           (tr32, o32, do_h[1], full[1], delta[1], wide.mm))]
                         st = S["bwd: in-block dA, dv, dg"]
-                        st.piece("dA_local").add(dA_k[b, rows, hq, :n], ref[0]["dA"], ref[1]["dA"])
-                        st.piece("dv_local").add(dv_k[b, rows, hq], ref[0]["dv"], ref[1]["dv"])
+                        st.piece("dA_local").add(dA_k[b, rows, hq, :n], both[0]["dA"], both[1]["dA"])
+                        st.piece("dv_local").add(dv_k[b, rows, hq], both[0]["dv"], both[1]["dv"])
                         if x["g"] is not None:
-                            st.piece("dg_local").add(dg_k[b, rows, hq], ref[0]["dg"], ref[1]["dg"])
+                            st.piece("dg_local").add(dg_k[b, rows, hq], both[0]["dg"], both[1]["dg"])
     if backward:
         _gradients(S["bwd: gradients"], x64, x32, grads, do, wide, scale)
     return [st for st in S.values() if st.tensors]
 
 
 def _gradients(stage: Stage, x64: dict, x32: dict, grads: dict, do, prec: Precision, scale: float) -> None:
-    """The kernel's input gradients against autograd of the oracle and of the same-precision reference."""
+    """The kernel's input gradients against autograd of the oracle and of the same-dtype implementation."""
     from verify.checks.kernels import grads_of
     leaves = list(grads)
     oracle = grads_of(lambda **kw: P.path_attn(**{**x64, **kw}, scale=scale, gate_scaled=True),
                       {n: x64[n] for n in leaves}, lambda outs: [do])
-    ref = grads_of(lambda **kw: lowprec.path_attn(**{**x32, **kw}, prec=prec, scale=scale, gate_scaled=True),
-                   {n: x32[n] for n in leaves}, lambda outs: [do])
+    same = grads_of(lambda **kw: same_dtype.path_attn(**{**x32, **kw}, prec=prec, scale=scale, gate_scaled=True),
+                    {n: x32[n] for n in leaves}, lambda outs: [do])
     stage.scale = max(float(g.abs().max()) for g in oracle.values())
     for n in leaves:
-        stage.piece("d" + n).add(grads[n], oracle[n], ref[n])
+        stage.piece("d" + n).add(grads[n], oracle[n], same[n])

@@ -4,8 +4,8 @@ A stage is one step of a kernel's algorithm whose result the kernel materialises
 Triton kernel, or a local of a PyTorch function).  It is judged like a kernel output (verify.budget.judge,
 with the op's budget factor c of its pass, verify.ops):
 against the float64 intermediate of the same definition in references/, within c times the error of the
-same computation in the working precision (the references run in float32 with the dtype's rounded
-matmuls, verify.precision), with the unit-roundoff floor.  Several pieces (blocks, chunks, heads) of one
+same computation in the working precision (the same-dtype computation runs in float32 with the dtype's
+rounded matmuls, verify.precision), with the unit-roundoff floor.  Several pieces (blocks, chunks, heads) of one
 stage are concatenated and judged as one tensor.
 """
 from __future__ import annotations
@@ -21,15 +21,15 @@ from verify.precision import Precision
 
 @dataclass
 class Piece:
-    """One tensor of a stage: the kernel's value, the float64 reference, the same-precision reference."""
+    """One tensor of a stage: the kernel's value, the float64 oracle's, the same-dtype computation's."""
     kernel: list = field(default_factory=list)
     oracle: list = field(default_factory=list)
-    ref: list = field(default_factory=list)
+    same_dtype: list = field(default_factory=list)
 
-    def add(self, kernel: torch.Tensor, oracle: torch.Tensor, ref: torch.Tensor) -> None:
+    def add(self, kernel: torch.Tensor, oracle: torch.Tensor, same_dtype: torch.Tensor) -> None:
         self.kernel.append(kernel.double().flatten())
         self.oracle.append(oracle.double().flatten())
-        self.ref.append(ref.double().flatten())
+        self.same_dtype.append(same_dtype.double().flatten())
 
 
 @dataclass
@@ -46,8 +46,8 @@ class Stage:
         return self.tensors.setdefault(tensor, Piece())
 
     def judge(self, budget_factor: dict) -> list[Verdict]:
-        """Each tensor within c = budget_factor[pass_] (the op's, verify.ops) times the same-precision error."""
-        return [judge(n, torch.cat(p.kernel), torch.cat(p.oracle), torch.cat(p.ref), self.prec,
+        """Each tensor within c = budget_factor[pass_] (the op's, verify.ops) times the same-dtype error."""
+        return [judge(n, torch.cat(p.kernel), torch.cat(p.oracle), torch.cat(p.same_dtype), self.prec,
                       budget_factor[self.pass_], self.scale) for n, p in self.tensors.items() if p.kernel]
 
 

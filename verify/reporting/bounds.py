@@ -23,7 +23,7 @@ from verify.precision import UNIT_ROUNDOFF
 
 U_ACC = UNIT_ROUNDOFF["fp32"]     # every kernel here accumulates in fp32
 LAMBDA = 4.0                      # the probabilistic bounds' lambda
-UT_BLOCK = 64                     # PaTH's UT transform block (verify.lowprec.path_attn)
+UT_BLOCK = 64                     # PaTH's UT transform block (verify.same_dtype.path_attn)
 
 BOUNDS = {   # name -> (formula, source)
     "unit roundoff": ("u = 2^-8 (bf16), 2^-11 (fp16, tf32), 2^-24 (fp32)", "IEEE 754; TF32: NVIDIA Ampere whitepaper"),

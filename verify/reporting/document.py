@@ -12,7 +12,7 @@ from verify.precision import UNIT_ROUNDOFF
 from verify.reporting import bounds
 from verify.reporting.plots import NAMES, growth_exponent, largest_correct
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SCHEMA_FILE = Path(__file__).with_name("report.schema.json")
 WORST_CASES = 12
 
@@ -142,7 +142,7 @@ def markdown(doc: dict) -> str:
            f"`{doc['command']}`; created {doc['created']}; {len(pts)} points in {doc['wall_seconds']:.0f} s wall "
            f"({doc['cpu_seconds']:.0f} s CPU in this process{workers}); seed {doc['seed']}.", "",
            "Every point: the kernel against the float64 oracle (`references/`), next to the plain PyTorch "
-           "implementation in the same dtype (`verify/lowprec.py`, the budget basis of the checks: the larger of its "
+           "implementation in the same dtype (`verify/same_dtype.py`, the budget basis of the checks: the larger of its "
            "error, the output's rounding and the storage unit roundoff) and the a-priori bounds below. Errors are "
            "normwise relative (`verify/metrics.py`). All numbers are in `report.json`.", ""]
     out += ["## Plots", ""]
@@ -174,18 +174,18 @@ def markdown(doc: dict) -> str:
     out += ["", "## Environment", "", "| | |", "|---|---|"]
     out += [f"| {k} | {_cell(_fmt(v) if not isinstance(v, (dict, list)) else json.dumps(v))} |" for k, v in env.items()]
     out += ["", "## Points", "",
-            "| id | x | worst tensor | error | torch ref | budget ratio | bound (det / prob) | status |",
+            "| id | x | worst tensor | error | same-dtype | budget ratio | bound (det / prob) | status |",
             "|---|---|---|---|---|---|---|---|"]
     for p in pts:
         name, err = _worst_tensor(p)
-        ref = max((value(p, f"tensors.{i}.ref_rel") for i, t in enumerate(p.get("tensors") or []) if "ref_rel" in t),
-                  default=None)
+        same = max((value(p, f"tensors.{i}.same_dtype_rel") for i, t in enumerate(p.get("tensors") or [])
+                    if "same_dtype_rel" in t), default=None)
         ratio = max((value(p, f"tensors.{i}.ratio") for i, t in enumerate(p.get("tensors") or []) if "ratio" in t),
                     default=None)
         b = p.get("bound")
         bnd = f"{_fmt(value(p, 'bound.deterministic'))} / {_fmt(value(p, 'bound.probabilistic'))}" if b else "-"
         extra = f" fractions {p['fraction']}" if p.get("fraction") else (f" ({p['message']})" if p.get("message") else "")
-        out += [f"| `{p['id']}` | {p['x']:.3g} | {name} | {_fmt(err)} | {_fmt(ref)} | {_fmt(ratio)} | {bnd} | "
+        out += [f"| `{p['id']}` | {p['x']:.3g} | {name} | {_fmt(err)} | {_fmt(same)} | {_fmt(ratio)} | {bnd} | "
                 f"{p['status']}{extra} |"]
     return "\n".join(out) + "\n"
 
@@ -210,8 +210,8 @@ def findings(pts: list[dict]) -> list[str]:
     for dtype in ("bf16", "fp32"):
         st = [p for p in pts if p["plot"] == "state" and p["dtype"] == dtype and p.get("fraction")]
         if st:
-            wrong = ", ".join(f"{p['x']:g} ({p['fraction']['kernel']:.0%} correct; torch-{dtype} reference "
-                              f"{p['fraction']['reference']:.0%})" for p in st if p["fraction"]["kernel"] < 1)
+            wrong = ", ".join(f"{p['x']:g} ({p['fraction']['kernel']:.0%} correct; same-dtype implementation "
+                              f"{p['fraction']['same_dtype']:.0%})" for p in st if p["fraction"]["kernel"] < 1)
             tried = max(p["x"] for p in st)
             best = largest_correct(st)
             upto = f"up to n = {best:g}" if best else f"at no n tried (smallest: {min(p['x'] for p in st):g})"

@@ -1,4 +1,4 @@
-"""Measure one point: the kernel against the float64 oracle and the same-dtype reference, by the checks' own
+"""Measure one point: the kernel against the float64 oracle and the same-dtype implementation, by the checks' own
 functions (verify.checks.kernels.compare, the budget rule of verify.budget, the ops of verify.compare), plus
 the a-priori bounds; and run a list of points, in this process or in spawned workers, with a progress bar.
 
@@ -18,7 +18,7 @@ import torch
 from kernels import fla_ops
 from references import mdn as MDN
 from references import path_attn as P
-from verify import lowprec
+from verify import same_dtype
 from verify.checks import kernels as K
 from verify.checks import state_tracking as ST
 from verify.errors import UsageError, is_interpreter_gap
@@ -73,8 +73,9 @@ def _errors(point: Point, device: str, fp32_dot: str) -> dict:
         rec["kind"] = None if all(math.isfinite(t["err_rel"]) for t in rec["tensors"]) else "non_finite"
     else:
         verdicts = K.compare(op.record, point.pass_, x, prec, point.case.seed)
-        rec["tensors"] = [{"name": v.name, "err_rel": v.err_rel, "err_abs": v.err_abs, "ref_rel": v.same_dtype_rel,
-                           "budget_rel": v.budget_rel, "ratio": v.ratio, "decided_by": v.decided_by} for v in verdicts]
+        rec["tensors"] = [{"name": v.name, "err_rel": v.err_rel, "err_abs": v.err_abs,
+                           "same_dtype_rel": v.same_dtype_rel, "budget_rel": v.budget_rel, "ratio": v.ratio,
+                           "decided_by": v.decided_by} for v in verdicts]
         worst = max(v.ratio for v in verdicts)
         rec["status"] = "pass" if worst <= 1 else "fail"
         rec["kind"] = None if worst <= 1 else ("non_finite" if math.isinf(worst) else "over_budget")
@@ -86,19 +87,19 @@ def _errors(point: Point, device: str, fp32_dot: str) -> dict:
 
 def _state(point: Point, device: str, fp32_dot: str) -> dict:
     """Theorem 2.1's construction (verify/checks/state_tracking.py): the fraction of sequences that the kernel,
-    the same-dtype reference and the float64 oracle decide correctly at n = point.x."""
+    the same-dtype implementation and the float64 oracle decide correctly at n = point.x."""
     n = int(point.x)
     prec = Precision.of(point.dtype, fp32_dot)
     rng = random.Random(point.case.seed * 7919 + n)
     sequences = int(point.knob[1])
-    correct = {"kernel": 0, "reference": 0, "oracle": 0}
+    correct = {"kernel": 0, "same_dtype": 0, "oracle": 0}
     for s in range(sequences):
         identity = s % 2 == 0
         x = ST.construction(ST.swap_sequence(n, identity, rng), prec.torch_dtype, device)
         x64 = {name: t.double() for name, t in x.items()}
         outs = {"oracle": P.path_attn(**x64, scale=1.0),
-                "reference": lowprec.path_attn(**{k: t.float() for k, t in x.items()}, g=None, cu_seqlens=None,
-                                               prec=prec, scale=1.0, gate_scaled=True),
+                "same_dtype": same_dtype.path_attn(**{k: t.float() for k, t in x.items()}, g=None, cu_seqlens=None,
+                                                prec=prec, scale=1.0, gate_scaled=True),
                 "kernel": K.call_kernel(fla_ops.path_attn, **x, scale=1.0)}
         for who, o in outs.items():
             a0 = float(o[0, -1, 0, 0])

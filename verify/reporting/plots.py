@@ -1,4 +1,4 @@
-"""The report's plots (matplotlib, Agg): each measured error next to the same-dtype reference's error and the
+"""The report's plots (matplotlib, Agg): each measured error next to the same-dtype implementation's error and the
 a-priori bounds.  Every function takes the point records of one plot family and writes PNGs into a folder,
 returning {file name: caption}.  Non-finite errors are drawn at the top edge (red ^), exact zeros at the
 bottom edge (v), vacuous bounds (gamma_n undefined, or above 1 relative) at the top edge (grey x).
@@ -54,7 +54,7 @@ def _draw(ax, xs, ys, label, style, edge, colour=None) -> None:
 
 
 def error_panel(ax, recs: list[dict], xlabel: str, fit: bool) -> None:
-    """One op / pass / dtype: every tensor's error (colour per tensor, solid), the same-dtype reference's
+    """One op / pass / dtype: every tensor's error (colour per tensor, solid), the same-dtype implementation's
     (dashed, same colour), and the a-priori bounds of the forward model (black solid, dotted)."""
     recs = sorted((r for r in recs if r.get("tensors")), key=lambda r: r["x"])
     if not recs:
@@ -66,16 +66,16 @@ def error_panel(ax, recs: list[dict], xlabel: str, fit: bool) -> None:
     def err(key, name):
         return [_num(next((t.get(key) for t in r["tensors"] if t["name"] == name), math.nan)) for r in recs]
     errs = {n: err("err_rel", n) for n in names}
-    refs = {n: err("ref_rel", n) for n in names} if "ref_rel" in recs[0]["tensors"][0] else {}
+    same = {n: err("same_dtype_rel", n) for n in names} if "same_dtype_rel" in recs[0]["tensors"][0] else {}
     det, prob = ([_vacuous(_num(r["bound"][k])) for r in recs] for k in ("deterministic", "probabilistic"))
-    finite = [y for ys in [*errs.values(), *refs.values(), det, prob] for y in ys if 0 < y < math.inf]
+    finite = [y for ys in [*errs.values(), *same.values(), det, prob] for y in ys if 0 < y < math.inf]
     edge = (min(finite) / 3, max(finite) * 3) if finite else (1e-8, 1.0)
     for i, n in enumerate(names):
         colour = f"C{i % 10}"
         p = growth_exponent(xs, errs[n]) if fit else None
         _draw(ax, xs, errs[n], n + (f" (T^{p:.2f})" if p is not None else ""), "o-", edge, colour)
-        if n in refs:
-            _draw(ax, xs, refs[n], f"{n} torch ref", "--", edge, colour)
+        if n in same:
+            _draw(ax, xs, same[n], f"{n} same-dtype", "--", edge, colour)
     _draw(ax, xs, det, "a-priori bound", ".-", edge, "black")      # a marker: a lone finite bound shows too
     _draw(ax, xs, prob, "probabilistic bound", ".:", edge, "black")
     ax.set_yscale("log")
@@ -122,7 +122,7 @@ def versus_T(records: list[dict], out: Path) -> dict[str, str]:
                 axes[i][j].set_title(f"{'forward' if pass_ == 'fwd' else 'gradients'}, {dtype}", fontsize=8)
         made[_save(fig, out, f"T_{op}.png")] = (
             f"{NAMES.get(op, op)}: normwise relative error vs T (log-log) of the forward output(s) and of each "
-            f"gradient, per dtype, with the torch same-dtype reference (dashed) and the a-priori bounds (black); "
+            f"gradient, per dtype, with the same-dtype implementation (dashed) and the a-priori bounds (black); "
             f"fitted growth exponent in the legend")
     return made
 
@@ -257,9 +257,9 @@ def state_tracking(records: list[dict], out: Path) -> dict[str, str]:
     fig, ax = plt.subplots(figsize=(6, 3.4))
     for dtype, marker in (("bf16", "o"), ("fp32", "s")):
         mine = [r for r in recs if r["dtype"] == dtype]
-        for who, style in (("kernel", "-"), ("reference", "--")):
+        for who, style in (("kernel", "-"), ("same_dtype", "--")):
             ax.plot([r["x"] for r in mine], [r["fraction"][who] for r in mine], marker + style,
-                    label=f"fla {dtype}" if who == "kernel" else f"torch-{dtype} reference", ms=5)
+                    label=f"fla {dtype}" if who == "kernel" else f"same-dtype {dtype}", ms=5)
         best = largest_correct(mine) if mine else 0
         if best:
             ax.axvline(best, ls=":", lw=2 if dtype == "bf16" else 1, color=ax.lines[-2].get_color(),
@@ -272,7 +272,7 @@ def state_tracking(records: list[dict], out: Path) -> dict[str, str]:
     ax.set_title("PaTH Theorem 2.1: identity permutation told from the others", fontsize=9)
     ax.legend(fontsize=7)
     return {_save(fig, out, "state_tracking.png"): "Theorem 2.1 state tracking: fraction of sequences decided "
-            "correctly vs n, per dtype (fla kernel, torch same-dtype reference, float64 oracle); dotted line: the "
+            "correctly vs n, per dtype (fla kernel, same-dtype implementation, float64 oracle); dotted line: the "
             "largest n at which the kernel decides every sequence correctly"}
 
 

@@ -1,6 +1,6 @@
 """What a report measures: the kernel ops (the one op table), and per profile the sweep points.
 
-A point is one input (a PathCase / MdnCase from verify.inputs, plus at most one swept knob that the named
+A point is one input (a PathCase / MdnCase of verify.ops, plus at most one swept knob that the named
 regimes do not cover: beta = 2 - gap, consecutive-w alignment, gate strength, a constant log mu), one op,
 one pass and one dtype.  Its id, `<plot>.<op>.<pass>.<dtype>.<x>`, is stable across runs, so two reports
 can be compared point by point.
@@ -12,13 +12,14 @@ from dataclasses import dataclass, field, replace
 import torch
 import torch.nn.functional as F
 
-from verify.inputs import MdnCase, PathCase, mdn_inputs, path_inputs
+from verify.ops.attention import PathCase, path_inputs
+from verify.ops.mdn import MdnCase, mdn_inputs
 from verify.precision import Precision
 
 @dataclass(frozen=True)
 class Op:
     """One implementation under measurement.  family: path | fox | mdn (a production kernel: `name` is its
-    record in verify/ops.py, judged by the checks' own comparison and budget) or form (a float32 chunk form
+    record in verify/ops/, judged by the checks' own comparison and budget) or form (a float32 chunk form
     of references/mdn.py, `name` the form, error only)."""
     family: str
     name: str
@@ -34,7 +35,7 @@ class Op:
         return Precision.of(dtype, "ieee" if self.family == "form" else self.record.dot or fp32_dot)
 
 
-# The op table: the only place the report names what it measures (kernels by their verify/ops.py records).
+# The op table: the only place the report names what it measures (kernels by their verify/ops/ records).
 OPS = {
     "path_attn": Op("path", "path_attn"),
     "forgetting_attn": Op("fox", "forgetting_attn"),
@@ -61,7 +62,7 @@ class Point:
 
 
 def inputs(point: Point, dtype: torch.dtype, device: str) -> dict:
-    """The point's tensors: the named-regime builders of verify.inputs, then the knob.
+    """The point's tensors: the named-regime builders of verify.ops, then the knob.
     beta_gap d: beta = 2 - d everywhere; w_align e: w_t = normalise(base + e z_t), one base per head
     (e -> 0: consecutive w parallel; with beta = 2 the UT system's condition grows to ~1e4 at T = 64);
     gate_shift s: g = log sigmoid(s + z);

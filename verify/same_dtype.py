@@ -45,8 +45,8 @@ class _AttendStoredOutput(torch.autograd.Function):
     """O = store(softmax(S) V).  Backward as FlashAttention-style kernels compute it:
     dV = P^T dO, dP = dO V^T, delta = rowsum(dO * O) from the *stored* O, dS = P (dP - delta).
     Measured: without the stored O in delta, fla's FoX bf16 backward (which does round O there) exceeded
-    its budget at 1.6x on saturated logits (dg 5.0e-2 against a reference error below u_bf16), and fla's
-    PaTH fp32 backward at T = 1 returned dk = 1.7e-2 where autograd's reference cancels exactly to 0
+    its budget at 1.6x on saturated logits (dg 5.0e-2 against a same-dtype error below u_bf16), and fla's
+    PaTH fp32 backward at T = 1 returned dk = 1.7e-2 where plain autograd of this implementation cancels exactly to 0
     (dP a TF32 dot, delta from the stored O: their difference is one rounding, not zero)."""
     @staticmethod
     def forward(ctx, s, v, prec):
@@ -104,7 +104,9 @@ def fixed_input_errors(device: str = "cpu") -> dict[str, float]:
     """Normwise relative error against the float64 oracle (computed on the CPU) of the same-dtype
     implementations on fixed inputs, run on `device`: the numbers that must not depend on the machine.
     "mdn fp32 blas" is the MDN form with torch's own (BLAS) fp32 products, for contrast."""
-    from verify.inputs import MdnCase, PathCase, as_oracle, floats_as, mdn_inputs, path_inputs
+    from verify.inputs import as_oracle, floats_as
+    from verify.ops.attention import PathCase, path_inputs
+    from verify.ops.mdn import MdnCase, mdn_inputs
     from verify.metrics import rel_err
     out = {}
     for name, case, dtype in (("mdn fp32 T=1 eta~2", MdnCase(T=1, eta="near2", seed=1000), "fp32"),
@@ -136,7 +138,7 @@ def fixed_input_errors(device: str = "cpu") -> dict[str, float]:
 
 if __name__ == "__main__":
     import argparse
-    ap = argparse.ArgumentParser(prog="python -m verify.lowprec", description="errors of the same-dtype "
+    ap = argparse.ArgumentParser(prog="python -m verify.same_dtype", description="errors of the same-dtype "
                                  "implementations on fixed inputs (compare machines, devices, thread counts)")
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ap.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's)")

@@ -1,0 +1,174 @@
+"""Gated DeltaNet: its case type, input builder, regimes and hypothesis strategy, input validation, and the
+records of fla's chunk_gated_delta_rule and fused_recurrent_gated_delta_rule.  GDN has no oracle of its own:
+it runs the MDN oracle and same-dtype implementation with no momentum (`gdn_as_mdn`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from hypothesis import strategies as st
+
+from kernels import fla_ops
+from references import mdn as MDN
+from references import path_attn as P
+from verify import same_dtype, validate
+from verify.inputs import case_label, cu_seqlens_tensor, linear_draws, on_device
+from verify.ops.record import (BUDGET_FACTOR_BLOCKWISE, BUDGET_FACTOR_SEQUENTIAL, ConventionProbe, KernelOp,
+                               scale_default_probe)
+from verify.strategies import capped, cu_seqlens_for
+
+
+@dataclass(frozen=True)
+class GdnCase:
+    """One Gated DeltaNet input.  cu_seqlens (varlen) requires B == 1."""
+    T: int = 16
+    Dk: int = 16
+    Dv: int = 16
+    B: int = 1
+    H: int = 1
+    gate: str = "typical"        # alpha = exp(g): typical U(0.5, 0.99); near1: g ~ -1e-3; near0: alpha ~ 1e-3
+    beta: str = "typical"        # typical U(0.05, 0.95); near0 ~1e-4; near1 = 1 - ~1e-4; near2 = 2 - ~1e-4
+    initial_state: bool = False
+    qk_norm: float = 1.0         # norm of every q_t and k_t (1: as use_qk_l2norm_in_kernel would make them)
+    cu_seqlens: tuple[int, ...] | None = None
+    seed: int = 0
+
+    def label(self) -> str:
+        return case_label(self)
+
+
+def gdn_inputs(case: GdnCase, dtype=torch.float64, device="cpu") -> dict:
+    """q, k of norm case.qk_norm, v in dtype; g = log alpha and beta in fp32; S0 [N, H, Dk, Dv] in fp32 when
+    case.initial_state (N sequences: B, or the number of cu_seqlens segments); cu_seqlens int32."""
+    if case.cu_seqlens is not None and case.B != 1:
+        raise ValueError("varlen (cu_seqlens) requires B == 1")
+    gen = torch.Generator().manual_seed(case.seed)
+    B, T, H = case.B, case.T, case.H
+    q, k, v, u = linear_draws(case, gen)
+    q, k = case.qk_norm * q, case.qk_norm * k
+    g = {"typical": torch.log(u(0.5, 0.99)), "near1": -u(1e-4, 1e-3), "near0": torch.log(u(1e-3, 1e-2))}[case.gate]
+    beta = {"typical": u(0.05, 0.95), "near0": u(1e-5, 1e-4), "near1": 1 - u(1e-4, 1e-3),
+            "near2": 2 - u(1e-4, 1e-3)}[case.beta]
+    N = B if case.cu_seqlens is None else len(case.cu_seqlens) - 1
+    S0 = 0.5 * torch.randn(N, H, case.Dk, case.Dv, generator=gen, dtype=torch.float64) if case.initial_state else None
+    return on_device({"q": q.to(dtype), "k": k.to(dtype), "v": v.to(dtype), "g": g.float(), "beta": beta.float(),
+                      "S0": None if S0 is None else S0.float(),
+                      "cu_seqlens": cu_seqlens_tensor(case.cu_seqlens)},
+                     device)
+
+
+GDN_REGIMES = {
+    "typical": {},
+    "gate_near0": {"gate": "near0"},
+    "gate_near1": {"gate": "near1"},
+    "beta_near0": {"beta": "near0"},
+    "beta_near1": {"beta": "near1"},      # the top of the post-sigmoid domain the docstring asks for
+    "beta_near2": {"beta": "near2"},      # the top of allow_neg_eigval's [0, 2)
+    "initial_state": {"initial_state": True},
+}
+# GDN's chunk is 64: each profile's first T spans two chunks.  Few, small sizes: the fused recurrent kernel
+# runs token by token under the CPU interpreter.
+GDN_SIZES = {   # (T values, Dk, Dv, H, B)
+    "quick": ((80, 1, 17), (16,), (16,), (1,), (1,)),
+    "ci": ((80, 1, 37), (16, 32), (16, 32), (1, 2), (1, 2)),
+    "full": ((4096, 1, 100, 1000), (64, 128), (64, 128), (1, 2), (1, 2)),
+}
+
+
+@st.composite
+def gdn_cases(draw, regime: dict, profile: str, max_T: int | None = None):
+    """GdnCase for one regime; hypothesis chooses dense or varlen (cu_seqlens, then B = 1)."""
+    Ts, Dks, Dvs, Hs, Bs = GDN_SIZES[profile]
+    T = draw(st.sampled_from(capped(Ts, max_T)))
+    cu = draw(cu_seqlens_for(T))
+    return GdnCase(T=T, Dk=draw(st.sampled_from(Dks)), Dv=draw(st.sampled_from(Dvs)), H=draw(st.sampled_from(Hs)),
+                   B=1 if cu else draw(st.sampled_from(Bs)), cu_seqlens=cu, seed=draw(st.integers(0, 2**16)),
+                   **regime)
+
+
+def validate_inputs(x: dict) -> None:
+    """Gated DeltaNet: q, k [B, T, H, Dk]; v [B, T, H, Dv] (the oracle takes as many value heads as key
+    heads); g, beta [B, T, H]; S0 [N, H, Dk, Dv] (N sequences); g = log alpha <= 0, beta in [0, 2]."""
+    B, T, H, Dk, Dv = validate.linear_qkv(x)
+    for n in ("g", "beta"):
+        validate.shape(n, x[n], (B, T, H), "[B, T, H]")
+    validate.cu_seqlens(x.get("cu_seqlens"), B, T)
+    N = B if x.get("cu_seqlens") is None else x["cu_seqlens"].numel() - 1
+    validate.shape("S0", x.get("S0"), (N, H, Dk, Dv), "[N, H, Dk, Dv] (N sequences)")
+    validate.finite(x)
+    validate.interval("g (log alpha)", x["g"], -float("inf"), 0.0, lo_open=True, hi_open=False)
+    validate.interval("beta", x["beta"], 0.0, 2.0, lo_open=False, hi_open=False)
+
+
+# GDN is MDN without momentum: with mu = 0 (log mu = -inf), p = alpha k and eta = 1 the MDN step is
+# S_t = alpha_t (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T, GDN's rule (proved by the check
+# symbolic.mdn.gdn_reduction; property_tests/test_kernels.py checks this composition against GDN's literal
+# rule, with a negative control).  The MDN oracle and same-dtype
+# implementation run once per sequence of cu_seqlens.
+
+def gdn_as_mdn(mdn_fn, q, k, v, g, beta, S0=None, cu_seqlens=None, scale=None, **kw):
+    """(o, S_T [N, H, K, V]) of GDN from an MDN function (MDN.recurrence, same_dtype.mdn) with log mu = -inf,
+    eta = 1, sequence by sequence of cu_seqlens (or the whole batch)."""
+    outs, states = [], []
+    for n, (s, e) in enumerate(P.segments(q.shape[1], cu_seqlens)):
+        t = slice(s, e)
+        init = None if S0 is None else (S0 if cu_seqlens is None else S0[n:n + 1])
+        o, S, _ = mdn_fn(q[:, t], k[:, t], v[:, t], g[:, t], torch.full_like(g[:, t], -math.inf), beta[:, t],
+                         torch.ones_like(g[:, t]), S0=init, M0=None if init is None else torch.zeros_like(init),
+                         scale=scale, **kw)
+        outs.append(o), states.append(S)
+    return torch.cat(outs, dim=1), torch.cat(states, dim=0)
+
+
+GDN_PROBE_CASE = GdnCase(T=40, seed=5)
+
+
+def _gdn_probes(name):
+    return (
+        scale_default_probe(name, GDN_PROBE_CASE),
+        ConventionProbe("gate_natural_log", f"measures that fla {name} takes g = ln alpha (not log2 alpha)",
+                        "alpha = 2^g", GDN_PROBE_CASE, lambda op, x, s: op.oracle(**{**x, "g": x["g"] * math.log(2)},
+                                                                                   scale=s)),
+        ConventionProbe("beta_as_given", f"measures that fla {name} uses beta as given (no sigmoid in the kernel)",
+                        "beta -> sigmoid(beta)", GDN_PROBE_CASE,
+                        lambda op, x, s: op.oracle(**{**x, "beta": torch.sigmoid(x["beta"])}, scale=s)),
+        ConventionProbe("qk_as_given", f"measures that fla {name} uses q, k as given (use_qk_l2norm_in_kernel=False)",
+                        "q, k l2-normalised", GdnCase(T=40, qk_norm=0.5, seed=5),
+                        lambda op, x, s: op.oracle(**{**x, "q": x["q"] / x["q"].norm(dim=-1, keepdim=True),
+                                                      "k": x["k"] / x["k"].norm(dim=-1, keepdim=True)}, scale=s)),
+        ConventionProbe("final_state_k_by_v", f"measures that fla {name} returns S_T as [N, H, K, V] "
+                                              "(state_v_first=False)", "S_T transposed ([V, K])",
+                        GdnCase(T=40, initial_state=True, seed=5),
+                        lambda op, x, s: tuple(t.transpose(-1, -2) for t in op.oracle(**x, scale=s)), output="S_T"),
+        ConventionProbe("varlen_resets_state", f"measures that fla {name} restarts the state at each cu_seqlens "
+                                               "boundary", "one sequence (no reset)",
+                        GdnCase(T=40, cu_seqlens=(0, 15, 40), seed=5),
+                        lambda op, x, s: op.oracle(**{**x, "cu_seqlens": None}, scale=s)))
+
+
+def _gdn_op(name, chunk, budget_factor, passes, dot=None, device_cases=()):
+    return KernelOp(
+        name=name, title=name,
+        kernel=lambda scale, **x: fla_ops.gated_delta_rule(**x, scale=scale, chunk=chunk),
+        conventions=fla_ops.GDN_CONVENTIONS,
+        oracle=lambda scale, **x: gdn_as_mdn(MDN.recurrence, **x, scale=scale),
+        same_dtype=lambda prec, scale, **x: gdn_as_mdn(same_dtype.mdn, **x, scale=scale, prec=prec),
+        make_inputs=gdn_inputs, required=("q", "k", "v", "g", "beta"), optional=("S0", "cu_seqlens"),
+        grad_inputs=("q", "k", "v", "g", "beta", "S0"), outputs=("o", "S_T"), regimes=GDN_REGIMES,
+        cases=gdn_cases, budget_factor=budget_factor, error_inputs=validate_inputs, passes=passes, dot=dot,
+        sample_case=GdnCase(T=8, seed=1, initial_state=True, cu_seqlens=(0, 3, 8)),
+        terms=lambda scale, **x: {"o": gdn_as_mdn(MDN.recurrence, **x, scale=scale, abs_output=True)[0]},
+        probes=_gdn_probes(name),
+        examples={"quick": 1, "ci": 2, "full": 5},     # the CPU interpreter runs GDN token by token: few draws
+        device_cases=device_cases)
+
+
+# fla's fused recurrent GDN has no backward (its autograd backward raises NotImplementedError) and no tl.dot:
+# its fp32 arithmetic is IEEE.  The chunk kernels' fp32 dots are Triton's default (TF32 on the GPU).
+GDN_CHUNK = _gdn_op("gdn_chunk", True, BUDGET_FACTOR_BLOCKWISE, ("fwd", "bwd"), device_cases=tuple(
+    (dtype, GdnCase(T=256, Dk=64, Dv=64, initial_state=True, seed=4)) for dtype in ("fp32", "bf16")))
+GDN_RECURRENT = _gdn_op("gdn_recurrent", False, BUDGET_FACTOR_SEQUENTIAL, ("fwd",), dot="ieee",
+                        device_cases=(("fp32", GdnCase(T=256, Dk=64, Dv=64, gate="near1", seed=5)),))
+

@@ -1,0 +1,106 @@
+"""The shape of a kernel op's record (`KernelOp`, PyTorch's OpInfo is the model), its convention probes,
+its decode pass, the budget factors c, and the helpers the records and the checks share.
+
+Every callable of a record takes the op's canonical inputs by name plus `scale` (the attention scale; the
+checks pass 1/sqrt(D) explicitly, the scale_default probe passes None to the kernel).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from kernels import fla_ops
+
+# Budget factors c: how many times the same-dtype implementation's error a kernel may make (verify.budget).
+# Forward passes: the kernel performs the same rounded operations as the same-dtype implementation (same
+# block size, same operand formats) in a different order of accumulation, so its error should be of the
+# same size: c = 4 leaves a factor 2 for ordering and 2 for the spread between random inputs.  Backward
+# passes chain several rounded stages (recomputed logits, dP, the UT-transform backward), each of which
+# can round where the same-dtype implementation does not: c = 8.
+BUDGET_FACTOR_BLOCKWISE = {"fwd": 4.0, "bwd": 8.0, "decode": 4.0}
+# A token-by-token recurrence (fla's fused_recurrent MDN and GDN) is a different algorithm class from the
+# chunkwise same-dtype implementation: its rounding errors accumulate over T sequential state updates
+# instead of within one chunk, so the same constant would judge the algorithm, not the implementation.
+# Measured before choosing: over 20 seeds at T <= 160 fla's fp32 MDN recurrence reached 10 u normwise and
+# 9x the chunkwise implementation's max-abs error (deta); c doubles.  Bugs of the kind the checks exist
+# for (wrong coefficient, dropped state, wrong gate) give errors of order 1.
+BUDGET_FACTOR_SEQUENTIAL = {"fwd": 8.0, "bwd": 16.0}
+
+
+@dataclass(frozen=True)
+class ConventionProbe:
+    """One declared convention, measured: on `case` in fp32 the kernel must agree with the oracle under the
+    declared convention (within its forward budget) and differ from `alternative` by more than 10x it.
+    alternative(op, x64, scale) -> the oracle's outputs under the other convention."""
+    name: str
+    description: str
+    what_else: str                      # the alternative, in words
+    case: object
+    alternative: Callable
+    output: str = "o"
+    kernel_scale_none: bool = False     # call the kernel with scale=None (the scale_default probe)
+
+
+@dataclass(frozen=True)
+class Decode:
+    """A decode pass: its own kernel output, oracle and same-dtype implementation, over some regimes."""
+    kernel: Callable
+    oracle: Callable
+    same_dtype: Callable
+    output: str
+    regimes: tuple[str, ...]
+    cases: Callable                     # (regime fields, profile) -> hypothesis strategy
+
+
+@dataclass(frozen=True)
+class KernelOp:
+    name: str                           # check ids: kernel.fla.<name>.<pass>.<dtype>.<regime>
+    title: str                          # the op in words, for descriptions
+    kernel: Callable                    # the adapter: kernel(**inputs, scale) -> outputs
+    conventions: fla_ops.Conventions
+    oracle: Callable                    # float64: oracle(**inputs, scale) -> outputs
+    same_dtype: Callable                # same_dtype(**fp32 inputs, prec, scale) -> outputs
+    make_inputs: Callable               # (case, torch dtype, device) -> {name: tensor or None}
+    required: tuple[str, ...]
+    optional: tuple[str, ...]
+    grad_inputs: tuple[str, ...]        # the backward pass judges d<name> for each present one
+    outputs: tuple[str, ...]
+    regimes: dict
+    cases: Callable                     # (regime fields, profile, max_T) -> hypothesis strategy
+    budget_factor: dict                 # pass -> c
+    error_inputs: Callable              # validation: raises UsageError naming the tensor
+    sample_case: object                 # a small valid input (OpInfo's sample inputs), for the bad-input tests
+    passes: tuple[str, ...] = ("fwd", "bwd")
+    dot: str | None = None              # fp32 dot format the kernel uses (None: the run's --fp32-dot)
+    terms: Callable | None = None       # (**float64 inputs, scale) -> {output: magnitude of its summed terms}
+    regression_cases: dict = field(default_factory=dict)   # "<pass>.<dtype>.<regime>" -> [cases]
+    probes: tuple[ConventionProbe, ...] = ()
+    decode: Decode | None = None
+    examples: dict | None = None        # hypothesis examples per check by profile (None: verify.search's default)
+    device_cases: tuple = ()            # (dtype, case) pairs that verify.device_compare runs on CPU and GPU
+
+    @property
+    def dtypes(self) -> tuple[str, ...]:
+        return self.conventions.dtypes
+
+    def check_id(self, pass_: str, dtype: str, regime: str) -> str:
+        return f"kernel.fla.{self.name}.{pass_}.{dtype}.{regime}"
+
+    def inputs(self, case, dtype, device="cpu") -> dict:
+        return {n: t for n, t in self.make_inputs(case, dtype, device).items() if n in self.required + self.optional}
+
+
+def as_tuple(x) -> tuple:
+    """The outputs of a record's callable as a tuple (single-output ops return one tensor)."""
+    return x if isinstance(x, tuple) else (x,)
+
+
+def scale_of(x: dict) -> float:
+    """The canonical attention scale 1/sqrt(D), D the key head dim (the last dim of q)."""
+    return x["q"].shape[-1] ** -0.5
+
+
+def scale_default_probe(op_name: str, case) -> ConventionProbe:
+    return ConventionProbe("scale_default", f"measures that fla {op_name} with scale=None uses 1/sqrt(D)",
+                           "scale=None means 1", case, lambda op, x, s: op.oracle(**x, scale=1.0),
+                           kernel_scale_none=True)
