@@ -4,18 +4,24 @@ The check copies the kernel package with the mutant's patch into a temporary dir
 mutant's killer checks against it through --kernel-root in a fresh process, at the run's profile, seed
 and device.  A killer must be green on the unmodified kernels (pass, or xfail: a listed check that only the
 expected-failure ratchet turns red when it fails worse), or a red killer proves nothing: that is
-measured once per run for all killers (cached), and a killer that is not green makes the check an error.
+measured once per run for all killers (shared by the run's workers through $VERIFY_MUTANT_CLEAN_DIR, which
+the CLI sets), and a killer that is not green makes the check an error.  A mutant's own killers run in one
+worker: the run's workers already keep the cores busy, and each extra worker costs a torch + fla import.
 `verify all` skips this family unless it is named (verify.cli.OPT_IN); `verify mutants` runs it.
 """
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import json
+import os
 import tempfile
 from pathlib import Path
 
 from rich.markup import escape
 from rich.table import Table
 
-from verify.mutants import MUTANTS, Mutant, materialize, run_checks
+from verify.mutants import CLEAN_DIR_ENV, MUTANTS, Mutant, materialize, run_checks
 from verify.registry import Context, Result, register
 
 _CLEAN: dict[tuple, dict[str, dict]] = {}   # run settings -> killer id -> its JSON record on the unmodified kernels
@@ -25,8 +31,8 @@ def _options(ctx: Context) -> tuple[str, ...]:
     return ("--fp32-dot", ctx.fp32_dot) + (("--examples", str(ctx.examples)) if ctx.examples else ())
 
 
-def _run(root: str | Path | None, ids: tuple[str, ...], ctx: Context) -> dict[str, dict]:
-    _, doc = run_checks(root, ids, ctx.profile, ctx.seed, ctx.device, _options(ctx))
+def _run(root: str | Path | None, ids: tuple[str, ...], ctx: Context, workers: str = "auto") -> dict[str, dict]:
+    _, doc = run_checks(root, ids, ctx.profile, ctx.seed, ctx.device, (*_options(ctx), "--workers", workers))
     return {c["id"]: c for c in doc["checks"]}
 
 
@@ -35,8 +41,22 @@ def _clean(ctx: Context) -> dict[str, dict]:
     key = (ctx.kernel_root, ctx.profile, ctx.seed, ctx.device, _options(ctx))
     if key not in _CLEAN:
         ids = tuple(sorted({i for m in MUTANTS.values() for i in m.killers}))
-        _CLEAN[key] = _run(ctx.kernel_root, ids, ctx)
+        _CLEAN[key] = _once_per_run(repr(key), lambda: _run(ctx.kernel_root, ids, ctx))
     return _CLEAN[key]
+
+
+def _once_per_run(key: str, compute) -> dict:
+    """compute() once across the run's worker processes: the first to take the lock computes and writes the
+    result into $VERIFY_MUTANT_CLEAN_DIR, the others wait for it and read it (no directory: compute here)."""
+    where = os.environ.get(CLEAN_DIR_ENV)
+    if not where:
+        return compute()
+    path = Path(where) / f"{hashlib.sha1(key.encode()).hexdigest()}.json"
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not path.exists():
+            path.write_text(json.dumps(compute()))
+        return json.loads(path.read_text())
 
 
 def _num(x) -> float | None:
@@ -60,7 +80,7 @@ def check_mutant(mutant: Mutant, ctx: Context) -> Result:
         return Result("error", message="killer not green on the unmodified kernels, so it proves nothing: "
                       + "; ".join(_summary(c) for c in not_green))
     with tempfile.TemporaryDirectory(prefix=f"mutant_{mutant.name}_") as tmp:
-        seen = _run(materialize(mutant, Path(tmp)), mutant.killers, ctx)
+        seen = _run(materialize(mutant, Path(tmp)), mutant.killers, ctx, workers="1")
     details = {"change": mutant.description, "killers": {i: c["status"] for i, c in seen.items()}}
     killed = [c for c in seen.values() if c["status"] == "fail"]
     if killed:
