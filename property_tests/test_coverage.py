@@ -4,9 +4,11 @@ from __future__ import annotations
 import json
 
 import coverage
+import pytest
 
 from verify import cli
 from verify.coverage import analyse, kernels_and_launchers
+from verify.mutants import fla_package_dir
 
 KERNELS = '''
 import functools
@@ -68,3 +70,47 @@ def test_forward_checks_leave_the_backward_kernels_unrun(tmp_path, capsys):
 def test_a_selection_without_kernel_checks_is_exit_2(capsys):
     assert cli.main(["coverage", "-k", "oracle.path"]) == 2
     assert "no kernel.fla check" in capsys.readouterr().err
+
+
+def _line_of(rel: str, text: str) -> int:
+    """The line number of the one line of fla's file rel that contains text."""
+    lines = [n for n, s in enumerate((fla_package_dir() / rel).read_text().splitlines(), 1) if text in s]
+    assert len(lines) == 1, f"{rel}: {text!r} found on lines {lines}"
+    return lines[0]
+
+
+# What the coverage regression cases of verify/ops/ exist to reach: check -> (op, file, a statement that runs
+# only there; None: the launcher branch of MDN's explicit p)
+TARGETS = {
+    "kernel.fla.path_attn.bwd.fp32.gate_weak": [     # T > 512: fla's super-block stages
+        ("path_attn", "ops/path_attn/parallel_path_bwd_inter_dqh.py", "NUM_BLOCKS + idx_j + 1) * HQ + i_hq)"),
+        ("path_attn", "ops/path_attn/parallel_path_bwd_inter_dkv.py", "b_dk = tl.dot(b_dA.to(b_q.dtype), b_q, b_dk)"),
+        ("path_attn", "ops/path_attn/transform_q.py", "if offset % S == 0:")],
+    "kernel.fla.path_attn.decode.fp32.beta_uniform": [
+        ("path_attn", "ops/path_attn/prepare_k_cache.py", "i_n, i_t = tl.load(indices + i_t * 2)")],
+    "kernel.fla.mdn_chunk16.fwd.bf16.typical": [("mdn", "ops/momentum_delta_rule/chunk.py", None)],
+}
+
+
+def assert_reached(tmp_path, ids):
+    """`verify coverage` of the checks at the quick profile with one drawn example (the regression cases run
+    first whatever the profile) reaches every target of theirs."""
+    out = tmp_path / "cov.json"
+    assert cli.main(["coverage", "--profile", "quick", "--examples", "1", "--json", str(out),
+                     *[a for i in ids for a in ("--id", i)]]) == 0
+    ops = json.loads(out.read_text())["ops"]
+    for op, rel, text in [t for i in ids for t in TARGETS[i]]:
+        if text is None:     # the launcher's `if p is None:` went both ways
+            branch = f"{rel}:{_line_of(rel, 'if p is None:')}->"
+            assert not [b for b in ops[op]["launcher_branches_never_taken"] if b.startswith(branch)]
+        else:
+            assert _line_of(rel, text) not in ops[op]["files"][rel]["missing_lines"], f"{rel}: {text!r} never ran"
+
+
+def test_varlen_decode_and_mdn_explicit_p_are_reached(tmp_path):
+    assert_reached(tmp_path, ["kernel.fla.path_attn.decode.fp32.beta_uniform", "kernel.fla.mdn_chunk16.fwd.bf16.typical"])
+
+
+@pytest.mark.slow     # the T = 576 backward under coverage: about 30 s of CPU
+def test_path_backward_past_the_super_block_is_reached(tmp_path):
+    assert_reached(tmp_path, ["kernel.fla.path_attn.bwd.fp32.gate_weak"])

@@ -75,6 +75,23 @@ def test_varlen_equals_separate_sequences():
         assert rel_err(whole[:, s:e], P.path_attn(**part)) == 0.0
 
 
+def test_varlen_decode_cache_gives_each_sequence_its_last_query_logits():
+    """Each sequence's decode keys dotted with its last query are that sequence's path logits (the walk);
+    the same-dtype decode keys in fp32 agree; without the split, the first sequence's keys differ."""
+    from verify import same_dtype
+    from verify.precision import Precision
+    case = PathCase(T=30, D=4, cu_seqlens=(0, 11, 30), seed=3)
+    x = as_oracle(path_inputs(case, torch.float64, "cpu", torch.float64, torch.float64))
+    keys = P.decode_cache(x["k"], x["w"], x["beta"], x["cu_seqlens"])
+    for s, e in ((0, 11), (11, 30)):
+        head = [x[n][0, s:e, 0] for n in ("q", "k", "w", "beta")]
+        assert rel_err(keys[0, s:e, 0] @ head[0][-1], P.path_logits(*head)[-1]) < 1e-12
+    x32 = {n: t.float() for n, t in x.items() if n in ("k", "w", "beta")}
+    fp32 = same_dtype.decode_keys(**x32, prec=Precision.of("fp32", "ieee"), cu_seqlens=x["cu_seqlens"], block=8)
+    assert rel_err(fp32, keys) < 1e-5
+    assert rel_err(P.decode_cache(x["k"], x["w"], x["beta"])[:, :11], keys[:, :11]) > 0.1
+
+
 def test_literal_oracle_is_differentiable():
     x = as_oracle(path_inputs(PathCase(T=6, D=3, Dv=2, gate="mixed"), torch.float64, "cpu",
                               torch.float64, torch.float64))

@@ -181,10 +181,12 @@ def decode_keys(k, w, beta) -> torch.Tensor:
     return keys
 
 
-def decode_cache(k, w, beta) -> torch.Tensor:
-    """decode_keys for every batch and head: [B, T, H, D] -> [B, T, H, D]."""
-    return torch.stack([torch.stack([decode_keys(k[b, :, h], w[b, :, h], beta[b, :, h])
-                                     for h in range(k.shape[2])], dim=1) for b in range(k.shape[0])])
+def decode_cache(k, w, beta, cu_seqlens=None) -> torch.Tensor:
+    """decode_keys for every batch, head and sequence of cu_seqlens (a sequence's keys see only the updates
+    of its own later tokens): [B, T, H, D] -> [B, T, H, D]."""
+    return torch.cat([torch.stack([torch.stack([decode_keys(k[b, s:e, h], w[b, s:e, h], beta[b, s:e, h])
+                                                for h in range(k.shape[2])], dim=1) for b in range(k.shape[0])])
+                      for s, e in segments(k.shape[1], cu_seqlens)], dim=1)
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -94,6 +94,15 @@ MUTANTS = {m.name: m for m in [
            "NT = triton.cdiv(T, BT) if cu_seqlens is None", "NT = T // BT if cu_seqlens is None",
            # the unwritten rows are NaN (verify.checks.kernels.prepare), not whatever the allocator reused
            ("kernel.fla.path_attn.fwd.fp32.beta_uniform",)),
+    # PaTH stages only the coverage regression cases of verify.ops reach (T > 512 backward, varlen decode)
+    Mutant("path_bwd_superblock_query_frame", "PaTH backward: dq against an earlier 512-token super-block's keys "
+           "read the queries transformed to the wrong super-block (idx_j for idx_j + 1; runs only for T > 512)",
+           "ops/path_attn/parallel_path_bwd_inter_dqh.py", "(bos.to(tl.int64) * NUM_BLOCKS + idx_j + 1) * HQ",
+           "(bos.to(tl.int64) * NUM_BLOCKS + idx_j) * HQ", ("kernel.fla.path_attn.bwd.fp32.gate_weak",)),
+    Mutant("path_decode_varlen_ignored", "PaTH decode cache: cu_seqlens ignored (one sequence: the keys of a "
+           "sequence updated by the next sequence's tokens)", "ops/path_attn/prepare_k_cache.py",
+           "'IS_VARLEN': lambda args: args['offsets'] is not None,", "'IS_VARLEN': lambda args: False,",
+           ("kernel.fla.path_attn.decode.fp32.beta_uniform",)),
     # FoX (Triton)
     Mutant("fox_gate_dropped_offdiag", "FoX: the forget gate dropped from the off-diagonal key blocks (forward and "
            "backward)", FOX,
@@ -143,6 +152,11 @@ MUTANTS = {m.name: m for m in [
            "b_v = b_v * tl.where(m_t, exp2(b_g_last - b_g), 0)[:, None]", "b_v = b_v * tl.where(m_t, 1.0, 0)[:, None]",
            # bf16: the fp32 checks wait for a TF32 same-dtype implementation (fla's chunk dots are TF32)
            ("kernel.fla.gdn_chunk.fwd.bf16.typical",)),
+    Mutant("mdn_explicit_p_times_alpha", "MDN chunk: an explicit p multiplied by alpha as the default p = k is "
+           "(use_p_times_alpha ignored)", "ops/momentum_delta_rule/chunk.py",
+           "p_eff = p if not use_p_times_alpha else (p * log_alpha.exp().unsqueeze(-1)).to(q.dtype)",
+           "p_eff = (p * log_alpha.exp().unsqueeze(-1)).to(q.dtype)",
+           ("kernel.fla.mdn_chunk16.fwd.bf16.typical",)),
     Mutant("mdn_residual_no_alpha", "MDN recurrent: residual reads S with p_t = k_t instead of the declared "
            "alpha_t k_t", "ops/momentum_delta_rule/fused_recurrent.py",
            "p_eff = p if not use_p_times_alpha else (p * log_alpha.exp().unsqueeze(-1)).to(q.dtype)",

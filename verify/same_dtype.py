@@ -70,30 +70,31 @@ def _softmax(s):
     return e / matmul(e, torch.ones_like(e[..., :1]))
 
 
-def decode_keys(k, w, beta, prec: Precision, block=64):
-    """The decode cache by blocks, as a kernel builds it: row j of block c is
+def decode_keys(k, w, beta, prec: Precision, cu_seqlens=None, block=64):
+    """The decode cache by blocks of each sequence of cu_seqlens, as a kernel builds it: row j of block c is
     Kbar_j^T F_{c+1} ... F_last (H_T ... H_{j+1} k_j), products in prec, stored in the kernel dtype."""
     out = torch.empty_like(k)
-    T = k.shape[1]
     with fixed_order():     # the UT transform's triangular solve
         for b in range(k.shape[0]):
             for h in range(k.shape[2]):
-                kk, ww, bb = k[b, :, h], w[b, :, h], beta[b, :, h]
-                later = torch.eye(k.shape[-1], dtype=k.dtype, device=k.device)    # F_{c+1} ... F_last
-                for s in reversed(range(0, T, block)):
-                    blk = P.block_transform(kk[s:s + block], kk[s:s + block], ww[s:s + block], bb[s:s + block],
-                                            prec.mm)
-                    out[b, s:s + block, h] = prec.mm(blk["Kbar"], later)
-                    later = prec.mm(blk["F"], later)
+                for first, end in P.segments(k.shape[1], cu_seqlens):
+                    kk, ww, bb = k[b, first:end, h], w[b, first:end, h], beta[b, first:end, h]
+                    seq_out = out[b, first:end, h]      # a view
+                    later = torch.eye(k.shape[-1], dtype=k.dtype, device=k.device)    # F_{c+1} ... F_last
+                    for s in reversed(range(0, end - first, block)):
+                        blk = P.block_transform(kk[s:s + block], kk[s:s + block], ww[s:s + block], bb[s:s + block],
+                                                prec.mm)
+                        seq_out[s:s + block] = prec.mm(blk["Kbar"], later)
+                        later = prec.mm(blk["F"], later)
     return prec.store(out)
 
 
-def mdn(q, k, v, log_alpha, log_mu, beta, eta, S0, M0, prec: Precision, scale=None, chunk=64):
+def mdn(q, k, v, log_alpha, log_mu, beta, eta, S0, M0, prec: Precision, scale=None, chunk=64, p=None):
     """The stable chunkwise MDN form in fp32 (products in prec's dot format, solves in fixed order), with the
-    dot operands k^ = eta k and p = alpha k rounded to the storage dtype as a bf16 implementation holds them.
-    Returns (o, S_T, M_T)."""
+    dot operands k^ = eta k and p = alpha k (unless p is given) rounded to the storage dtype as a bf16
+    implementation holds them.  Returns (o, S_T, M_T)."""
     k_hat = prec.store(eta[..., None] * k)
-    p = prec.store(torch.exp(log_alpha)[..., None] * k)
+    p = prec.store(torch.exp(log_alpha)[..., None] * k) if p is None else p
     with fixed_order():
         o, S, M = MDN.chunk_forward(q, k_hat, v, log_alpha, log_mu, beta, torch.ones_like(eta), p=p, scale=scale,
                                     S0=S0, M0=M0, chunk=chunk, form="stable", mm=prec.mm)

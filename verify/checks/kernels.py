@@ -150,7 +150,7 @@ def _register_decode(op: KernelOp, dtype: str, regime: str) -> None:
     def run(ctx: Context) -> Result:
         prepare(ctx)
         return search(op.decode.cases(op.regimes[regime], ctx.profile),
-                      lambda case: _decode_probe(op, case, dtype, ctx), ctx, cid)
+                      lambda case: _decode_probe(op, case, dtype, ctx), ctx, cid, explicit=regression_cases(cid))
     register(cid, f"fla {op.name} decode cache (use_cache=True) in {dtype}, regime {regime}", run)
 
 

@@ -202,13 +202,20 @@ PATH_ATTN = _attention_op(
     regression_cases={
         # passed only once the same-dtype implementation formed delta from the stored O: at T = 1 the exact dk
         # is 0 and fla's is 1.73e-2 (on the H200 too); was 2.2x budget (D = 16, seed 1; the H200's full draw)
-        "bwd.fp32.saturated": [PathCase(T=1, B=2, logit_gain=4.0, seed=1)]},
+        "bwd.fp32.saturated": [PathCase(T=1, B=2, logit_gain=4.0, seed=1)],
+        # coverage: fla's backward crosses its 512-token super-block (S = 512 in parallel.py) only for T > 512,
+        # which the ci draws (T <= 160) never reach: one 64-token block past it; a weak gate keeps the terms
+        # across it large
+        "bwd.fp32.gate_weak": [PathCase(T=576, gate="weak", seed=1)],
+        # coverage: the varlen path of the decode cache (prepare_k_cache), two sequences of two blocks each
+        "decode.fp32.beta_uniform": [PathCase(T=160, cu_seqlens=(0, 70, 160), seed=2)]},
     decode=Decode(
         kernel=lambda scale, **x: fla_ops.path_attn_cache(**x, scale=scale),
-        oracle=lambda k, w, beta, **_: P.decode_cache(k, w, beta),
-        same_dtype=lambda k, w, beta, prec, **_: same_dtype.decode_keys(k, w, beta, prec),
+        oracle=lambda k, w, beta, cu_seqlens=None, **_: P.decode_cache(k, w, beta, cu_seqlens),
+        same_dtype=lambda k, w, beta, prec, cu_seqlens=None, **_: same_dtype.decode_keys(k, w, beta, prec,
+                                                                                          cu_seqlens),
         output="k_cache", regimes=("beta_uniform", "beta_near2"),
-        cases=lambda fields, profile: path_cases(fields, profile, gated=False, varlen=False)),
+        cases=lambda fields, profile: path_cases(fields, profile, gated=False)),
     device_cases=tuple((dtype, case) for dtype in ("fp32", "bf16") for case in (
         PathCase(T=256, D=64, Dv=64, seed=1), PathCase(T=256, D=64, Dv=64, gate="mixed", beta="near2_4", seed=2))))
 

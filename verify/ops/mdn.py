@@ -30,6 +30,7 @@ class MdnCase:
     beta: str = "typical"        # near_max: beta = (1 - alpha)(1 - 1e-3); near0: ~1e-4
     eta: str = "typical"         # near0: ~1e-3; near2: 2 - 1e-3
     initial_state: bool = False
+    p_given: bool = False        # an explicit residual key p_t (unit-norm, drawn last) instead of alpha_t k_t
     seed: int = 0
 
     def label(self) -> str:
@@ -40,8 +41,8 @@ LOG_MU_FLOOR = -2.0
 
 
 def mdn_inputs(case: MdnCase, dtype=torch.float64, device="cpu") -> dict:
-    """q, k unit-norm, v, p=None, gates in fp32, and S0/M0 in fp32 when case.initial_state.  Gates satisfy
-    alpha + beta <= 1, eta in (0, 2)."""
+    """q, k unit-norm, v, gates in fp32, S0/M0 in fp32 when case.initial_state, p (unit-norm, in dtype) when
+    case.p_given.  Gates satisfy alpha + beta <= 1, eta in (0, 2)."""
     gen = torch.Generator().manual_seed(case.seed)
     B, T, H = case.B, case.T, case.H
     q, k, v, u = linear_draws(case, gen)
@@ -58,6 +59,9 @@ def mdn_inputs(case: MdnCase, dtype=torch.float64, device="cpu") -> dict:
     if case.initial_state:
         out["S0"] = 0.5 * torch.randn(B, H, case.Dk, case.Dv, generator=gen, dtype=torch.float64).float()
         out["M0"] = 0.5 * torch.randn(B, H, case.Dk, case.Dv, generator=gen, dtype=torch.float64).float()
+    if case.p_given:
+        p = torch.randn(B, T, H, case.Dk, generator=gen, dtype=torch.float64)
+        out["p"] = (p / p.norm(dim=-1, keepdim=True)).to(dtype)
     return on_device(out, device)
 
 
@@ -94,7 +98,7 @@ MDN_GATES = ("log_alpha", "log_mu", "beta", "eta")
 
 def validate_inputs(x: dict) -> None:
     """MDN: q, k [B, T, H, Dk]; v [B, T, H, Dv]; gates [B, T, H]; S0, M0 [B, H, Dk, Dv] (both or neither);
-    log alpha <= 0, log mu <= 0, beta in [0, 1], eta in (0, 2)."""
+    p [B, T, H, Dk] if given; log alpha <= 0, log mu <= 0, beta in [0, 1], eta in (0, 2)."""
     B, T, H, Dk, Dv = validate.linear_qkv(x)
     for n in MDN_GATES:
         validate.shape(n, x[n], (B, T, H), "[B, T, H]")
@@ -102,6 +106,7 @@ def validate_inputs(x: dict) -> None:
         raise UsageError("S0 and M0: give both initial states or neither")
     for n in ("S0", "M0"):
         validate.shape(n, x.get(n), (B, H, Dk, Dv), "[B, H, Dk, Dv]")
+    validate.shape("p", x.get("p"), (B, T, H, Dk), "[B, T, H, Dk]")
     validate.finite(x)
     validate.interval("log_alpha", x["log_alpha"], -float("inf"), 0.0, lo_open=True, hi_open=False)
     validate.interval("log_mu", x["log_mu"], -float("inf"), 0.0, lo_open=True, hi_open=False)
@@ -119,8 +124,8 @@ def _mdn_op(name, chunk, conv, budget_factor, regression_cases=None, probes=()):
         conventions=conv,
         oracle=lambda scale, **x: MDN.recurrence(**x, scale=scale),
         same_dtype=lambda prec, scale, **x: same_dtype.mdn(**x, prec=prec, scale=scale),
-        make_inputs=mdn_inputs, required=("q", "k", "v") + MDN_GATES, optional=("S0", "M0"),
-        grad_inputs=("q", "k", "v") + MDN_GATES + ("S0", "M0"), outputs=("o", "S_T", "M_T"),
+        make_inputs=mdn_inputs, required=("q", "k", "v") + MDN_GATES, optional=("S0", "M0", "p"),
+        grad_inputs=("q", "k", "v") + MDN_GATES + ("S0", "M0", "p"), outputs=("o", "S_T", "M_T"),
         regimes=MDN_REGIMES, cases=mdn_cases, budget_factor=budget_factor, error_inputs=validate_inputs,
         sample_case=MdnCase(T=8, seed=1, initial_state=True),
         dot="ieee",     # fla's MDN is PyTorch code: its fp32 matmuls are IEEE (torch's default), not TF32 dots
@@ -139,9 +144,15 @@ MDN_CHUNK_PROBES = (replace(MDN_PROBES[0], case=replace(MDN_PROBE_CASE, alpha="s
 MDN_CHUNK_OPS = [_mdn_op(f"mdn_chunk{c}", c, fla_ops.MDN_CONVENTIONS, BUDGET_FACTOR_BLOCKWISE, {
     # fla's log(beta + 1e-6) bias at T = 1 (expected failures; the search draws these rarely)
     "fwd.bf16.alpha_near1": [MdnCase(T=1, alpha="near1", seed=50)],
-    "bwd.bf16.alpha_near1": [MdnCase(T=1, alpha="near1", seed=12)]} if c == 16 else None, MDN_CHUNK_PROBES)
+    "bwd.bf16.alpha_near1": [MdnCase(T=1, alpha="near1", seed=12)],
+    # coverage: an explicit p (the launcher's use_p_times_alpha=False path, and dp); the adapters pass none
+    "fwd.bf16.typical": [MdnCase(T=40, p_given=True, seed=3)],
+    "bwd.bf16.typical": [MdnCase(T=40, p_given=True, seed=3)]} if c == 16 else None, MDN_CHUNK_PROBES)
     for c in (16, 32, 64)]
 MDN_RECURRENT = _mdn_op(
     "mdn_recurrent", None, fla_ops.MDN_RECURRENT_CONVENTIONS, BUDGET_FACTOR_SEQUENTIAL,
     # the T = 1 cancellation that needed the summed-terms floor (verify/budget.py); was 1.7x budget
-    {"fwd.fp32.eta_near2": [MdnCase(T=1, eta="near2", seed=1000)]}, MDN_PROBES)
+    {"fwd.fp32.eta_near2": [MdnCase(T=1, eta="near2", seed=1000)],
+     # coverage: an explicit p (use_p_times_alpha=False, and dp); the adapters pass none
+     "fwd.fp32.typical": [MdnCase(T=40, p_given=True, seed=3)],
+     "bwd.fp32.typical": [MdnCase(T=40, p_given=True, seed=3)]}, MDN_PROBES)
