@@ -11,6 +11,12 @@ settings.register_profile("dev", deadline=None, print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
+def pytest_collection_modifyitems(items):
+    """Slow (end-to-end) tests first, the collection order otherwise: under pytest-xdist the longest tests
+    then start at once instead of ending the run alone on one worker."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(scope="session")
 def registry():
     from verify import checks
