@@ -210,3 +210,18 @@ def test_sweeps_ids_unique_and_ops_known():
 def test_bad_input(args, message):
     r = run_cli(*args)
     assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_compare_reads_the_committed_schema_1_reports():
+    """The reports committed before the same-dtype rename (schema 1: ref_rel, fraction.reference) compare
+    with a new one: the H200 report against itself has no change, and a worsened same-dtype number is
+    read under its new name (else the comparison would see no same-dtype error at all)."""
+    from pathlib import Path
+    old_path = Path(__file__).resolve().parents[1] / "reports/h200-2026-11-30/report-full/report.json"
+    old = diff.load(str(old_path))
+    assert old["schema_version"] == 2 and "ref_rel" not in json.dumps(old)
+    with_dtype = [t for p in old["points"] for t in p.get("tensors") or [] if t.get("same_dtype_rel") is not None]
+    assert len(with_dtype) > 100
+    assert any("same_dtype" in (p.get("fraction") or {}) for p in old["points"])
+    found = diff.changes(old, diff.load(str(old_path)))
+    assert found["regressions"] == [] and found["status"] == []

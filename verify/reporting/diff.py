@@ -24,9 +24,23 @@ def load(path: str) -> dict:
         raise UsageError(f"--compare {path}: not readable as JSON ({exc})".splitlines()[0]) from exc
     if not isinstance(doc, dict) or doc.get("tool") != "verify report" or "points" not in doc:
         raise UsageError(f"--compare {path}: not a `verify report` report.json")
+    if doc.get("schema_version") == 1:
+        doc = from_schema_1(doc)
     if doc.get("schema_version") != SCHEMA_VERSION:
         raise UsageError(f"--compare {path}: schema_version {doc.get('schema_version')}, this verify reads {SCHEMA_VERSION}")
     return doc
+
+
+def from_schema_1(doc: dict) -> dict:
+    """Schema 1 (reports before 2026-11-30 21:00 UTC) named the same-dtype implementation's numbers
+    tensors[].ref_rel and fraction.reference; schema 2 says same_dtype_rel and fraction.same_dtype."""
+    for p in doc["points"]:
+        for t in p.get("tensors") or []:
+            if "ref_rel" in t:
+                t["same_dtype_rel"] = t.pop("ref_rel")
+        if isinstance(p.get("fraction"), dict) and "reference" in p["fraction"]:
+            p["fraction"]["same_dtype"] = p["fraction"].pop("reference")
+    return {**doc, "schema_version": 2}
 
 
 def changes(old: dict, new: dict) -> dict[str, list[dict]]:
