@@ -40,8 +40,6 @@ from verify.errors import UsageError
 
 SKIP = 125
 # op (third part of a check id) -> the fla module its adapter imports; checked before the checks run
-OP_MODULES = {"path_attn": "fla.ops.path_attn", "forgetting_attn": "fla.ops.forgetting_attn",
-              "mdn": "fla.ops.momentum_delta_rule"}
 GIT = ("git", "-c", "core.hooksPath=/dev/null", "-c", "advice.detachedHead=false")
 
 
@@ -364,7 +362,7 @@ def step(spec_path: str) -> int:
 
 def _step(spec: dict) -> tuple[str, str, list[dict]]:
     from verify import checks, runner
-    from verify.ops import REPLAY
+    from verify.ops import OPS, REPLAY
     from verify.checks.kernels import prepare
     from verify.registry import REGISTRY, Context
     checks.load_all()                                # the toolkit's modules first, then the kernel package
@@ -374,7 +372,7 @@ def _step(spec: dict) -> tuple[str, str, list[dict]]:
                   kernel_root=root, examples=spec["examples"])
     prepare(ctx)
     try:
-        for module in sorted({OP_MODULES[_op(cid)] for cid in spec["ids"] if _op(cid) in OP_MODULES}):
+        for module in sorted({m for cid in spec["ids"] if cid.split(".")[2] in OPS for m in OPS[cid.split(".")[2]].package}):
             importlib.import_module(module)
     except BaseException as exc:
         return "skip", f"cannot import: {type(exc).__name__}: {exc}".splitlines()[0], []
@@ -402,11 +400,6 @@ def _step(spec: dict) -> tuple[str, str, list[dict]]:
         return "passes", "; ".join(f"{r['id']} {_ratio(r)}" for r in records), records
     other = next(r for r in records if r["status"] != "pass")
     return "skip", f"{other['id']}: {other['status']}: {other['message']}".splitlines()[0][:300], records
-
-
-def _op(cid: str) -> str:
-    op = cid.split(".")[2]
-    return "mdn" if op.startswith("mdn") else op
 
 
 def _num(x):

@@ -5,7 +5,7 @@ lines like a launcher's.  Each op's checks run under their own measurement, rest
 package; the report gives, per op, the line coverage of its own files' function bodies (kernels and
 launchers: statements executed / statements), the kernels (@triton.jit functions) that never ran, and the
 launcher branches (arcs of the non-jit functions) never taken, plus coverage.py's own HTML report per op
-(--html DIR).  An op's own files are those of its folders in fla/ops (OP_DIRS); shared helpers
+(--html DIR).  An op's own files are those of its folders in fla/ops (its record's `package`); shared helpers
 (fla/ops/utils, fla/modules) count for no op but are in the HTML report.  Code an op's checks leave
 unreached on purpose is listed in EXCLUDED with the reason, and reported as such rather than as missing.
 """
@@ -14,18 +14,25 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import os
 import re
 import tempfile
 from pathlib import Path
 
 from verify.errors import UsageError
 
-# check-id op -> (label, folders of the kernel package that are that op's own code)
-OP_DIRS = {"path_attn": ("path_attn", ("ops/path_attn",)),
-           "forgetting_attn": ("forgetting_attn", ("ops/forgetting_attn", "ops/attn")),
-           "mdn_chunk16": ("mdn", ("ops/momentum_delta_rule",)), "mdn_chunk32": ("mdn", ("ops/momentum_delta_rule",)),
-           "mdn_chunk64": ("mdn", ("ops/momentum_delta_rule",)),
-           "mdn_recurrent": ("mdn", ("ops/momentum_delta_rule",))}
+def families() -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Check-id op -> (family label, folders of the kernel package that are its own code), from the op
+    records' `package`: ops sharing a package are one family, named by their names' common prefix
+    (mdn_chunk16 ... mdn_recurrent -> mdn; gdn_chunk, gdn_recurrent -> gdn)."""
+    from verify.ops import OPS
+    by_package: dict[tuple, list[str]] = {}
+    for op in OPS.values():
+        if op.package:
+            by_package.setdefault(op.package, []).append(op.name)
+    return {name: (os.path.commonprefix(names).rstrip("_"), tuple(m.split(".", 1)[1].replace(".", "/") for m in package))
+            for package, names in by_package.items() for name in names}
+
 
 # op label -> {regex of source lines: (kind, why the checks do not reach them)}.  coverage.py's own exclusion:
 # "exclude" drops the matched lines and the block a matched line opens (and the branch into it) from the
@@ -153,9 +160,10 @@ def run(args) -> int:
     if args.html and Path(args.html).exists() and not Path(args.html).is_dir():
         raise UsageError(f"--html {args.html}: not a directory")
     checks.load_all()
-    chosen = [c for c in select(args.patterns, args.ids, ("kernel.fla.",)) if c.id.split(".")[2] in OP_DIRS]
+    family = families()
+    chosen = [c for c in select(args.patterns, args.ids, ("kernel.fla.",)) if c.id.split(".")[2] in family]
     if not chosen:
-        raise UsageError(f"no kernel.fla check of an op in {sorted(OP_DIRS)} matches {args.patterns or args.ids}")
+        raise UsageError(f"no kernel.fla check of an op in {sorted(family)} matches {args.patterns or args.ids}")
     package = fla_package_dir().resolve()
     console = Console(highlight=False)
     if not console.is_terminal:     # logs and pipes: wide enough that tables and file:line items stay whole
@@ -165,7 +173,7 @@ def run(args) -> int:
     scope = xfail_list.current_scope("cpu", args.profile)
     groups: dict[str, list] = {}
     for c in chosen:
-        groups.setdefault(OP_DIRS[c.id.split(".")[2]][0], []).append(c)
+        groups.setdefault(family[c.id.split(".")[2]][0], []).append(c)
     console.print(f"verify coverage: {len(chosen)} checks on {package}, profile={args.profile}, seed={args.seed}")
     result, records = {}, []
     for op, op_checks in groups.items():
@@ -180,7 +188,7 @@ def run(args) -> int:
                 console.print(f"  {rec.result.status:5} {chk.id} ({rec.seconds:.1f}s)", highlight=False)
         finally:
             cov.stop()
-        dirs = OP_DIRS[op_checks[0].id.split(".")[2]][1]
+        dirs = family[op_checks[0].id.split(".")[2]][1]
         include = [f"{package}/{d}/*" for d in dirs]
         with tempfile.TemporaryDirectory() as tmp:
             cov.json_report(outfile=str(Path(tmp) / "c.json"), include=include)

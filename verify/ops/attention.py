@@ -217,7 +217,8 @@ PATH_ATTN = _attention_op(
         output="k_cache", regimes=("beta_uniform", "beta_near2"),
         cases=lambda fields, profile: path_cases(fields, profile, gated=False)),
     device_cases=tuple((dtype, case) for dtype in ("fp32", "bf16") for case in (
-        PathCase(T=256, D=64, Dv=64, seed=1), PathCase(T=256, D=64, Dv=64, gate="mixed", beta="near2_4", seed=2))))
+        PathCase(T=256, D=64, Dv=64, seed=1), PathCase(T=256, D=64, Dv=64, gate="mixed", beta="near2_4", seed=2))),
+    package=("fla.ops.path_attn",))
 
 FORGETTING_ATTN = _attention_op(
     "forgetting_attn", "forgetting_attn (FoX)", fla_ops.forgetting_attn, fla_ops.FOX_CONVENTIONS, P.fox_attn,
@@ -227,4 +228,5 @@ FORGETTING_ATTN = _attention_op(
     regression_cases={
         # passed only once the same-dtype implementation formed delta from the stored bf16 O; was 1.6x budget
         "bwd.bf16.saturated": [PathCase(T=23, gate="mixed", logit_gain=4.0, seed=0)]},
-    device_cases=tuple((dtype, PathCase(T=256, D=64, Dv=64, gate="mixed", seed=3)) for dtype in ("fp32", "bf16")))
+    device_cases=tuple((dtype, PathCase(T=256, D=64, Dv=64, gate="mixed", seed=3)) for dtype in ("fp32", "bf16")),
+    package=("fla.ops.forgetting_attn", "fla.ops.attn"))

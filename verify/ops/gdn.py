@@ -162,7 +162,7 @@ def _gdn_op(name, chunk, budget_factor, passes, dot=None, device_cases=()):
         terms=lambda scale, **x: {"o": gdn_as_mdn(MDN.recurrence, **x, scale=scale, abs_output=True)[0]},
         probes=_gdn_probes(name),
         examples={"quick": 1, "ci": 2, "full": 5},     # the CPU interpreter runs GDN token by token: few draws
-        device_cases=device_cases)
+        device_cases=device_cases, package=("fla.ops.gated_delta_rule",))
 
 
 # fla's fused recurrent GDN has no backward (its autograd backward raises NotImplementedError) and no tl.dot:

@@ -129,7 +129,8 @@ def _mdn_op(name, chunk, conv, budget_factor, regression_cases=None, probes=()):
         regimes=MDN_REGIMES, cases=mdn_cases, budget_factor=budget_factor, error_inputs=validate_inputs,
         sample_case=MdnCase(T=8, seed=1, initial_state=True),
         dot="ieee",     # fla's MDN is PyTorch code: its fp32 matmuls are IEEE (torch's default), not TF32 dots
-        terms=_mdn_terms, regression_cases=regression_cases or {}, probes=probes)
+        terms=_mdn_terms, regression_cases=regression_cases or {}, probes=probes,
+        package=("fla.ops.momentum_delta_rule",))
 
 
 MDN_PROBE_CASE = MdnCase(T=40, Dk=16, Dv=16, seed=5)

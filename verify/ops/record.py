@@ -78,6 +78,8 @@ class KernelOp:
     decode: Decode | None = None
     examples: dict | None = None        # hypothesis examples per check by profile (None: verify.search's default)
     device_cases: tuple = ()            # (dtype, case) pairs that verify.device_compare runs on CPU and GPU
+    package: tuple[str, ...] = ()       # the kernel package's modules that are this op's own code: verify bisect
+    #                                     imports them, verify coverage counts their lines
 
     @property
     def dtypes(self) -> tuple[str, ...]:
