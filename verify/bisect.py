@@ -39,7 +39,6 @@ from pathlib import Path
 from verify.errors import UsageError
 
 SKIP = 125
-# op (third part of a check id) -> the fla module its adapter imports; checked before the checks run
 GIT = ("git", "-c", "core.hooksPath=/dev/null", "-c", "advice.detachedHead=false")
 
 
@@ -372,7 +371,8 @@ def _step(spec: dict) -> tuple[str, str, list[dict]]:
                   kernel_root=root, examples=spec["examples"])
     prepare(ctx)
     try:
-        for module in sorted({m for cid in spec["ids"] if cid.split(".")[2] in OPS for m in OPS[cid.split(".")[2]].package}):
+        ops = {cid.split(".")[2] for cid in spec["ids"]}     # kernel.<impl>.<op>...: the op's own modules first
+        for module in sorted({m for op in ops if op in OPS for m in OPS[op].package}):
             importlib.import_module(module)
     except BaseException as exc:
         return "skip", f"cannot import: {type(exc).__name__}: {exc}".splitlines()[0], []

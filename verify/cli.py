@@ -18,7 +18,6 @@ from pathlib import Path
 from kernels.fla_ops import KernelUnavailable, check_fla_version
 from verify import bisect, compare, coverage, localize, xfails
 from verify.errors import UsageError
-from verify.mutants import CLEAN_DIR_ENV
 from verify.registry import PROFILES
 from verify.reporting import cli as report
 
@@ -260,11 +259,6 @@ def _run(args, command: list[str]) -> int:
     handlers = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
     workers = None
     info = {}
-    # mutant checks share one run of their killers on the unmodified kernels through this directory
-    shared = tempfile.TemporaryDirectory(prefix="verify_mutants_") if any(c.id.startswith("mutant.") for c in chosen) \
-        else None
-    if shared:
-        os.environ[CLEAN_DIR_ENV] = shared.name     # the workers inherit it
     try:
         workers = runner.Workers(n_workers, contexts[0], kernels, args.debug)
         info = workers.wait_ready()
@@ -290,9 +284,6 @@ def _run(args, command: list[str]) -> int:
             signal.signal(s, h)
         if workers is not None:
             workers.close()
-        if shared:
-            os.environ.pop(CLEAN_DIR_ENV, None)
-            shared.cleanup()
     runs = {ctx.seed: [finished[ctx.seed].get(i) or runner.not_run(c, ctx, runner.INTERRUPTED)
                        for i, c in enumerate(chosen)] for ctx in contexts}
     records = [r for rs in runs.values() for r in rs]

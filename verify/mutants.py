@@ -20,10 +20,6 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-# a directory the CLI creates for a run with mutant checks: its workers share one run of the killers on the
-# unmodified kernels there (verify.checks.mutants)
-CLEAN_DIR_ENV = "VERIFY_MUTANT_CLEAN_DIR"
-
 
 @dataclass(frozen=True)
 class Mutant:

@@ -24,6 +24,9 @@ KINDS = ("over_budget", "non_finite", "exception", "cuda_fatal", "crashed", "tim
          "interpreter_gap", "not_run", "import_error", "check_error")
 PROFILES = ("quick", "ci", "full")
 DEVICE_LOST = "device_lost"     # Result.details key: the CUDA context is unusable after this check
+# every worker of one run sees this directory (created and removed by verify.runner.Workers): checks share
+# work across the run's workers there
+RUN_DIR_ENV = "VERIFY_RUN_DIR"
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import multiprocessing
 import os
 import shlex
 import signal
+import tempfile
 import time
 import traceback
 import warnings
@@ -27,7 +28,7 @@ from unittest import mock
 from verify import environment
 from verify import xfails as xfail_list
 from verify.errors import UsageError, is_device_fatal, is_interpreter_gap
-from verify.registry import DEVICE_LOST, REGISTRY, STATUSES, Check, Context, Result
+from verify.registry import DEVICE_LOST, REGISTRY, RUN_DIR_ENV, STATUSES, Check, Context, Result
 
 # --check-timeout default per profile (seconds): above the slowest check of the profile on a 2-core CPU
 # (a mutant check, which runs the killers in a subprocess, takes minutes), below a CI job's patience.
@@ -262,7 +263,8 @@ class Workers:
         # on cuda, autotuning results are cached on disk (Triton's own cache), so that the workers, and later
         # runs, do not each re-time every configuration of every kernel
         autotune = {"TRITON_CACHE_AUTOTUNING": os.environ.get("TRITON_CACHE_AUTOTUNING", "1")} if gpus else {}
-        self.slots = [_Slot({**threads, **autotune,
+        self.run_dir = tempfile.TemporaryDirectory(prefix="verify_run_")
+        self.slots = [_Slot({**threads, **autotune, RUN_DIR_ENV: self.run_dir.name,
                              **({"CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)]} if len(gpus) > 1 else {})})
                       for i in range(self.n)]
         for slot in self.slots:
@@ -289,6 +291,7 @@ class Workers:
     def close(self) -> None:
         for slot in self.slots:
             self._kill(slot)
+        self.run_dir.cleanup()
 
     def _started(self, slot: _Slot) -> None:
         """A worker's start task finished: the slot takes checks, or the kernel package cannot be imported."""

@@ -4,8 +4,8 @@ The check copies the kernel package with the mutant's patch into a temporary dir
 mutant's killer checks against it through --kernel-root in a fresh process, at the run's profile, seed
 and device.  A killer must be green on the unmodified kernels (pass, or xfail: a listed check that only the
 expected-failure ratchet turns red when it fails worse), or a red killer proves nothing: that is
-measured once per run for all killers (shared by the run's workers through $VERIFY_MUTANT_CLEAN_DIR, which
-the CLI sets), and a killer that is not green makes the check an error.  A mutant's own killers run in one
+measured once per run for all killers (shared by the run's workers through the run directory, $VERIFY_RUN_DIR),
+and a killer that is not green makes the check an error.  A mutant's own killers run in one
 worker: the run's workers already keep the cores busy, and each extra worker costs a torch + fla import.
 `verify all` skips this family unless it is named (verify.cli.OPT_IN); `verify mutants` runs it.
 """
@@ -21,8 +21,8 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from verify.mutants import CLEAN_DIR_ENV, MUTANTS, Mutant, materialize, run_checks
-from verify.registry import Context, Result, register
+from verify.mutants import MUTANTS, Mutant, materialize, run_checks
+from verify.registry import RUN_DIR_ENV, Context, Result, register
 
 _CLEAN: dict[tuple, dict[str, dict]] = {}   # run settings -> killer id -> its JSON record on the unmodified kernels
 
@@ -47,8 +47,9 @@ def _clean(ctx: Context) -> dict[str, dict]:
 
 def _once_per_run(key: str, compute) -> dict:
     """compute() once across the run's worker processes: the first to take the lock computes and writes the
-    result into $VERIFY_MUTANT_CLEAN_DIR, the others wait for it and read it (no directory: compute here)."""
-    where = os.environ.get(CLEAN_DIR_ENV)
+    result into the run directory, the others wait for it and read it (no directory, outside a worker: compute
+    here)."""
+    where = os.environ.get(RUN_DIR_ENV)
     if not where:
         return compute()
     path = Path(where) / f"{hashlib.sha1(key.encode()).hexdigest()}.json"
