@@ -350,12 +350,12 @@ def sanitize(check_id: str, example_file: str, device: str = "cuda") -> dict:
             return {**doc, "status": "error", "output_tail": first.stdout[-2000:] + first.stderr[-2000:],
                     "summary": f"the replay failed without a fault: {_last_line(first)}"}
         doc["faulted_alone"] = first.returncode == FAULT_EXIT
-        small = x
+        small, path, doc["smallest_faulting_shape"] = x, Path(example_file), None
         if doc["faulted_alone"]:
             small, doc["tries"] = shrink(check_id, x, device, tmp, env)
-        doc["smallest_faulting_shape"] = example.shape(small) if doc["faulted_alone"] else None
-        path = tmp / "smallest.pt"
-        example.save(small, path)
+            doc["smallest_faulting_shape"] = example.shape(small)
+            path = tmp / "smallest.pt"
+            example.save(small, path)
         if device == "cpu":
             proc = _run(check_id, path, device, env)
             marks = [ln[len(MARK):] for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
