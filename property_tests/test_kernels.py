@@ -300,3 +300,28 @@ def test_search_stops_at_a_fatal_device_error_wherever_it_surfaces(surfaces_in):
         raise OracleFailed("the float64 oracle raised: ZeroDivisionError")
     with pytest.raises(OracleFailed):
         search(st.integers(0, 9), oracle_bug, Context(profile="ci"), "test.search")
+
+
+def test_a_kernel_check_says_where_its_time_went(monkeypatch):
+    """details.seconds_in splits a kernel check's time into kernel, float64 oracle and same-dtype
+    implementation (within the check's own seconds); Triton's compile hooks add compile time and count."""
+    from verify import timing
+    from verify.registry import REGISTRY, Context
+    from verify.runner import execute, load_checks
+    load_checks()
+    record = execute(REGISTRY["kernel.fla.mdn_recurrent.bwd.fp32.typical"], Context(device="cpu", profile="quick"))
+    from triton import knobs                                 # after the check installed the interpreter
+    split = record.result.details["seconds_in"]
+    assert set(split) == {"kernel", "oracle", "same_dtype"} and all(s > 0 for s in split.values()), split
+    assert sum(split.values()) <= record.seconds, (split, record.seconds)
+    monkeypatch.setattr(knobs.runtime, "jit_cache_hook", None)
+    monkeypatch.setattr(knobs.runtime, "jit_post_compile_hook", None)
+    timing.reset()
+    timing.time_compilations()
+    assert knobs.runtime.jit_cache_hook(key=0) is False      # False: Triton goes on and compiles
+    knobs.runtime.jit_post_compile_hook(key=0)
+    assert timing.spent()["compilations"] == 1 and timing.spent()["compile"] >= 0
+    mine = lambda **_: False
+    monkeypatch.setattr(knobs.runtime, "jit_cache_hook", mine)
+    timing.time_compilations()                               # a user's own hook is left in place
+    assert knobs.runtime.jit_cache_hook is mine

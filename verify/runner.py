@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 from unittest import mock
 
-from verify import environment
+from verify import environment, timing
 from verify import xfails as xfail_list
 from verify.errors import UsageError, is_device_fatal, is_interpreter_gap
 from verify.registry import DEVICE_LOST, REGISTRY, RUN_DIR_ENV, STATUSES, Check, Context, Result
@@ -87,6 +87,7 @@ def not_run(check: Check, ctx: Context, message: str) -> Record:
 def execute(check: Check, ctx: Context, debug: bool = False) -> Record:
     """Run one check in this process and classify what went wrong (no expected-failure list here)."""
     started, t0 = time.time(), time.perf_counter()
+    timing.reset()
     if ctx.device not in check.devices:
         result = Result("skip", message=f"not applicable on device {ctx.device}", kind="unsupported")
     else:
@@ -107,6 +108,8 @@ def execute(check: Check, ctx: Context, debug: bool = False) -> Record:
                                 kind="interpreter_gap", details={"traceback": tb})
             else:
                 result = Result("error", message=message, kind="check_error", details={"traceback": tb})
+    if timing.spent():
+        result.details["seconds_in"] = timing.spent()
     if result.details.get(DEVICE_LOST):
         result.kind = "cuda_fatal"
         _sanitize(check, result, ctx)

@@ -19,6 +19,7 @@ from verify.ops import OPS, KernelOp, as_tuple, regression_cases, scale_of
 from verify.precision import Precision
 from verify.registry import Context, Result, register
 from verify.search import Probe, search
+from verify.timing import phase, time_compilations
 from verify.strategies import BWD_MAX_T
 
 
@@ -31,6 +32,8 @@ def prepare(ctx: Context) -> None:
     if ctx.device == "cpu":
         from verify import fidelity
         fidelity.prepare_cpu_kernels(ctx.fp32_dot)
+    else:
+        time_compilations()
     # after the fidelity layer (this imports triton); fills torch.empty through fill_uninitialized_memory
     torch.use_deterministic_algorithms(True, warn_only=True)
 
@@ -66,19 +69,27 @@ def compare(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int) -> li
     same_dtype = _guarded("same-dtype implementation", lambda **a: op.same_dtype(**a, prec=prec, scale=s))
     x64 = as_oracle(x)
     x32 = floats_as(x, torch.float32)
+    dev = x[op.required[0]].device.type
     if pass_ == "fwd":
         with torch.no_grad():
-            outs = as_tuple(call_kernel(kernel, **x))
-            expected, same = as_tuple(oracle(**x64)), as_tuple(same_dtype(**x32))
+            with phase("kernel", dev):
+                outs = as_tuple(call_kernel(kernel, **x))
+            with phase("oracle", dev):
+                expected = as_tuple(oracle(**x64))
+            with phase("same_dtype", dev):
+                same = as_tuple(same_dtype(**x32))
         scale = max(float(o.abs().max()) if o.numel() else 0.0 for o in expected)
         terms = op.terms(**x64, scale=s) if op.terms else {}
         return [judge(n, o, r64, r, prec, c, scale, terms.get(n))
                 for n, o, r64, r in zip(op.outputs, outs, expected, same)]
     ups = lambda outs: [_upstream(o, prec.torch_dtype, seed + i) for i, o in enumerate(outs)]
     leaves = [n for n in op.grad_inputs if x.get(n) is not None]
-    g_k = call_kernel(kernel_grads, lambda **kw: kernel(**{**x, **kw}), {n: x[n] for n in leaves}, ups)
-    g_o = grads_of(lambda **kw: oracle(**{**x64, **kw}), {n: x64[n] for n in leaves}, ups)
-    g_r = grads_of(lambda **kw: same_dtype(**{**x32, **kw}), {n: x32[n] for n in leaves}, ups)
+    with phase("kernel", dev):
+        g_k = call_kernel(kernel_grads, lambda **kw: kernel(**{**x, **kw}), {n: x[n] for n in leaves}, ups)
+    with phase("oracle", dev):
+        g_o = grads_of(lambda **kw: oracle(**{**x64, **kw}), {n: x64[n] for n in leaves}, ups)
+    with phase("same_dtype", dev):
+        g_r = grads_of(lambda **kw: same_dtype(**{**x32, **kw}), {n: x32[n] for n in leaves}, ups)
     scale = max(float(g.abs().max()) if g.numel() else 0.0 for g in g_o.values())
     return [judge("d" + n, g_k[n], g_o[n], g_r[n], prec, c, scale) for n in leaves]
 
@@ -138,9 +149,13 @@ def _decode_probe(op: KernelOp, case, dtype: str, ctx: Context) -> Probe:
     prec = Precision.of(dtype, op.dot or ctx.fp32_dot)
     x = op.inputs(case, prec.torch_dtype, ctx.device)
     d = op.decode
-    out = call_kernel(d.kernel, **x, scale=scale_of(x))
-    v = judge(d.output, out, d.oracle(**as_oracle(x)), d.same_dtype(**floats_as(x, torch.float32), prec=prec),
-              prec, op.budget_factor["decode"])
+    with phase("kernel", ctx.device):
+        out = call_kernel(d.kernel, **x, scale=scale_of(x))
+    with phase("oracle", ctx.device):
+        expected = d.oracle(**as_oracle(x))
+    with phase("same_dtype", ctx.device):
+        same = d.same_dtype(**floats_as(x, torch.float32), prec=prec)
+    v = judge(d.output, out, expected, same, prec, op.budget_factor["decode"])
     return Probe(v, case.label(), {"tensors": [v.record()]})
 
 
