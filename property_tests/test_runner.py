@@ -11,7 +11,7 @@ import pytest
 
 from verify import cli, results
 from verify.registry import Check
-from verify.runner import shard
+from verify.runner import interleaved, next_startable, shard
 
 HYPOTHESIS_SNIPPET = """
 from hypothesis import given, settings, strategies as st
@@ -75,6 +75,20 @@ def test_shard_is_deterministic_and_balanced_by_duration():
     assert [len(s) for s in shards] == [1, 5, 4]
     assert shards == [shard(checks, k, 3, durations) for k in (1, 2, 3)]
     assert [len(shard(checks, k, 3)) for k in (1, 2, 3)] == [4, 3, 3]                # by id: round robin
+
+
+def test_gpu_start_order_spreads_ops_and_lets_each_ops_first_check_warm_up():
+    """On a GPU, checks start round-robin over op groups, and an op's other checks wait while its first
+    check (which compiles and autotunes the op's kernels into Triton's cache) runs; other ops go on."""
+    names = ["kernel.fla.path_attn.fwd.bf16.a", "kernel.fla.path_attn.bwd.fp32.b", "kernel.fla.path_attn.fwd.bf16.c",
+             "kernel.fla.mdn_chunk16.fwd.bf16.a", "oracle.path.x", "oracle.path.y"]
+    checks = [Check(n, "d", lambda ctx: None) for n in names]
+    assert interleaved(checks) == [0, 3, 4, 1, 5, 2]
+    path, mdn = "kernel.fla.path_attn", "kernel.fla.mdn_chunk16"
+    assert next_startable([1, 5, 2], checks, {path: 0}) == 5                 # path_attn waits, oracle.path not
+    assert next_startable([1, 2], checks, {path: 0, mdn: 3}) is None         # nothing else: wait
+    assert next_startable([0, 1], checks, {path: 0}) == 0                    # a rerun of the first check itself
+    assert next_startable([1, 2], checks, {mdn: 3}) == 1
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])

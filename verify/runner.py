@@ -324,17 +324,26 @@ class Workers:
         """Run checks (ctx.seed etc. from ctx); fills `finished` (selection index -> judged Record) as they
         end and calls on_done in selection order.  `deadline` (time.monotonic()): start no check after it."""
         listed = scope(ctx, self.info and self.info["kernel_package"])
-        pending = deque(interleaved(checks) if ctx.device == "cuda" else range(len(checks)))
+        gpu = ctx.device == "cuda"
+        pending = interleaved(checks) if gpu else list(range(len(checks)))
+        # on a GPU, an op's first check runs alone: it compiles and autotunes the op's kernels into Triton's
+        # disk cache, which the op's other checks then read instead of each compiling the same kernels at once
+        warming: dict[str, int] = {}       # op group -> its first check, while that runs
+        seen: set[str] = set()
         crashed: dict[int, Record] = {}    # a check whose worker died: run once more (an interpreter segfault
         # under load was seen to pass on a rerun); a second crash is its result, the first is always reported
         reported = 0
         while pending or any(s.future is not None for s in self.slots):
             for slot in self.slots:
-                if slot.ready and slot.future is None and pending:
-                    i = pending.popleft()
+                i = next_startable(pending, checks, warming)
+                if slot.ready and slot.future is None and i is not None:
+                    pending.remove(i)
                     if deadline is not None and time.monotonic() > deadline:
                         finished[i] = not_run(checks[i], ctx, TIME_LIMIT)
                         continue
+                    if gpu and op_group(checks[i].id) not in seen:
+                        seen.add(op_group(checks[i].id))
+                        warming[op_group(checks[i].id)] = i
                     slot.future = slot.executor.submit(_worker_run, checks[i].id, ctx, self.debug)
                     slot.index, slot.t0 = i, time.monotonic()
                     on_start(i, checks[i])
@@ -350,7 +359,7 @@ class Workers:
                     record = self._collect(slot, checks[i], ctx)
                     if record.result.kind == "crashed" and i not in crashed:   # once more, in a fresh worker
                         crashed[i] = record
-                        pending.appendleft(i)
+                        pending.insert(0, i)
                         continue
                     if i in crashed:
                         record.result.message += f" [its first worker crashed: {crashed[i].result.message}]"
@@ -359,6 +368,9 @@ class Workers:
                 elif i is not None and time.monotonic() - slot.t0 > timeout:
                     finished[i] = judge(self._failed(slot, checks[i], ctx, "timeout",
                                                      f"exceeded the per-check timeout of {timeout:g} s"), listed)
+            for group, first in list(warming.items()):
+                if first in finished:
+                    del warming[group]
             while reported < len(checks) and reported in finished:
                 on_done(reported, finished[reported])
                 reported += 1
@@ -394,15 +406,25 @@ class Workers:
                       seconds, repro_command(check.id, ctx), time.time() - seconds, ctx.seed)
 
 
+def op_group(check_id: str) -> str:
+    """kernel.<impl>.<op> for a kernel check (the checks that share the op's compiled kernels), else the
+    family (oracle.path, symbolic.mdn, ...)."""
+    parts = check_id.split(".")
+    return ".".join(parts[:3] if parts[0] == "kernel" else parts[:2])
+
+
+def next_startable(pending: list[int], checks: list[Check], warming: dict[str, int]) -> int | None:
+    """The first pending check whose op group is not warming up (its first check running elsewhere)."""
+    return next((j for j in pending if warming.get(op_group(checks[j].id), j) == j), None)
+
+
 def interleaved(checks: list[Check]) -> list[int]:
-    """The order checks start in on a GPU: round-robin over their groups (kernel.<impl>.<op>.<pass>.<dtype>,
-    else the family), so that workers starting together compile and autotune different kernels instead of
-    each compiling the same ones at once (the CPU interpreter compiles nothing: selection order there).
-    Results are still reported in selection order."""
+    """The order checks start in on a GPU: round-robin over their op groups, so that workers starting
+    together compile and autotune different ops' kernels (the CPU interpreter compiles nothing: selection
+    order there).  Results are still reported in selection order."""
     groups: dict[str, list[int]] = {}
     for i, c in enumerate(checks):
-        parts = c.id.split(".")
-        groups.setdefault(".".join(parts[:5] if parts[0] == "kernel" else parts[:2]), []).append(i)
+        groups.setdefault(op_group(c.id), []).append(i)
     queues = [deque(g) for g in groups.values()]
     order = []
     while queues:

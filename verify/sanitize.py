@@ -11,8 +11,9 @@ one example (a saved dict of named tensors, the format of `verify compare`) in f
   PaTH bf16 backward example that faulted inside a check reran clean alone) under NVIDIA's `compute-sanitizer --tool memcheck` and parse its
   report (`parse`): kernel, source file and line, access kind and size, the address against the nearest
   allocation.  Triton 3.6 compiles with ptxas -lineinfo unless TRITON_DISABLE_LINE_INFO is set (unset
-  here), and the Triton cache goes to a fresh directory so that no kernel compiled without line info is
-  reused; PYTORCH_NO_CUDA_MEMORY_CACHING=1 makes every tensor its own allocation, so that an access past a
+  here); that variable is part of Triton's cache key, so the replays read the run's own Triton cache (the
+  kernels that faulted, and their autotuning results: nothing is recompiled or re-timed under memcheck)
+  and never a kernel compiled without line info; PYTORCH_NO_CUDA_MEMORY_CACHING=1 makes every tensor its own allocation, so that an access past a
   tensor's end is out of bounds rather than inside a pooled block.  Without compute-sanitizer on PATH (it
   ships with the CUDA toolkit and the pip package nvidia-cuda-sanitizer-api-cu12; or set COMPUTE_SANITIZER)
   the result says so and names no access.
@@ -237,8 +238,8 @@ def _exit(status: int) -> NoReturn:
     os._exit(status)
 
 
-def _environment(cache_dir: str) -> dict:
-    env = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING="1", CUDA_LAUNCH_BLOCKING="1", TRITON_CACHE_DIR=cache_dir)
+def _environment() -> dict:
+    env = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING="1", CUDA_LAUNCH_BLOCKING="1")
     env.pop("TRITON_DISABLE_LINE_INFO", None)
     return env
 
@@ -344,7 +345,7 @@ def sanitize(check_id: str, example_file: str, device: str = "cuda") -> dict:
                    f"{sanitizer} --tool memcheck" if sanitizer else "compute-sanitizer (not found)")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        env = _environment(str(tmp / "triton-cache"))
+        env = _environment()
         first = _run(check_id, Path(example_file), device, env)
         if first.returncode not in (0, FAULT_EXIT):
             return {**doc, "status": "error", "output_tail": first.stdout[-2000:] + first.stderr[-2000:],
