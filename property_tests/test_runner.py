@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -111,6 +112,29 @@ def test_interrupt_writes_what_finished_and_marks_the_rest_not_run(planted, tmp_
     assert doc["interrupted"] is True
     assert [(c["status"], c["kind"]) for c in doc["checks"]] == [("pass", None), ("skip", "not_run")]
     assert "interrupted after" in rest
+
+
+def test_signals_after_the_first_are_ignored_until_the_json_is_written(planted, tmp_path):
+    """GNU timeout sends TERM to the command and then to its process group: the run must survive the second
+    (and any later) signal while it stops its workers and writes its results.  Measured on an H200 host: two
+    of three time-boxed runs lost their JSON to the second TERM (killed by SIGTERM, exit -15)."""
+    out = tmp_path / "out.json"
+    proc = subprocess.Popen([sys.executable, "-m", "verify", "all", *ids("pass", "hang"), "--device", "cpu",
+                             "--workers", "1", "--json", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    for line in proc.stdout:
+        if "start test.planted.hang" in line:
+            break
+    os.kill(proc.pid, signal.SIGTERM)
+    while proc.poll() is None and not out.exists():      # and again, every 5 ms, until the JSON is written
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            break
+        time.sleep(0.005)
+    rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 143, rest
+    assert results.parse(out.read_text())["interrupted"] is True
 
 
 def test_kernel_root_that_cannot_be_imported_is_one_error(tmp_path):

@@ -218,7 +218,12 @@ def _validate(args) -> None:
 
 
 def _interrupt(signum, frame):
+    """The first SIGINT / SIGTERM stops the run; later ones are ignored until the results are written (GNU
+    timeout signals the command and then its process group: two TERMs at once, and the second, arriving
+    after the first's handler, used to kill the run before it wrote its JSON)."""
     from verify.runner import Interrupted
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, signal.SIG_IGN)
     raise Interrupted(128 + signum)
 
 
@@ -257,57 +262,59 @@ def _run(args, command: list[str]) -> int:
     finished: dict[int, dict] = {s: {} for s in seeds}
     interrupted = None
     handlers = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
-    workers = None
-    info = {}
-    try:
-        workers = runner.Workers(n_workers, contexts[0], kernels, args.debug)
-        info = workers.wait_ready()
-        env = environment.versions()
-        console.print(f"verify {args.command}: {len(chosen)} checks{f' (shard {args.shard})' if args.shard else ''}, "
-                      f"device={device}, profile={args.profile}, seed{'s' if len(seeds) > 1 else ''}="
-                      f"{_span(seeds)}, workers={n_workers}, torch {env['torch']}, triton {env['triton']}, "
-                      f"{environment.describe_kernel_package(info['kernel_package'])}")
-        console.print(xfails.describe(runner.scope(contexts[0], info["kernel_package"])), highlight=False,
-                      soft_wrap=True)
-        progress = terminal.Progress(console, len(chosen), args.verbose, args.debug)
+    try:     # the user's handlers come back once the results are written
+        workers = None
+        info = {}
         try:
-            for n, ctx in enumerate(contexts, 1):
-                if len(seeds) > 1:
-                    console.rule(f"run {n}/{len(seeds)}: seed {ctx.seed}")
-                workers.run(chosen, ctx, finished[ctx.seed], timeout, deadline, progress.start, progress.done)
+            workers = runner.Workers(n_workers, contexts[0], kernels, args.debug)
+            info = workers.wait_ready()
+            env = environment.versions()
+            console.print(f"verify {args.command}: {len(chosen)} checks{f' (shard {args.shard})' if args.shard else ''}, "
+                          f"device={device}, profile={args.profile}, seed{'s' if len(seeds) > 1 else ''}="
+                          f"{_span(seeds)}, workers={n_workers}, torch {env['torch']}, triton {env['triton']}, "
+                          f"{environment.describe_kernel_package(info['kernel_package'])}")
+            console.print(xfails.describe(runner.scope(contexts[0], info["kernel_package"])), highlight=False,
+                          soft_wrap=True)
+            progress = terminal.Progress(console, len(chosen), args.verbose, args.debug)
+            try:
+                for n, ctx in enumerate(contexts, 1):
+                    if len(seeds) > 1:
+                        console.rule(f"run {n}/{len(seeds)}: seed {ctx.seed}")
+                    workers.run(chosen, ctx, finished[ctx.seed], timeout, deadline, progress.start, progress.done)
+            finally:
+                progress.close()
+        except runner.Interrupted as exc:
+            interrupted = exc.code
         finally:
-            progress.close()
-    except runner.Interrupted as exc:
-        interrupted = exc.code
+            if workers is not None:
+                workers.close()
+        runs = {ctx.seed: [finished[ctx.seed].get(i) or runner.not_run(c, ctx, runner.INTERRUPTED)
+                           for i, c in enumerate(chosen)] for ctx in contexts}
+        records = [r for rs in runs.values() for r in rs]
+        wall = time.monotonic() - t0
+        terminal.print_summary(records, console, wall, interrupted is not None)
+        if len(seeds) > 1:
+            terminal.print_repeat_summary(runs, console)
+        if args.command == "mutants":
+            from verify.checks.mutants import table
+            console.print(table(records))
+        environment_doc = {**environment.versions(), **environment.describe(device), "profile": args.profile,
+                           "seed": contexts[0].seed, "fp32_dot": args.fp32_dot, "kernel_root": args.kernel_root,
+                           "workers": n_workers, "shard": args.shard, "check_timeout": timeout,
+                           "interpreter_fidelity": info.get("interpreter_fidelity"),
+                           "expected_failures": xfails.scope_json(runner.scope(contexts[0], info.get("kernel_package"))),
+                           **({"seeds": seeds} if len(seeds) > 1 else {})}
+        doc = results.document(records, command=command, toolkit=environment.toolkit(),
+                               kernel_package=info.get("kernel_package"), environment=environment_doc,
+                               started=started, wall_seconds=wall, interrupted=interrupted is not None)
+        if args.json:
+            results.write_json(args.json, doc)
+        if args.junit:
+            results.write_junit(args.junit, doc["checks"])
+        return interrupted or results.exit_status(doc["checks"])
     finally:
         for s, h in handlers.items():
             signal.signal(s, h)
-        if workers is not None:
-            workers.close()
-    runs = {ctx.seed: [finished[ctx.seed].get(i) or runner.not_run(c, ctx, runner.INTERRUPTED)
-                       for i, c in enumerate(chosen)] for ctx in contexts}
-    records = [r for rs in runs.values() for r in rs]
-    wall = time.monotonic() - t0
-    terminal.print_summary(records, console, wall, interrupted is not None)
-    if len(seeds) > 1:
-        terminal.print_repeat_summary(runs, console)
-    if args.command == "mutants":
-        from verify.checks.mutants import table
-        console.print(table(records))
-    environment_doc = {**environment.versions(), **environment.describe(device), "profile": args.profile,
-                       "seed": contexts[0].seed, "fp32_dot": args.fp32_dot, "kernel_root": args.kernel_root,
-                       "workers": n_workers, "shard": args.shard, "check_timeout": timeout,
-                       "interpreter_fidelity": info.get("interpreter_fidelity"),
-                       "expected_failures": xfails.scope_json(runner.scope(contexts[0], info.get("kernel_package"))),
-                       **({"seeds": seeds} if len(seeds) > 1 else {})}
-    doc = results.document(records, command=command, toolkit=environment.toolkit(),
-                           kernel_package=info.get("kernel_package"), environment=environment_doc,
-                           started=started, wall_seconds=wall, interrupted=interrupted is not None)
-    if args.json:
-        results.write_json(args.json, doc)
-    if args.junit:
-        results.write_junit(args.junit, doc["checks"])
-    return interrupted or results.exit_status(doc["checks"])
 
 
 def _span(seeds: list[int]) -> str:
