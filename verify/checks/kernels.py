@@ -79,7 +79,8 @@ def compare(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int) -> li
             with phase("same_dtype", dev):
                 same = as_tuple(same_dtype(**x32))
         scale = max(float(o.abs().max()) if o.numel() else 0.0 for o in expected)
-        terms = op.terms(**x64, scale=s) if op.terms else {}
+        with phase("oracle", dev):      # the summed |terms| of the budget's floor, from the same float64 inputs
+            terms = op.terms(**x64, scale=s) if op.terms else {}
         return [judge(n, o, r64, r, prec, c, scale, terms.get(n))
                 for n, o, r64, r in zip(op.outputs, outs, expected, same)]
     ups = lambda outs: [_upstream(o, prec.torch_dtype, seed + i) for i, o in enumerate(outs)]
