@@ -326,8 +326,8 @@ class Workers:
         listed = scope(ctx, self.info and self.info["kernel_package"])
         gpu = ctx.device == "cuda"
         pending = interleaved(checks) if gpu else list(range(len(checks)))
-        # on a GPU, an op's first check runs alone: it compiles and autotunes the op's kernels into Triton's
-        # disk cache, which the op's other checks then read instead of each compiling the same kernels at once
+        # on a GPU, an op's first kernel check runs alone: it compiles and autotunes the op's kernels into
+        # Triton's disk cache, which the op's other checks then read instead of each compiling them at once
         warming: dict[str, int] = {}       # op group -> its first check, while that runs
         seen: set[str] = set()
         crashed: dict[int, Record] = {}    # a check whose worker died: run once more (an interpreter segfault
@@ -341,7 +341,7 @@ class Workers:
                     if deadline is not None and time.monotonic() > deadline:
                         finished[i] = not_run(checks[i], ctx, TIME_LIMIT)
                         continue
-                    if gpu and op_group(checks[i].id) not in seen:
+                    if gpu and checks[i].id.startswith("kernel.") and op_group(checks[i].id) not in seen:
                         seen.add(op_group(checks[i].id))
                         warming[op_group(checks[i].id)] = i
                     slot.future = slot.executor.submit(_worker_run, checks[i].id, ctx, self.debug)
