@@ -108,8 +108,8 @@ def execute(check: Check, ctx: Context, debug: bool = False) -> Record:
                                 kind="interpreter_gap", details={"traceback": tb})
             else:
                 result = Result("error", message=message, kind="check_error", details={"traceback": tb})
-    if timing.spent():
-        result.details["seconds_in"] = timing.spent()
+    if split := timing.spent():
+        result.details["seconds_in"] = split
     if result.details.get(DEVICE_LOST):
         result.kind = "cuda_fatal"
         _sanitize(check, result, ctx)

@@ -13,8 +13,8 @@ one example (a saved dict of named tensors, the format of `verify compare`) in f
   allocation.  Triton 3.6 compiles with ptxas -lineinfo unless TRITON_DISABLE_LINE_INFO is set (unset
   here); that variable is part of Triton's cache key, so the replays read the run's own Triton cache (the
   kernels that faulted, and their autotuning results: nothing is recompiled or re-timed under memcheck)
-  and never a kernel compiled without line info; PYTORCH_NO_CUDA_MEMORY_CACHING=1 makes every tensor its own allocation, so that an access past a
-  tensor's end is out of bounds rather than inside a pooled block.  Without compute-sanitizer on PATH (it
+  and never a kernel compiled without line info; PYTORCH_NO_CUDA_MEMORY_CACHING=1 makes every tensor its
+  own allocation, so that an access past a tensor's end is out of bounds rather than inside a pooled block.  Without compute-sanitizer on PATH (it
   ships with the CUDA toolkit and the pip package nvidia-cuda-sanitizer-api-cu12; or set COMPUTE_SANITIZER)
   the result says so and names no access.
 * cpu: Triton's interpreter checks no bounds (measured: a masked-on load 4 elements past a tensor returns

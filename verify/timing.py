@@ -14,7 +14,7 @@ from collections import Counter
 from contextlib import contextmanager
 
 _spent: Counter = Counter()
-_compile_started: list[float] = []
+_compile_started = [0.0]      # when the compilation in progress began (a failed one is overwritten by the next)
 
 
 def reset() -> None:
@@ -45,12 +45,11 @@ def time_compilations() -> None:
         return
 
     def before(**_):
-        _compile_started.append(time.perf_counter())
+        _compile_started[0] = time.perf_counter()
         return False              # False: compile (True would skip it)
 
     def after(**_):
-        if _compile_started:
-            _spent["compile"] += time.perf_counter() - _compile_started.pop()
-            _spent["compilations"] += 1
+        _spent["compile"] += time.perf_counter() - _compile_started[0]
+        _spent["compilations"] += 1
 
     knobs.runtime.jit_cache_hook, knobs.runtime.jit_post_compile_hook = before, after

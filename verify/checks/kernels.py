@@ -19,8 +19,8 @@ from verify.ops import OPS, KernelOp, as_tuple, regression_cases, scale_of
 from verify.precision import Precision
 from verify.registry import Context, Result, register
 from verify.search import Probe, search
-from verify.timing import phase, time_compilations
 from verify.strategies import BWD_MAX_T
+from verify.timing import phase, time_compilations
 
 
 def prepare(ctx: Context) -> None:
