@@ -20,7 +20,7 @@ def pytest_collection_modifyitems(items):
 @pytest.fixture(scope="session")
 def registry():
     from verify import checks
-    from verify.registry import REGISTRY
+    from verify.core.registry import REGISTRY
     checks.load_all()
     return REGISTRY
 
@@ -29,7 +29,7 @@ def registry():
 def planted(registry, monkeypatch):
     """The checks of planted_checks.py, registered here and in every check worker (in-process runs and
     `python -m verify` subprocesses alike)."""
-    from verify.runner import EXTRA_CHECKS_ENV
+    from verify.run.runner import EXTRA_CHECKS_ENV
     here = str(Path(__file__).parent)
     monkeypatch.setenv(EXTRA_CHECKS_ENV, "planted_checks")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p))
@@ -39,7 +39,7 @@ def planted(registry, monkeypatch):
 @pytest.fixture(autouse=True)
 def no_compiled_mode_triton_in_this_process():
     """A test may import triton or fla in the pytest process only with the interpreter on (TRITON_INTERPRET=1,
-    set by verify.fidelity): compiled-mode kernels defined here make every later in-process activation of the
+    set by verify.core.fidelity): compiled-mode kernels defined here make every later in-process activation of the
     fidelity layer refuse, so the failure would land on another test, depending on the order (pytest-xdist)."""
     import sys
     before = {m for m in ("triton", "fla") if m in sys.modules}
@@ -52,7 +52,7 @@ def no_compiled_mode_triton_in_this_process():
 @pytest.fixture(autouse=True)
 def results_follow_the_schema(request):
     """Every verify result (JSON with a schema_version) that a test writes under tmp_path must follow its
-    schema: verify/results.schema.json, or verify/reporting/report.schema.json for a `verify report`."""
+    schema: verify/core/results.schema.json, or verify/report/report.schema.json for a `verify report`."""
     tmp = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
     yield
     if tmp is None:
@@ -61,8 +61,8 @@ def results_follow_the_schema(request):
 
     import jsonschema
 
-    from verify import results
-    from verify.reporting import document
+    from verify.core import results
+    from verify.report import document
     for path in tmp.rglob("*.json"):
         text = path.read_text()
         if '"schema_version"' not in text:

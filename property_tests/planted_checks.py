@@ -1,14 +1,20 @@
 """Checks planted by the runner and CLI tests: a worker that aborts, hangs or hits a (fake) fatal CUDA error,
 plain pass / fail / error / non-finite results.  Tests select this module with $VERIFY_EXTRA_CHECKS (fixture
-`planted` in conftest.py) so that the check workers import it too; importing it registers the checks."""
+`planted` in conftest.py) so that the check workers import it too; importing it registers the checks.
+
+Nothing here depends on timing: test.planted.hang writes the marker file named by $VERIFY_TEST_MARKER (if set)
+once it runs and then never returns, so that a test signals a run only while the check is really running; the
+two GPU checks meet in the folder named by $VERIFY_TEST_RENDEZVOUS, so that one worker cannot take both."""
 import math
 import os
 import time
+from pathlib import Path
 
+from helpers import MARKER_ENV, RENDEZVOUS_ENV, block_forever, write_marker
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verify.registry import Result, register
+from verify.core.registry import Result, register
 
 _POISONED = []      # set in a worker by the fatal CUDA error; a check run later in that worker sees it
 
@@ -22,6 +28,28 @@ def _after_fatal(ctx):
     if _POISONED:
         return Result("fail", message="ran in the worker whose CUDA context a fatal error poisoned")
     return Result("pass", 0.0, 1.0, "ran in a fresh worker", measure="threshold")
+
+
+def _hang(ctx):
+    """Say that it runs (the marker), then block until the worker is killed (a timeout, an interrupt)."""
+    if os.environ.get(MARKER_ENV):
+        write_marker(os.environ[MARKER_ENV])
+    block_forever()
+
+
+def _gpu(name):
+    """Check on which GPU its worker runs; it returns only once its twin has started as well (each in a worker
+    of its own: while one waits for the other, its worker cannot take the other one)."""
+    def check(ctx):
+        folder = Path(os.environ[RENDEZVOUS_ENV])
+        (folder / name).write_text(os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+        deadline = time.monotonic() + 300
+        while len(list(folder.iterdir())) < 2:
+            if time.monotonic() > deadline:
+                return Result("fail", message=f"gpu.{name}: its twin never started in another worker")
+            time.sleep(0.01)
+        return Result("pass", 0.0, 1.0, os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+    return check
 
 
 def _hypothesis(ctx):
@@ -48,11 +76,10 @@ register("test.planted.nonfinite", "fails with a non-finite error",
 register("test.planted.abort", "the worker process aborts (a segfaulting kernel)", lambda ctx: os.abort())
 register("test.planted.cuda_fatal", "raises a fatal CUDA error (illegal memory access)", _fatal)
 register("test.planted.after_fatal", "passes unless run in a worker poisoned by the fatal error", _after_fatal)
-register("test.planted.hang", "never returns", lambda ctx: time.sleep(3600))
+register("test.planted.hang", "writes its marker, then never returns", _hang)
 register("test.planted.hypothesis", "runs a hypothesis search", _hypothesis)
 register("test.planted.odd_seeds", "fails on odd seeds",
          lambda ctx: Result("fail" if ctx.seed % 2 else "pass", float(ctx.seed), 1.0))
 for _n in ("a", "b"):
-    register(f"test.planted.gpu.{_n}", "says which GPUs its worker sees (slow enough that two workers take one each)",
-             lambda ctx: time.sleep(2) or Result("pass", 0.0, 1.0, os.environ.get("CUDA_VISIBLE_DEVICES", "")))
+    register(f"test.planted.gpu.{_n}", "says which GPUs its worker sees (waits for its twin: one each)", _gpu(_n))
 register("mutant.test_planted", "planted mutant check", lambda ctx: Result("pass", 2.0, 1.0, "planted"))

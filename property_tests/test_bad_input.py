@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from verify import cli
+from verify.core.precision import TORCH_DTYPES
+from verify.ops import OPS
 from verify.ops.attention import PathCase, path_inputs
 from verify.ops.mdn import MdnCase, mdn_inputs
-from verify.ops import OPS
-from verify.precision import TORCH_DTYPES
 
 
 def path_file(tmp_path, **change):
@@ -207,15 +207,14 @@ def test_kernel_root_missing_or_without_package(tmp_path):
     assert_usage_error(r.returncode, r.stderr, "--kernel-root", "fla/__init__.py", json_path=out)
 
 
-def test_fla_at_an_unsupported_version(tmp_path):
+def test_a_tree_without_the_kernel_code_is_one_line(tmp_path):
+    """Any fla version is accepted (entry points are found by what the tree offers: test_kernel_root.py); a tree
+    that holds no kernel code at all cannot be imported, and says which module is missing."""
     (tmp_path / "fla").mkdir()
     (tmp_path / "fla" / "__init__.py").write_text('__version__ = "0.5.0"\n')
     out = tmp_path / "out.json"
     r = run_cli("kernels", "-k", "convention", "--device", "cpu", "--kernel-root", str(tmp_path), "--json", str(out))
-    assert_usage_error(r.returncode, r.stderr, "fla 0.5.0", "support", json_path=out)
-    r = run_cli("compare", "--op", "path_attn", "--inputs", str(path_file(tmp_path)), "--device", "cpu",
-                "--json", str(out), env={"PYTHONPATH": str(tmp_path)})
-    assert_usage_error(r.returncode, r.stderr, "fla 0.5.0", json_path=out)
+    assert_usage_error(r.returncode, r.stderr, "cannot be imported", "fla.utils", json_path=out)
 
 
 def test_fla_missing(capsys, tmp_path, monkeypatch, registry):

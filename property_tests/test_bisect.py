@@ -1,6 +1,6 @@
 """`verify bisect` on a throwaway git repository made from the installed fla-core's own code.
 
-History (linear): base (good) -> plant (a mutant of verify/mutants.py: a numerical regression in a Triton
+History (linear): base (good) -> plant (a mutant of verify/ops/attention.py: a numerical regression in a Triton
 kernel) -> break (fla.ops.path_attn does not import) -> mend -> docs -> unnamed (an argument of the PaTH entry
 point renamed) -> renamed (back) -> revert the plant (fixed) -> docs.  Bisect must name exactly the planted commit
 (with --fixed: the revert), list the commit that cannot run as skipped, and leave the repository as it
@@ -12,14 +12,23 @@ import json
 import shutil
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
+from helpers import (
+    MARKER_ENV,
+    PATIENCE,
+    gone,
+    verify_command,
+    wait_for,
+    wait_for_marker,
+)
 
 from verify import cli
-from verify.mutants import MUTANTS, fla_package_dir, materialize
+from verify.core.mutation import fla_package_dir, materialize
+from verify.ops import mutants as _mutants
+
+MUTANTS = _mutants()
 
 pytestmark = pytest.mark.slow     # end to end: subprocesses over copies of fla (the slow tier)
 
@@ -150,20 +159,62 @@ def test_a_bisect_in_progress_is_left_alone(history, capsys):
         git(repo, "bisect", "reset")
 
 
+# Prepended to fla/__init__.py at one commit of `blocking`: with $VERIFY_TEST_MARKER set, importing fla there
+# writes the marker (the step's pid) and then never returns, so that a test interrupts a bisect step that is
+# certainly running, whatever the machine's speed.
+BLOCKER = f"""import os as _os
+if _os.environ.get({MARKER_ENV!r}):     # planted by property_tests/test_bisect.py
+    import time as _time
+    _tmp = _os.environ[{MARKER_ENV!r}] + ".tmp"
+    with open(_tmp, "w") as _f:
+        _f.write(str(_os.getpid()))
+    _os.replace(_tmp, _os.environ[{MARKER_ENV!r}])
+    while True:
+        _time.sleep(60)
+"""
+
+
+@pytest.fixture(scope="module")
+def blocking(tmp_path_factory):
+    """(repo, {name: sha}): base (good) -> block (importing fla blocks) -> plant (bad; the mutant, no blocker).
+    The block commit is the only one between --good and --bad, so `git bisect run` steps into it first."""
+    repo = tmp_path_factory.mktemp("blocking") / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    shutil.copytree(fla_package_dir(), repo / "fla", ignore=shutil.ignore_patterns("__pycache__"))
+    (repo / "README").write_text("kernels\n")
+    shas = {"base": _commit(repo, "base: fla-core as installed")}
+    init = repo / "fla" / "__init__.py"
+    pristine = init.read_text()
+    init.write_text(BLOCKER + pristine)
+    shas["block"] = _commit(repo, "block: importing fla never returns")
+    init.write_text(pristine)
+    target = repo / "fla" / MUTANT.path
+    target.write_text(target.read_text().replace(MUTANT.old, MUTANT.new))
+    shas["plant"] = _commit(repo, f"plant: {MUTANT.description}")
+    return repo, shas
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_interrupt_removes_the_worktree(history, sig):
-    repo, shas = history
+def test_interrupt_removes_the_worktree(blocking, tmp_path, monkeypatch, sig):
+    """Interrupted in the middle of `git bisect run`: the signal comes once the step at the block commit is
+    running (its marker), never after a delay; the step is killed, the worktree removed, exit 130."""
+    repo, shas = blocking
     before = snapshot(repo)
-    proc = subprocess.Popen([sys.executable, "-m", "verify", "bisect", "--repo", str(repo), "--good", shas["base"],
-                             "--bad", shas["docs"], "--id", CHECK, "--profile", "quick", "--device", "cpu"],
+    marker = tmp_path / "step.started"
+    monkeypatch.setenv(MARKER_ENV, str(marker))
+    proc = subprocess.Popen(verify_command("bisect", "--repo", repo, "--good", shas["base"], "--bad", shas["plant"],
+                                           "--id", CHECK, "--profile", "quick", "--examples", "1", "--device", "cpu"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while git(repo, "worktree", "list").count("\n") == 0 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert time.monotonic() < deadline, "the worktree never appeared"
-    time.sleep(1.0)
-    proc.send_signal(sig)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    try:
+        step = wait_for_marker(marker, proc)
+        assert git(repo, "worktree", "list").count("\n") == 1          # the bisect's own worktree exists
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=PATIENCE)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, out + err
     assert "worktree was removed" in err
+    assert "checking --good" in out                  # it got past the first two steps, into git bisect run
+    wait_for(lambda: gone(step), "the blocked step was killed")
     assert snapshot(repo) == before

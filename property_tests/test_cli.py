@@ -1,43 +1,38 @@
 """The verify command: exit codes, selection, JSON/JUnit schema, usage errors."""
 import json
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 
 import pytest
+from helpers import ids, load, run_cli
 
-from verify import cli, xfails
-from verify.errors import UsageError
-from verify.registry import Context, Result, REGISTRY
-
-
-def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "verify", *args], capture_output=True, text=True)
+from verify import cli
+from verify.core.errors import UsageError
+from verify.core.registry import Context, Result
+from verify.run import xfails
 
 
 def test_oracles_json_schema(tmp_path):
     out = tmp_path / "out.json"
     junit = tmp_path / "out.xml"
-    r = run_cli("oracles", "-k", "oracle.path.ut", "--device", "cpu", "--json", str(out), "--junit", str(junit))
-    assert r.returncode == 0, r.stdout + r.stderr
-    doc = json.loads(out.read_text())
+    r, doc = run_cli("oracles", "-k", "oracle.path.ut", "--device", "cpu", "--json", out, "--junit", junit)
+    assert r.returncode == 0 and doc is not None, r.stdout + r.stderr
     assert doc["schema_version"] == 1 and doc["interrupted"] is False and doc["command"][1:3] == ["oracles", "-k"]
     assert doc["toolkit"]["name"] == "pathmdn-verify" and doc["kernel_package"] is None   # no kernel check ran
     for key in ("python", "numpy", "torch", "triton", "sympy", "mpmath", "hypothesis", "device_name", "workers"):
         assert key in doc["environment"]
-    ids = [c["id"] for c in doc["checks"]]
-    assert ids and all("oracle.path.ut" in i for i in ids)
+    got = ids(doc)
+    assert got and all("oracle.path.ut" in i for i in got)
     for c in doc["checks"]:
         assert set(c) >= {"id", "status", "kind", "measure", "measured", "budget", "message", "repro", "started",
                           "seconds"}
         assert c["status"] == "pass" and c["repro"].startswith("verify all --id " + c["id"])
-    assert doc["summary"]["pass"] == len(ids) and doc["summary"]["fail"] == 0
+    assert doc["summary"]["pass"] == len(got) and doc["summary"]["fail"] == 0
     suite = ET.parse(junit).getroot()
-    assert int(suite.get("tests")) == len(ids) and suite.get("failures") == "0"
+    assert int(suite.get("tests")) == len(got) and suite.get("failures") == "0"
 
 
 def test_glob_and_exact_selection(registry):
-    from verify.registry import select
+    from verify.core.registry import select
     glob = select(["oracle.path.*.negative.*"])
     assert glob and all(".negative." in c.id for c in glob)
     exact = select(None, ["oracle.path.ut_product"])
@@ -47,7 +42,7 @@ def test_glob_and_exact_selection(registry):
 
 
 def test_k_expressions_as_pytest_writes_them(registry):
-    from verify.registry import matcher, select
+    from verify.core.registry import matcher, select
     ids = {c.id for c in select(["path_attn and not bwd"])}
     assert ids and all("path_attn" in i and "bwd" not in i for i in ids)
     assert {c.id for c in select(["path_attn"])} - ids == {c.id for c in select(["path_attn and bwd"])}
@@ -57,12 +52,12 @@ def test_k_expressions_as_pytest_writes_them(registry):
     for bad in ("a and", "(a", "a b", "and", "not"):
         with pytest.raises(UsageError, match="-k"):
             matcher(bad)
-    r = run_cli("list", "-k", "a and")
+    r, _ = run_cli("list", "-k", "a and")
     assert r.returncode == 2 and r.stderr.startswith("verify: error: -k") and "Traceback" not in r.stderr
 
 
 def test_pattern_that_selects_nothing_is_usage_error():
-    r = run_cli("oracles", "-k", "no.such.check", "--device", "cpu")
+    r, _ = run_cli("oracles", "-k", "no.such.check", "--device", "cpu")
     assert r.returncode == 2
     assert r.stderr.startswith("verify: error:") and "no.such.check" in r.stderr
     assert "Traceback" not in r.stderr
@@ -72,19 +67,19 @@ def test_cuda_without_gpu_is_usage_error():
     import torch
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    r = run_cli("oracles", "--device", "cuda")
+    r, _ = run_cli("oracles", "--device", "cuda")
     assert r.returncode == 2 and "CUDA" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_unwritable_json_is_usage_error_and_writes_nothing(tmp_path):
     target = tmp_path / "missing_dir" / "out.json"
-    r = run_cli("oracles", "-k", "ut_product", "--device", "cpu", "--json", str(target))
-    assert r.returncode == 2 and "--json" in r.stderr
+    r, doc = run_cli("oracles", "-k", "ut_product", "--device", "cpu", "--json", target)
+    assert r.returncode == 2 and "--json" in r.stderr and doc is None
     assert not target.parent.exists()
 
 
 def test_list_prints_ids_and_descriptions():
-    r = run_cli("list", "-k", "oracle.fox")
+    r, _ = run_cli("list", "-k", "oracle.fox")
     assert r.returncode == 0
     lines = r.stdout.strip().splitlines()
     assert lines and all(line.startswith("oracle.fox") and len(line.split(None, 1)) == 2 for line in lines)
@@ -132,8 +127,8 @@ def test_fatal_cuda_error_stops_the_search(registry):
     kind cuda_fatal (the runner then replaces the worker: test_runner.py), never a pass or a shrunk example."""
     from hypothesis import strategies as st
 
-    from verify import runner
-    from verify.search import search
+    from verify.core.search import search
+    from verify.run import runner
     seen = []
 
     def evaluate(n):
@@ -152,16 +147,16 @@ def test_fatal_cuda_error_stops_the_search(registry):
 def test_time_limit_records_the_checks_not_run(tmp_path):
     out = tmp_path / "r.json"
     assert cli.main(["oracles", "-k", "spectra", "--time-limit", "1e-9", "--json", str(out)]) == 0
-    checks = json.loads(out.read_text())["checks"]
-    assert {(c["status"], c["kind"]) for c in checks} == {("skip", "not_run")}
+    checks = load(out)["checks"]
+    assert checks and {(c["status"], c["kind"]) for c in checks} == {("skip", "not_run")}
     assert cli.main(["oracles", "-k", "spectra", "--time-limit", "0"]) == 2
 
 
 def test_merge_later_record_wins_unless_skip_and_refuses_other_runs(tmp_path):
     """verify merge: a later record replaces an earlier one unless it is a skip; results of a different run
     (device, profile, kernel package) or not following the schema are usage errors."""
-    from verify import results
-    from verify.runner import Record
+    from verify.core import results
+    from verify.core.results import Record
     cid = "kernel.fla.path_attn.fwd.bf16.beta_two"
 
     def run(name, status, measured, device="cpu"):

@@ -7,8 +7,8 @@ import coverage
 import pytest
 
 from verify import cli
-from verify.coverage import analyse, kernels_and_launchers
-from verify.mutants import fla_package_dir
+from verify.commands.coverage import analyse, kernels_and_launchers
+from verify.core.mutation import fla_package_dir
 
 KERNELS = '''
 import functools

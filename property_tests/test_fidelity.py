@@ -1,4 +1,4 @@
-"""The Triton-interpreter fidelity layer (verify/fidelity.py) and its canaries.
+"""The Triton-interpreter fidelity layer (verify/core/fidelity.py) and its canaries.
 
 TRITON_INTERPRET and the patches are process-global, and another test module may already have
 imported triton, so everything that runs a kernel runs in a child process (three in all):
@@ -55,9 +55,9 @@ RED_WHEN_OFF = {
 CANARY_CHILD = """
 import json, warnings
 warnings.filterwarnings("ignore")
-from verify import fidelity
+from verify.core import fidelity
 import verify.checks.interpreter  # registers; defines no kernel
-from verify.registry import REGISTRY, Context
+from verify.core.registry import REGISTRY, Context
 FUNCTIONAL = set(json.loads(%r))   # the canaries the part-off runs judge (RED_WHEN_OFF)
 runs = [("on", list(fidelity.PARTS), "tf32"), ("on_ieee", list(fidelity.PARTS), "ieee")]
 runs += [("off:" + p, [q for q in fidelity.PARTS if q != p], "tf32") for p in fidelity.PARTS]
@@ -86,8 +86,8 @@ def canaries():
 
 
 def canary_ids():
-    from verify.registry import REGISTRY
     import verify.checks.interpreter  # noqa: F401
+    from verify.core.registry import REGISTRY
     return sorted(c for c in REGISTRY if c.startswith("env.interpreter."))
 
 
@@ -128,7 +128,7 @@ def test_canary_turns_red_with_part_off(canaries, part):
 
 
 def test_parts_list_matches_layer():
-    from verify import fidelity
+    from verify.core import fidelity
     assert fidelity.PARTS == PARTS
 
 
@@ -141,8 +141,8 @@ def test_active_parts_recorded(canaries):
 def test_activation_refused_after_triton_import():
     out = run_child("""
         import json, triton
-        from verify import fidelity
-        from verify.errors import UsageError
+        from verify.core import fidelity
+        from verify.core.errors import UsageError
         try:
             fidelity.activate(); print(json.dumps({"raised": None}))
         except UsageError as e:
@@ -152,8 +152,8 @@ def test_activation_refused_after_triton_import():
 
 
 def test_bad_arguments_refused():
-    from verify import fidelity
-    from verify.errors import UsageError
+    from verify.core import fidelity
+    from verify.core.errors import UsageError
     with pytest.raises(UsageError):
         fidelity.activate(fp32_dot="fp16")
     with pytest.raises(UsageError):
@@ -164,8 +164,10 @@ def test_fixed_order_dot_is_the_once_rounded_sum():
     """dot_order's accumulation: float64 in a fixed order, rounded once; equal to the correctly rounded
     exact sum (math.fsum) on seeded data, so the same on every machine (elementwise IEEE, no BLAS)."""
     import math
+
     import numpy as np
-    from verify.fidelity import fixed_order_dot
+
+    from verify.core.fidelity import fixed_order_dot
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal(s).astype(np.float32) for s in ((16, 64), (64, 8)))
     d = rng.standard_normal((16, 8)).astype(np.float32)
@@ -179,8 +181,8 @@ BF16_CONSTANTS_CHILD = """
 import json, re
 import numpy as np
 from triton._C.libtriton import ir
-from verify.bits import f64_to_bf16_bits
-from verify.fidelity import bf16_constant_bits
+from verify.core.bits import f64_to_bf16_bits
+from verify.core.fidelity import bf16_constant_bits
 values = [1e-7, 5e-7, 1.5e-6, 3e-6, 0.3, 1 / 3, 1.00390625, 1.01171875, -2.5e-4, 123456.789, 1e30]
 values += list(np.random.default_rng(0).standard_normal(40) * np.exp2(np.arange(40) % 24 - 12))
 ctx = ir.context()
@@ -212,9 +214,11 @@ def test_bf16_constants_as_the_compiler_builds_them():
 def test_bf16_fma_canary_discriminates():
     """The canary's x*y + x and x - x*y data (seed 0) tell one rounding (the GPU's fma.rn.bf16) from two
     (mul.bf16 then add.bf16): the emulation cannot pass it by rounding the product first."""
-    import torch
     from fractions import Fraction
-    from verify.bits import bf16_rne
+
+    import torch
+
+    from verify.core.bits import bf16_rne
     g = torch.Generator().manual_seed(2)
     x, y = (torch.randn(16, generator=g).to(torch.bfloat16).double().tolist() for _ in range(2))
     pairs = [(Fraction(a), Fraction(b)) for a, b in zip(x, y)]
@@ -227,9 +231,16 @@ def test_bf16_fma_canary_discriminates():
 def test_exact_bf16_conversions():
     """The numpy helpers the patches use, against the rational RNE oracle of the canaries."""
     import math
+
     import numpy as np
-    from verify.bits import bf16_bits_to_f32, bf16_rne, f32_to_bf16_bits, f64_to_bf16_bits
+
     from verify.checks.interpreter import _F32_CAST_CASES
+    from verify.core.bits import (
+        bf16_bits_to_f32,
+        bf16_rne,
+        f32_to_bf16_bits,
+        f64_to_bf16_bits,
+    )
     xs = np.array(_F32_CAST_CASES, dtype=np.float32)
     got = bf16_bits_to_f32(f32_to_bf16_bits(xs))
     assert [float(g) for g in got] == [bf16_rne(float(x)) for x in xs]
@@ -247,10 +258,10 @@ def test_bf16_lowering_canary_rejects_the_unfused_model():
     out = run_child("""
         import json, warnings
         warnings.filterwarnings("ignore")
-        from verify import fidelity
+        from verify.core import fidelity
         fidelity.activate()
         import verify.checks.interpreter as I
-        from verify.registry import Context
+        from verify.core.registry import Context
         I._BF16_PTX[9] = {"mul.bf16", "add.bf16"}
         r = I.bf16_lowering(Context(device="cpu"))
         print(json.dumps([r.status, r.details["x * y + x"]]))
@@ -261,7 +272,7 @@ def test_bf16_lowering_canary_rejects_the_unfused_model():
 GAP_CHILD = """
 import json, warnings
 warnings.filterwarnings("ignore")
-from verify import fidelity
+from verify.core import errors, fidelity
 fidelity.activate(parts=[p for p in fidelity.PARTS if p != "bf16_scalar"])
 import torch, triton, triton.language as tl
 
@@ -292,14 +303,14 @@ for case, dtype in [(0, torch.bfloat16), (1, torch.bfloat16), (2, torch.float32)
         k[(1,)](x, torch.zeros(16, dtype=dtype), 16, case)
         out[case] = ["ran", None]
     except Exception as exc:
-        out[case] = [fidelity.is_interpreter_gap(exc), repr(exc)[:300]]
-out["plain"] = fidelity.is_interpreter_gap(ValueError("'InterpreterBuilder' object has no attribute 'x'"))
+        out[case] = [errors.is_interpreter_gap(exc), repr(exc)[:300]]
+out["plain"] = errors.is_interpreter_gap(ValueError("'InterpreterBuilder' object has no attribute 'x'"))
 def no_backward():                                        # a package's own NotImplementedError (a fork's
     raise NotImplementedError("Backward pass is not implemented yet")   # recurrent backward): not a gap
 try:
     no_backward()
 except NotImplementedError as exc:
-    out["plain_nie"] = fidelity.is_interpreter_gap(exc)
+    out["plain_nie"] = errors.is_interpreter_gap(exc)
 print(json.dumps(out))
 """
 
@@ -316,21 +327,21 @@ def test_is_interpreter_gap_on_real_errors():
 GDN_CHILD = """
 import json, warnings
 warnings.filterwarnings("ignore")
-from verify import fidelity
+from verify.core import errors, fidelity
 fidelity.prepare_cpu_kernels()
-from verify.checks.kernels import compare
+from verify.core.engine import measure
 from verify.ops.gdn import GdnCase
 from verify.ops import OPS
-from verify.precision import Precision
+from verify.core.precision import Precision
 op, out = OPS["gdn_chunk"], {}
 for dt in ("fp32", "bf16"):
     prec = Precision.of(dt, op.dot or "tf32")
     x = op.inputs(GdnCase(T=64, Dk=32, Dv=32, gate="near1", seed=0), prec.torch_dtype)
-    out[dt] = {v.name: v.err_rel for v in compare(op, "fwd", x, prec, 0)}
+    out[dt] = {v.name: v.err_rel for v in measure(op, "fwd", x, prec, 0)}
     try:
-        out[dt].update({v.name: v.err_rel for v in compare(op, "bwd", x, prec, 0)})
+        out[dt].update({v.name: v.err_rel for v in measure(op, "bwd", x, prec, 0)})
     except Exception as exc:
-        out[dt]["backward_gap"] = fidelity.is_interpreter_gap(exc)
+        out[dt]["backward_gap"] = errors.is_interpreter_gap(exc)
 print(json.dumps(out))
 """
 
@@ -354,7 +365,7 @@ def test_fla_gdn_chunk_runs():
 E2E_CHILD = """
 import json, time, warnings
 warnings.filterwarnings("ignore")
-from verify import fidelity
+from verify.core import fidelity
 fidelity.activate()
 import torch
 from fla.ops.path_attn import parallel_path_attn

@@ -4,7 +4,10 @@ import json
 
 import pytest
 
-from verify.mutants import MUTANTS, materialize, run_checks
+from verify.core.mutation import materialize, run_checks
+from verify.ops import mutants as _mutants
+
+MUTANTS = _mutants()
 
 # The fast tier's teeth: one planted bug through --kernel-root (the whole set, 26 mutants with their
 # killers green on the unmodified kernels, is test_mutants.py's slow test_every_mutant_is_killed)
@@ -46,8 +49,8 @@ def test_cpu_runs_pick_the_h200_tile_sizes():
     the rounding: the state-tracking construction at n = 256 fails with H200 tiles and passed without)."""
     import subprocess
     import sys
-    code = ("from verify.checks.kernels import prepare; from verify.registry import Context; prepare(Context()); "
-            "import fla.utils; from verify import fidelity; "
+    code = ("from verify.core.engine import prepare; from verify.core.registry import Context; prepare(Context()); "
+            "import fla.utils; from verify.core import fidelity; "
             "print(fla.utils.check_shared_mem('hopper'), fidelity.active_parts()['device_properties'])")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -134,9 +137,9 @@ def test_missing_backward_is_only_the_packages_own():
     import torch
 
     from kernels import fla_ops
-    from verify.checks.kernels import prepare
+    from verify.core.engine import prepare
+    from verify.core.registry import Context
     from verify.ops.gdn import GdnCase, gdn_inputs
-    from verify.registry import Context
     prepare(Context(device="cpu"))
     x = {n: t.requires_grad_() if t is not None and t.is_floating_point() else t
          for n, t in gdn_inputs(GdnCase(T=4), torch.float32).items()}
@@ -156,13 +159,13 @@ def test_regression_cases_fail_without_their_fixes(monkeypatch):
     """The regression cases of verify.ops pass with the budget's summed-terms floor (MDN) and the
     same-dtype implementations' stored-O delta (FoX, PaTH), and each fix is what sets their budget: without
     it the budget's same-dtype term is several times smaller.  Those terms come from the float64 oracle and
-    the fixed-order same-dtype implementation (verify.precision), so this holds on every machine; whether
+    the fixed-order same-dtype implementation (verify.core.precision), so this holds on every machine; whether
     a kernel's own error would cross the smaller budget depends on the machine and is not asserted."""
     from references import path_attn as P
-    from verify.budget import judge
-    from verify.checks import kernels as K
-    from verify.registry import Context
     from verify import same_dtype
+    from verify.core import engine as K
+    from verify.core.budget import verdict
+    from verify.core.registry import Context
     from verify.ops import OPS, regression_cases
     ctx = Context(device="cpu", profile="quick")
     K.prepare(ctx)
@@ -178,8 +181,8 @@ def test_regression_cases_fail_without_their_fixes(monkeypatch):
         without the summed-terms floor."""
         seen = {}
         with monkeypatch.context() as m:
-            m.setattr(K, "judge", lambda n, o, r64, r, prec, c, scale=0.0, terms=None: seen.setdefault(
-                n, judge(n, o, r64, r, prec, c, scale, terms if floor else None)))
+            m.setattr(K, "verdict", lambda n, o, r64, r, prec, c, scale=0.0, terms=None: seen.setdefault(
+                n, verdict(n, o, r64, r, prec, c, scale, terms if floor else None)))
             ratio = probe().verdict.ratio
         return seen, ratio
 
@@ -207,11 +210,11 @@ def test_search_skips_what_cannot_be_verified(raised, kind):
     from hypothesis import strategies as st
 
     from kernels.fla_ops import VariantUnsupported
-    from verify import fidelity
-    from verify.registry import Context
-    from verify.search import search
+    from verify.core.errors import Bf16ArithmeticNotEmulated
+    from verify.core.registry import Context
+    from verify.core.search import search
     errors = {"unsupported": VariantUnsupported("chunk 16 is not offered"),
-              "gap": fidelity.Bf16ArithmeticNotEmulated("bf16 multiply"), "kernel": RuntimeError("kernel bug")}
+              "gap": Bf16ArithmeticNotEmulated("bf16 multiply"), "kernel": RuntimeError("kernel bug")}
 
     def evaluate(case):
         raise errors[raised]
@@ -227,7 +230,7 @@ def test_save_failing_writes_a_file_that_compare_replays(tmp_path, registry):
     import shlex
 
     from verify import cli
-    from verify.registry import Context
+    from verify.core.registry import Context
     cid = "kernel.fla.mdn_chunk16.fwd.bf16.alpha_near1"
     result = registry[cid].run(Context(device="cpu", profile="quick", save_failing=str(tmp_path / "f")))
     command = result.details["compare_command"]
@@ -259,9 +262,8 @@ def test_gdn_is_mdn_without_momentum(seed):
     import torch
 
     from references import mdn as MDN
-    from verify.inputs import as_oracle
-    from verify.ops.gdn import GdnCase, gdn_inputs
-    from verify.ops.gdn import gdn_as_mdn
+    from verify.core.inputs import as_oracle
+    from verify.ops.gdn import GdnCase, gdn_as_mdn, gdn_inputs
     x = as_oracle(gdn_inputs(GdnCase(T=12, Dk=4, Dv=3, beta="near2", initial_state=True, cu_seqlens=(0, 5, 12), seed=seed)))
     o, S = gdn_as_mdn(MDN.recurrence, **x, scale=0.5)
     for n, (s, e) in enumerate([(0, 5), (5, 12)]):
@@ -281,9 +283,9 @@ def test_search_stops_at_a_fatal_device_error_wherever_it_surfaces(surfaces_in):
     of the check (raised)."""
     from hypothesis import strategies as st
 
-    from verify.budget import OracleFailed
-    from verify.registry import DEVICE_LOST, Context
-    from verify.search import search
+    from verify.core.budget import OracleFailed
+    from verify.core.registry import DEVICE_LOST, Context
+    from verify.core.search import search
     fault = RuntimeError("CUDA error: an illegal memory access was encountered")
     calls = []
 
@@ -305,12 +307,12 @@ def test_search_stops_at_a_fatal_device_error_wherever_it_surfaces(surfaces_in):
 def test_a_kernel_check_says_where_its_time_went(monkeypatch):
     """details.seconds_in splits a kernel check's time into kernel, float64 oracle and same-dtype
     implementation (within the check's own seconds); Triton's compile hooks add compile time and count."""
-    from verify import timing
-    from verify.registry import REGISTRY, Context
-    from verify.runner import execute, load_checks
+    from verify.core import timing
+    from verify.core.registry import REGISTRY, Context
+    from verify.run.runner import execute, load_checks
     load_checks()
     record = execute(REGISTRY["kernel.fla.mdn_recurrent.bwd.fp32.typical"], Context(device="cpu", profile="quick"))
-    from triton import knobs                                 # after the check installed the interpreter
+    from triton import knobs  # after the check installed the interpreter
     split = record.result.details["seconds_in"]
     assert set(split) == {"kernel", "oracle", "same_dtype"} and all(s > 0 for s in split.values()), split
     assert sum(split.values()) <= record.seconds, (split, record.seconds)
@@ -318,9 +320,17 @@ def test_a_kernel_check_says_where_its_time_went(monkeypatch):
     monkeypatch.setattr(knobs.runtime, "jit_post_compile_hook", None)
     timing.reset()
     timing.time_compilations()
-    assert knobs.runtime.jit_cache_hook(key=0) is False      # False: Triton goes on and compiles
-    knobs.runtime.jit_post_compile_hook(key=0)
-    assert timing.spent()["compilations"] == 1 and timing.spent()["compile"] >= 0
+    from types import SimpleNamespace
+    clock = iter([10.0, 12.5, 20.0, 30.0, 30.25])            # the hooks' clock readings, in order
+    with monkeypatch.context() as m:
+        m.setattr(timing, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
+        assert knobs.runtime.jit_cache_hook(key=0) is False      # False: Triton goes on and compiles
+        knobs.runtime.jit_post_compile_hook(key=0)               # 10 -> 12.5
+        assert timing.spent() == {"compile": 2.5, "compilations": 1}
+        knobs.runtime.jit_cache_hook(key=1)                      # a compilation that failed: no post hook;
+        knobs.runtime.jit_cache_hook(key=2)                      # the next one starts the clock again
+        knobs.runtime.jit_post_compile_hook(key=2)               # 30 -> 30.25
+        assert timing.spent() == {"compile": 2.75, "compilations": 2}
     mine = lambda **_: False
     monkeypatch.setattr(knobs.runtime, "jit_cache_hook", mine)
     timing.time_compilations()                               # a user's own hook is left in place

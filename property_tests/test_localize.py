@@ -1,5 +1,5 @@
 """`verify localize` names the stage where a planted bug sits: a copy of fla with one mutant (one wrong line
-in one stage; verify.mutants' or one here) is localized to exactly that stage, and the unmodified kernels
+in one stage; an op record's or one here) is localized to exactly that stage, and the unmodified kernels
 (PaTH forward and backward, MDN chunk forward) to none.
 Each run is a fresh `verify localize --kernel-root` subprocess on a saved example, so the CPU interpreter's
 fidelity layer is installed before fla's kernels are imported."""
@@ -9,11 +9,15 @@ import sys
 
 import pytest
 
-from verify import cli
+from verify import cli, ops
+from verify.core import examples as example
+from verify.core.ids import CheckId
+from verify.core.mutation import Mutant, materialize
+from verify.ops import mutants as _mutants
 from verify.ops.attention import PathCase
 from verify.ops.mdn import MdnCase
-from verify.localize import example
-from verify.mutants import MUTANTS, Mutant, materialize
+
+MUTANTS = _mutants()
 
 pytestmark = pytest.mark.slow     # end to end: subprocesses over copies of fla (the slow tier)
 
@@ -29,7 +33,7 @@ DELTA_DROPPED = Mutant("path_bwd_delta_dropped", "PaTH backward: in-block dA = P
 
 
 def localize(tmp_path, check_id, case, mutant=None, *extra):
-    x = example.build(example.KernelCheck.parse(check_id), case, "cpu")
+    x = example.build(ops.record(check_id), CheckId.parse(check_id).dtype, case, "cpu")
     inputs, out = tmp_path / "x.pt", tmp_path / "out.json"
     example.save(x, inputs)
     cmd = [sys.executable, "-m", "verify", "localize", "--id", check_id, "--device", "cpu", "--inputs", str(inputs),
@@ -83,17 +87,17 @@ def test_case_labels_round_trip():
 
 def test_save_label_writes_the_checks_own_inputs(tmp_path):
     """The runner's way to save a faulting example: by the label the check reported."""
-    check = example.KernelCheck.parse("kernel.fla.path_attn.bwd.bf16.beta_uniform")
+    op = ops.record("kernel.fla.path_attn.bwd.bf16.beta_uniform")
     case = PathCase(T=5, D=32, Dv=32, HQ=2, H=2, gate="mixed", seed=4)
-    example.save_label(check.id, case.label(), tmp_path / "x.pt")
-    saved, built = example.load(str(tmp_path / "x.pt"), check, "cpu"), example.build(check, case, "cpu")
+    example.save(example.from_label(op, "bf16", case.label()), tmp_path / "x.pt")
+    saved, built = example.load(str(tmp_path / "x.pt"), op, "bf16", "cpu"), example.build(op, "bf16", case, "cpu")
     assert all(built[n] is None and saved[n] is None or built[n].equal(saved[n]) for n in built)
 
 
 @pytest.mark.parametrize("argv, says", [
-    (["--id", "kernel.fla.nope.fwd.bf16.x"], "not a kernel check"),
+    (["--id", "kernel.fla.nope.fwd.bf16.x"], "no op 'nope'"),
     (["--id", "kernel.fla.path_attn.fwd.bf16.no_such_regime", "--device", "cpu"], "no such check"),
-    (["--id", "kernel.fla.mdn_chunk16.bwd.bf16.typical"], "stages are defined for"),
+    (["--id", "kernel.fla.mdn_chunk16.bwd.bf16.typical"], "defines no stages for its bwd pass"),
     (["--id", PATH[0], "--inputs", "/nonexistent.pt", "--device", "cpu"], "no such file"),
     (["--id", PATH[0], "--examples", "0"], "must be at least 1"),
 ])

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from references import mdn, mdn_forms
 from references.mdn_mp import recurrence_head_mp
 from references.ops import MPMATH, mp_array
-from verify import runner, xfails
-from verify.metrics import rel_err
-from verify.registry import Context
+from verify.core.metrics import rel_err
+from verify.core.registry import Context
+from verify.run import runner, xfails
 
 STABLE_ID = "oracle.mdn.chunk_stable.float64.logmu_-2.chunk64"
 

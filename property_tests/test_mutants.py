@@ -1,14 +1,14 @@
-"""Proof of teeth: every planted bug of verify.mutants applies to the installed kernels and names registered
+"""Proof of teeth: every planted bug of the op records (verify.ops) applies to the installed kernels and names registered
 killer checks, and `verify mutants` kills every one at the ci profile; `verify all` leaves the family out
 unless it is named; --repeat reports per check how many seeds failed."""
-import json
-import subprocess
-import sys
-
 import pytest
+from helpers import ids, load, run_cli
 
 from verify import cli
-from verify.mutants import MUTANTS, fla_package_dir, materialize
+from verify.core.mutation import fla_package_dir, materialize
+from verify.ops import mutants as _mutants
+
+MUTANTS = _mutants()
 
 pytestmark = pytest.mark.slow     # end to end: subprocesses over copies of fla (the slow tier)
 
@@ -40,15 +40,13 @@ def test_every_op_has_regimes_conventions_and_a_mutant(registry):
 
 def test_every_mutant_is_killed(tmp_path):
     """The full `verify mutants` run at the ci profile (about 5 minutes on the 2-core CI machine)."""
-    out = tmp_path / "m.json"
-    r = subprocess.run([sys.executable, "-m", "verify", "mutants", "--device", "cpu", "--json", str(out)],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
-    checks = json.loads(out.read_text())["checks"]
-    assert [c["id"] for c in checks] == [f"mutant.{n}" for n in MUTANTS]
-    for c in checks:
+    r, doc = run_cli("mutants", "--device", "cpu", "--json", tmp_path / "m.json")
+    assert r.returncode == 0 and doc is not None, r.stdout[-4000:] + r.stderr[-2000:]
+    assert ids(doc) == [f"mutant.{n}" for n in MUTANTS]
+    for c in doc["checks"]:
         if c["status"] == "skip":     # no killer runs on the CPU interpreter here: said so, with the reason
-            assert c["kind"] == "interpreter_gap" if "kind" in c else "CPU interpreter" in c["message"], c
+            assert c["kind"] == "interpreter_gap" and c["message"].startswith("no killer runs here: "), c
+            assert all(k in c["message"] for k in MUTANTS[c["id"][7:]].killers), c
             continue
         assert c["status"] == "pass" and c["details"]["killed_by"] in MUTANTS[c["id"][7:]].killers, c["message"]
     assert "mutation self-test" in r.stdout and "path_kv_dims_swapped" in r.stdout
@@ -62,7 +60,7 @@ def test_all_skips_mutants_unless_named(planted, tmp_path):
 
     def ran(*args):
         assert cli.main(["all", *args, "--device", "cpu", "--json", str(out)]) in (0, 1)
-        return [c["id"] for c in json.loads(out.read_text())["checks"]]
+        return ids(load(out))
     assert ran("-k", "planted and odd_seeds") == [PLANTED[1]]
     assert ran("-k", "mutant.test_planted") == [PLANTED[0]]
     assert sorted(ran("--id", PLANTED[0], "--id", PLANTED[1])) == PLANTED
@@ -72,7 +70,7 @@ def test_repeat_counts_failures_per_check(planted, tmp_path, capsys):
     out = tmp_path / "o.json"
     code = cli.main(["all", "--id", PLANTED[1], "--repeat", "3", "--seed-from", "4", "--device", "cpu",
                      "--json", str(out)])
-    doc = json.loads(out.read_text())
+    doc = load(out)
     assert code == 1 and doc["environment"]["seeds"] == [4, 5, 6]
     assert [c["status"] for c in doc["checks"]] == ["pass", "fail", "pass"]
     assert "--seed 5" in doc["checks"][1]["repro"]

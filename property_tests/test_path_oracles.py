@@ -5,11 +5,17 @@ from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
 from references import path_attn as P
-from verify.inputs import as_oracle
-from verify.ops.attention import BETA_REGIMES, GATE_REGIMES, W_REGIMES, PathCase, path_inputs
-from verify.metrics import rel_err
-from verify.registry import Context
-from verify.strategies import value_patterns
+from verify.core.inputs import as_oracle
+from verify.core.metrics import rel_err
+from verify.core.registry import Context
+from verify.core.strategies import value_patterns
+from verify.ops.attention import (
+    BETA_REGIMES,
+    GATE_REGIMES,
+    W_REGIMES,
+    PathCase,
+    path_inputs,
+)
 
 
 def ids(registry, prefix):
@@ -79,7 +85,7 @@ def test_varlen_decode_cache_gives_each_sequence_its_last_query_logits():
     """Each sequence's decode keys dotted with its last query are that sequence's path logits (the walk);
     the same-dtype decode keys in fp32 agree; without the split, the first sequence's keys differ."""
     from verify import same_dtype
-    from verify.precision import Precision
+    from verify.core.precision import Precision
     case = PathCase(T=30, D=4, cu_seqlens=(0, 11, 30), seed=3)
     x = as_oracle(path_inputs(case, torch.float64, "cpu", torch.float64, torch.float64))
     keys = P.decode_cache(x["k"], x["w"], x["beta"], x["cu_seqlens"])

@@ -8,11 +8,11 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from verify import bits, inputs
-from verify.bits import round_bf16, truncate_tf32
-from verify.budget import judge
-from verify.precision import Precision
-from verify.strategies import bf16_values
+from verify.core import bits, inputs
+from verify.core.bits import round_bf16, truncate_tf32
+from verify.core.budget import verdict
+from verify.core.precision import Precision
+from verify.core.strategies import bf16_values
 
 
 @given(bf16_values())
@@ -54,11 +54,11 @@ def test_budget_rejects_nonfinite_and_excess_error():
     prec = Precision.of("bf16")
     oracle = torch.linspace(-1, 1, 101, dtype=torch.float64)
     ref = oracle + 1e-3
-    assert judge("o", oracle.clone(), oracle, ref, prec, 4).ratio == 0
+    assert verdict("o", oracle.clone(), oracle, ref, prec, 4).ratio == 0
     bad = oracle.clone()
     bad[3] = math.nan
-    assert judge("o", bad, oracle, ref, prec, 4).ratio == math.inf
-    v = judge("o", oracle + 5e-2, oracle, ref, prec, 4)
+    assert verdict("o", bad, oracle, ref, prec, 4).ratio == math.inf
+    v = verdict("o", oracle + 5e-2, oracle, ref, prec, 4)
     assert v.ratio > 1 and v.decided_by in ("normwise-relative", "max-abs")
 
 
@@ -66,13 +66,13 @@ def test_budget_for_an_exactly_zero_tensor_uses_max_abs_at_the_given_scale():
     prec = Precision.of("fp32", "tf32")
     zero = torch.zeros(4, dtype=torch.float64)
     noise = torch.full((4,), 1e-4, dtype=torch.float64)
-    assert judge("dk", noise, zero, zero, prec, 8, scale=1.0).ratio <= 1      # 1e-4 < 8 * 2^-11
-    assert judge("dk", noise * 100, zero, zero, prec, 8, scale=1.0).ratio > 1
+    assert verdict("dk", noise, zero, zero, prec, 8, scale=1.0).ratio <= 1      # 1e-4 < 8 * 2^-11
+    assert verdict("dk", noise * 100, zero, zero, prec, 8, scale=1.0).ratio > 1
 
 
 def test_fixed_order_matmul_is_the_stated_blockwise_fp32_accumulation():
     """acc_{s+1} = fl32(acc_s + block sum), written out literally for one output element."""
-    from verify.precision import BLOCK_K, fixed_order_matmul
+    from verify.core.precision import BLOCK_K, fixed_order_matmul
     gen = torch.Generator().manual_seed(0)
     a, b = torch.randn(3, 37, generator=gen), torch.randn(37, 2, generator=gen)
     acc = torch.tensor(0.0)
@@ -89,7 +89,7 @@ def test_same_dtype_implementations_call_no_blas_and_give_the_same_bits_under_an
     from torch.overrides import TorchFunctionMode
 
     from verify import same_dtype
-    from verify.inputs import floats_as
+    from verify.core.inputs import floats_as
     from verify.ops.attention import PathCase, path_inputs
     from verify.ops.mdn import MdnCase, mdn_inputs
     library = {"matmul", "mm", "bmm", "__matmul__", "linalg_solve_triangular", "softmax", "sum", "einsum", "mv"}

@@ -11,9 +11,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from verify import xfails
-from verify.reporting import bounds, diff, document, plots
-from verify.reporting.sweeps import OPS, points
+from verify.report import bounds, diff, document, plots
+from verify.report.sweeps import measured, points
+from verify.run import xfails
 
 SCHEMA = json.loads(document.SCHEMA_FILE.read_text())
 
@@ -128,7 +128,7 @@ def test_quick_subset_writes_report(tmp_path):
 def test_measure_catches_the_known_mdn_chunk_failure():
     """The measurement is the checks' comparison: fla's chunk path at log mu = -2, chunk 64 (a listed expected
     failure) is non-finite, while the stable chunk form in fp32 on the same kind of input is accurate."""
-    from verify.reporting.measure import measure
+    from verify.report.measure import measure
     by_id = {p.id: p for p in points("quick")}
     bad = measure(by_id["mdn_map.mdn_chunk64.fwd.bf16.-2"], "cpu", "tf32")
     good = measure(by_id["mdn_map.stable_chunk64.fwd.fp32.-2"], "cpu", "tf32")
@@ -138,7 +138,7 @@ def test_measure_catches_the_known_mdn_chunk_failure():
 
 def test_workers_give_the_same_records():
     """Spawned workers measure exactly what the process itself measures, in the order of the points."""
-    from verify.reporting.measure import run_points
+    from verify.report.measure import run_points
     pts = [p for p in points("quick") if p.op in ("stable_chunk16", "log_chunk16")][:3]
     seen = []
     one, facts_one = run_points(pts, "cpu", "tf32", 1, lambda p, finished: seen.append((p.id, finished)))
@@ -196,10 +196,119 @@ def test_bounds():
 
 
 def test_sweeps_ids_unique_and_ops_known():
+    ops = measured()
     for profile in ("quick", "ci", "full"):
         pts = points(profile)
         assert len({p.id for p in pts}) == len(pts)
-        assert all(p.op in OPS and p.dtype in OPS[p.op].dtypes for p in pts)
+        assert all(p.op in ops and p.dtype in ops[p.op].dtypes for p in pts)
+
+
+def test_measured_ops_come_from_the_op_table():
+    """The report measures exactly the records whose `report` family is set (plus the reference forms), and
+    the PaTH-only sweeps select by that family, not by a name."""
+    from verify.ops import OPS as KERNEL_OPS
+    ops = measured()
+    kernels = {k for k, o in ops.items() if o.family != "form"}
+    assert kernels == {r.name for r in KERNEL_OPS.values() if r.report}
+    assert all(ops[k].family == KERNEL_OPS[k].report and ops[k].dtypes == tuple(KERNEL_OPS[k].dtypes) for k in kernels)
+    pts = points("quick")
+    for plot in ("beta", "align", "state"):
+        assert {ops[p.op].family for p in pts if p.plot == plot} == {"path"}
+    assert {p.op for p in pts if p.plot == "mdn_map"} == {k for k, o in ops.items() if o.family in ("mdn", "form")}
+    assert {p.op for p in pts if p.plot == "T"} <= kernels
+
+
+def test_report_code_names_no_kernel_op():
+    """No kernel op's name is written in verify/report/ (the ops come from their records) except in an import
+    of a module of the same name or on a line whose comment gives the reason."""
+    from verify.ops import OPS as KERNEL_OPS
+    folder = Path(document.__file__).parent
+    found = []
+    for src in sorted(folder.glob("*.py")):
+        for n, line in enumerate(src.read_text().splitlines(), 1):
+            for name in KERNEL_OPS:
+                if re.search(rf"\b{name}\b", line) and "#" not in line and not re.match(r"\s*(from|import) ", line):
+                    found.append(f"{src.name}:{n}: {line.strip()}")
+    assert not found, found
+
+
+def png_dpi(path: Path) -> tuple[float, float]:
+    from PIL import Image
+    with Image.open(path) as im:
+        return im.info.get("dpi", (0, 0))
+
+
+def test_every_png_is_readable_size(tmp_path):
+    """Every PNG of the report (and of --compare) says >= 150 dpi in its header and is large enough for that:
+    at least 1000 px wide (a 72 dpi plot was 331-947 px)."""
+    from PIL import Image
+    write_synthetic(tmp_path)
+    pngs = sorted(tmp_path.glob("*.png"))
+    assert pngs
+    for png in pngs:
+        assert min(png_dpi(png)) >= 149.5, (png.name, png_dpi(png))
+        with Image.open(png) as im:
+            assert im.width >= 1000, (png.name, im.size)
+    doc = json.loads((tmp_path / "report.json").read_text())
+    diff.plot(doc, doc, diff.changes(doc, doc), tmp_path)
+    assert min(png_dpi(tmp_path / "compare.png")) >= 149.5
+
+
+def test_growth_exponent_needs_three_points():
+    assert plots.growth_exponent([16, 64], [1e-3, 2e-3]) is None
+    assert plots.growth_exponent([16, 64, 256], [1e-3, 2e-3, 4e-3]) == pytest.approx(0.5)
+    assert plots.growth_exponent([16, 64, 256], [1e-3, math.inf, 4e-3]) is None     # two finite of three
+    recs = [r for r in synthetic_records() if r["id"].startswith("T.path_attn.fwd.bf16")]
+    import matplotlib.pyplot as plt
+    for n, fitted, legend in ((2, "| o - |", "o"), (3, "| o 0.50 |", "o (T^0.50)")):
+        assert fitted in "\n".join(document.findings(recs[:n]))          # report.md
+        fig, ax = _panel(recs[:n])                                       # the plot's legend
+        assert legend in [t.get_text() for t in ax.get_legend().get_texts()]
+        plt.close(fig)
+
+
+def _panel(recs):
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(layout="constrained")
+    plots.error_panel(ax, recs, "T", fit=True)
+    fig.canvas.draw()
+    return fig, ax
+
+
+def test_bound_in_the_legend_only_where_its_line_is_drawn():
+    """A bound that is vacuous at every point draws no line, so the legend names only its 'vacuous' markers;
+    where it is finite somewhere its line is drawn and named.  Every legend lies outside the data area."""
+    import matplotlib.pyplot as plt
+    recs = [r for r in synthetic_records() if r["id"].startswith("T.path_attn.bwd.bf16")]
+    vacuous = [{**r, "bound": {**r["bound"], "deterministic": math.inf, "probabilistic": math.inf}} for r in recs]
+    for case, drawn in ((vacuous, False), (recs, True)):
+        fig, ax = _panel(case)
+        legend = ax.get_legend()
+        labels = [t.get_text() for t in legend.get_texts()]
+        lines = {ln.get_label(): ln for ln in ax.get_lines()}
+        assert ("a-priori bound" in labels) == drawn, labels
+        assert "a-priori bound: vacuous" in labels                  # the markers are drawn in both cases
+        for name in labels:
+            assert len(lines[name].get_xdata()) > 0, name          # nothing listed that is not drawn
+        box, area = legend.get_window_extent(), ax.get_window_extent()
+        assert box.x0 >= area.x1 - 1, (box, area)                  # outside, to the right of the data area
+        plt.close(fig)
+
+
+def test_report_md_is_tables_and_words(tmp_path):
+    """report.md: no Python / JSON dict, no bare 'nan' (a non-finite number is named as such), the bounds and
+    the growth exponents as tables, not a bullet per op / pass / dtype."""
+    recs = synthetic_records()
+    recs.append(record("T", "mdn_recurrent", "fwd", "fp32", 1024, [tensor("o", math.nan)], status="fail"))
+    write_synthetic(tmp_path, recs)
+    md = (tmp_path / "report.md").read_text()
+    assert not re.search(r"\bnan\b", md) and "error nan" not in md
+    assert "non-finite (NaN)" in md and "non-finite (+inf)" in md
+    assert "{'" not in md and '{"' not in md
+    assert "4 sequences, decided correctly by the kernel 50%" in md
+    assert "| op | pass | dtype | plot | deterministic bound vacuous |" in md
+    assert "| op | pass | dtype | T | exponent p per tensor |" in md
+    assert not [ln for ln in md.splitlines() if ln.startswith("- **")]
 
 
 @pytest.mark.parametrize("args,message", [

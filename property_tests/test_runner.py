@@ -1,18 +1,31 @@
 """The runner: checks run in worker processes; a worker that crashes, hangs or hits a fatal CUDA error costs
 only its own check (recorded with its kind) and the run goes on; shards merge to the unsharded result;
 interrupts write what finished; a run writes nothing into the current directory but what it was asked to."""
-import json
 import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
+from helpers import (
+    MARKER_ENV,
+    PATIENCE,
+    RENDEZVOUS_ENV,
+    gone,
+    id_args,
+    ids,
+    ignores,
+    load,
+    run_cli,
+    statuses,
+    verify_command,
+    wait_for,
+    wait_for_marker,
+)
 
-from verify import cli, results
-from verify.registry import Check
-from verify.runner import interleaved, next_startable, shard
+from verify import cli
+from verify.core.registry import Check
+from verify.run.runner import interleaved, next_startable, shard
 
 HYPOTHESIS_SNIPPET = """
 from hypothesis import given, settings, strategies as st
@@ -20,31 +33,35 @@ settings(max_examples=5, database=None)(given(st.text(max_size=3))(lambda x: Non
 """
 
 
-def verify(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "verify", *args], capture_output=True, text=True, cwd=cwd)
-
-
-def ids(*names):
-    return [a for n in names for a in ("--id", f"test.planted.{n}")]
-
-
-def test_crash_hang_and_fatal_cuda_error_are_recorded_and_the_run_goes_on(planted, tmp_path):
+def test_crash_hang_and_fatal_cuda_error_are_recorded_and_the_run_goes_on(planted, tmp_path, monkeypatch):
     """One worker: the abort, the fatal CUDA error and the hang each cost only their own check, and the check
     after the fatal error runs in a fresh worker (it fails in a poisoned one).  Nothing but the JSON asked for
-    is written into the current directory (hypothesis' storage would be .hypothesis/ there)."""
-    r = verify("all", *ids("pass", "abort", "cuda_fatal", "after_fatal", "hang", "hypothesis"), "--device", "cpu",
-               "--workers", "1", "--check-timeout", "10", "--json", "out.json", cwd=tmp_path)
-    assert r.returncode == 1, r.stdout + r.stderr
-    doc = results.parse((tmp_path / "out.json").read_text())
+    is written into the current directory (hypothesis' storage would be .hypothesis/ there).
+
+    The hang never returns (it blocks until its worker is killed), so its timeout verdict is certain; its
+    marker (outside the run's directory) shows that it was running when the timeout struck.  The other checks
+    take milliseconds against the 10 s timeout; their own seconds are asserted below that, so that a run too
+    loaded for the margin says so instead of failing as a wrong verdict."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    marker = tmp_path / "hang.started"
+    monkeypatch.setenv(MARKER_ENV, str(marker))
+    r, doc = run_cli("all", *id_args("pass", "abort", "cuda_fatal", "after_fatal", "hang", "hypothesis"),
+                     "--device", "cpu", "--workers", "1", "--check-timeout", "10", "--json", "out.json", cwd=run_dir)
+    assert r.returncode == 1 and doc is not None, r.stdout + r.stderr
     got = {c["id"].removeprefix("test.planted."): (c["status"], c["kind"]) for c in doc["checks"]}
+    fast = {c["id"]: c["seconds"] for c in doc["checks"] if c["id"] != "test.planted.hang"}
+    assert max(fast.values()) < 5, f"a check took half the timeout: the machine is too loaded for this test {fast}"
     assert got == {"pass": ("pass", None), "abort": ("fail", "crashed"), "cuda_fatal": ("fail", "cuda_fatal"),
                    "after_fatal": ("pass", None), "hang": ("fail", "timeout"), "hypothesis": ("pass", None)}
     assert "SIGABRT" in {c["id"]: c for c in doc["checks"]}["test.planted.abort"]["message"]
-    assert os.listdir(tmp_path) == ["out.json"]
+    assert marker.exists(), "the hang was recorded as a timeout without having run"
+    wait_for(lambda: gone(int(marker.read_text())), "the hang's worker ended")
+    assert os.listdir(run_dir) == ["out.json"]
     # negative control: the same hypothesis search outside verify does write .hypothesis/ into its cwd
-    subprocess.run([sys.executable, "-c", HYPOTHESIS_SNIPPET], cwd=tmp_path, check=True,
+    subprocess.run([sys.executable, "-c", HYPOTHESIS_SNIPPET], cwd=run_dir, check=True,
                    env={k: v for k, v in os.environ.items() if k != "HYPOTHESIS_STORAGE_DIRECTORY"})
-    assert (tmp_path / ".hypothesis").is_dir()
+    assert (run_dir / ".hypothesis").is_dir()
 
 
 def test_shards_merge_to_the_unsharded_run(planted, tmp_path):
@@ -53,18 +70,17 @@ def test_shards_merge_to_the_unsharded_run(planted, tmp_path):
     sel = ["-k", "oracle.fox or oracle.path.ut or test.planted.pass or test.planted.fail", "--device", "cpu"]
     whole = tmp_path / "whole.json"
     assert cli.main(["all", *sel, "--workers", "2", "--json", str(whole)]) == 1
-    from verify.registry import select
+    from verify.core.registry import select
     expected = [c.id for c in select(sel[1:2])]
-    assert [c["id"] for c in json.loads(whole.read_text())["checks"]] == expected
+    assert ids(load(whole)) == expected
     parts = [str(tmp_path / f"s{k}.json") for k in (1, 2, 3)]
     for k, part in enumerate(parts, 1):
         cli.main(["all", *sel, "--shard", f"{k}/3", "--durations", str(whole), "--json", part])
-    shard_ids = [{c["id"] for c in json.loads(open(p).read())["checks"]} for p in parts]
+    shard_ids = [set(ids(load(p))) for p in parts]
     assert all(shard_ids) and sum(map(len, shard_ids)) == len(set().union(*shard_ids)) == len(expected)
     merged = tmp_path / "all.json"
     assert cli.main(["merge", *parts, "--json", str(merged), "--junit", str(tmp_path / "all.xml")]) == 1
-    status = lambda path: {c["id"]: c["status"] for c in json.loads(open(path).read())["checks"]}
-    assert status(merged) == status(whole)
+    assert statuses(load(merged)) == statuses(load(whole))
 
 
 def test_shard_is_deterministic_and_balanced_by_duration():
@@ -93,68 +109,99 @@ def test_gpu_start_order_spreads_ops_and_lets_each_ops_first_check_warm_up():
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_interrupt_writes_what_finished_and_marks_the_rest_not_run(planted, tmp_path, sig, code):
-    out = tmp_path / "out.json"
+def test_interrupt_writes_what_finished_and_marks_the_rest_not_run(planted, tmp_path, monkeypatch, sig, code):
+    """One worker: the pass has finished before the hang starts; the signal comes once the hang runs (its
+    marker), so the run is interrupted with one check done and one running, every time."""
+    out, marker = tmp_path / "out.json", tmp_path / "hang.started"
     out.write_text("stale")
-    proc = subprocess.Popen([sys.executable, "-m", "verify", "all", *ids("pass", "hang"), "--device", "cpu",
-                             "--workers", "1", "--json", str(out)],     # one worker: pass ends before hang starts
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    seen = []
-    for line in proc.stdout:         # not a terminal: a line when each check starts
-        seen.append(line)
-        if "start test.planted.hang" in line:
-            break
-    assert not out.exists()          # the stale result is gone from the start
-    proc.send_signal(sig)
-    rest, _ = proc.communicate(timeout=60)
-    assert proc.returncode == code, "".join(seen) + rest
-    doc = results.parse(out.read_text())
+    monkeypatch.setenv(MARKER_ENV, str(marker))
+    proc = subprocess.Popen(verify_command("all", *id_args("pass", "hang"), "--device", "cpu", "--workers", "1",
+                                           "--json", out), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        worker = wait_for_marker(marker, proc)
+        assert not out.exists()          # the stale result is gone from the start
+        proc.send_signal(sig)
+        rest, _ = proc.communicate(timeout=PATIENCE)
+    finally:
+        proc.kill()
+    assert proc.returncode == code, rest
+    doc = load(out)
     assert doc["interrupted"] is True
     assert [(c["status"], c["kind"]) for c in doc["checks"]] == [("pass", None), ("skip", "not_run")]
     assert "interrupted after" in rest
+    wait_for(lambda: gone(worker), "the hang's worker ended")
 
 
-def test_signals_after_the_first_are_ignored_until_the_json_is_written(planted, tmp_path):
+def test_signals_after_the_first_are_ignored_until_the_json_is_written(planted, tmp_path, monkeypatch):
     """GNU timeout sends TERM to the command and then to its process group: the run must survive the second
     (and any later) signal while it stops its workers and writes its results.  Measured on an H200 host: two
-    of three time-boxed runs lost their JSON to the second TERM (killed by SIGTERM, exit -15)."""
-    out = tmp_path / "out.json"
-    proc = subprocess.Popen([sys.executable, "-m", "verify", "all", *ids("pass", "hang"), "--device", "cpu",
-                             "--workers", "1", "--json", str(out)],
+    of three time-boxed runs lost their JSON to the second TERM (killed by SIGTERM, exit -15).
+
+    In lockstep with the run, not with the clock: the first TERM comes once the hang runs (its marker); the
+    flood of TERMs to the whole process group (every 5 ms) starts once the run ignores TERM (its SigIgn mask:
+    the handler of the first has run) and goes on until the JSON is written and after.  The JUnit file's
+    temporary file is a FIFO that nobody reads yet, so the run, having written its JSON, waits there and cannot
+    get to the point where it restores its signal handlers while TERMs still come; the test then opens the FIFO
+    and the run ends.  (A TERM that arrived after the handlers were restored would kill it: exit -15.)"""
+    out, junit, marker = tmp_path / "out.json", tmp_path / "out.xml", tmp_path / "hang.started"
+    fifo = tmp_path / "out.xml.tmp"                  # where verify.core.results.write_junit writes first
+    os.mkfifo(fifo)
+    monkeypatch.setenv(MARKER_ENV, str(marker))
+    proc = subprocess.Popen(verify_command("all", *id_args("pass", "hang"), "--device", "cpu", "--workers", "1",
+                                           "--json", out, "--junit", junit),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    for line in proc.stdout:
-        if "start test.planted.hang" in line:
-            break
-    os.kill(proc.pid, signal.SIGTERM)
-    while proc.poll() is None and not out.exists():      # and again, every 5 ms, until the JSON is written
-        try:
+    reader = None
+    try:
+        wait_for_marker(marker, proc)
+        os.kill(proc.pid, signal.SIGTERM)
+        wait_for(lambda: ignores(proc.pid, signal.SIGTERM), "the run ignores TERM after the first", proc)
+        sent = 0
+
+        def flood():
+            nonlocal sent
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                sent += 1
+            return out.exists() or proc.poll() is not None
+        wait_for(flood, "the JSON was written", poll=0.005)
+        assert proc.poll() is None, f"exit {proc.returncode} after {sent} TERMs: " + proc.communicate()[0]
+        for _ in range(20):                          # the run is now held at the FIFO, still ignoring TERM
             os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            break
-        time.sleep(0.005)
-    rest, _ = proc.communicate(timeout=60)
+            sent += 1
+        assert proc.poll() is None and ignores(proc.pid, signal.SIGTERM) and not junit.exists()
+        reader = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)   # never blocks; the run's write goes through
+        rest, _ = proc.communicate(timeout=PATIENCE)
+    finally:
+        proc.kill()
+        if reader is not None:
+            os.close(reader)
     assert proc.returncode == 143, rest
-    assert results.parse(out.read_text())["interrupted"] is True
+    assert load(out)["interrupted"] is True
+    assert sent > 20 and junit.exists()
 
 
 def test_kernel_root_that_cannot_be_imported_is_one_error(tmp_path):
     (tmp_path / "fla").mkdir()
     (tmp_path / "fla" / "__init__.py").write_text('__version__ = "0.6.0"\nimport no_such_module_for_verify\n')
     out = tmp_path / "out.json"
-    r = verify("kernels", "-k", "convention", "--device", "cpu", "--kernel-root", str(tmp_path), "--json", str(out))
-    assert r.returncode == 2 and not out.exists()
+    r, doc = run_cli("kernels", "-k", "convention", "--device", "cpu", "--kernel-root", tmp_path, "--json", out)
+    assert r.returncode == 2 and doc is None and not out.exists()
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and str(tmp_path) in lines[0] and "no_such_module_for_verify" in lines[0], r.stderr
 
 
 def test_version_names_toolkit_and_kernel_package():
-    r = verify("--version")
+    r, _ = run_cli("--version")
     assert r.returncode == 0 and "pathmdn-verify" in r.stdout and "kernel package: fla 0.6.0" in r.stdout
 
 
 @pytest.mark.skipif(not __import__("torch").cuda.device_count() >= 2, reason="needs two GPUs")
-def test_two_gpus_two_workers_each_pinned(planted, tmp_path):
-    out = tmp_path / "gpu.json"
-    assert cli.main(["all", *ids("gpu.a", "gpu.b"), "--device", "cuda", "--workers", "auto", "--json", str(out)]) == 0
-    doc = json.loads(out.read_text())
+def test_two_gpus_two_workers_each_pinned(planted, tmp_path, monkeypatch):
+    """Each of the two checks waits for the other to start (planted_checks.py), so they run at once, in two
+    workers, whatever the timing."""
+    out, meet = tmp_path / "gpu.json", tmp_path / "meet"
+    meet.mkdir()
+    monkeypatch.setenv(RENDEZVOUS_ENV, str(meet))
+    assert cli.main(["all", *id_args("gpu.a", "gpu.b"), "--device", "cuda", "--workers", "auto", "--json", str(out)]) == 0
+    doc = load(out)
     assert doc["environment"]["workers"] >= 2 and {c["message"] for c in doc["checks"]} == {"0", "1"}

@@ -1,14 +1,15 @@
-"""verify.sanitize: compute-sanitizer's report parsed from captured output, and the CPU interpreter's bounds
+"""verify.run.sanitize: compute-sanitizer's report parsed from captured output, and the CPU interpreter's bounds
 check shown to name a planted out-of-bounds load (a copy of fla with one mask removed) to its file and line,
 with the example shrunk to the smallest shape that still faults; the unmodified kernel is clean."""
 import json
 import subprocess
 import sys
 
-from verify import sanitize
+from verify import ops
+from verify.core import examples as example
+from verify.core.mutation import Mutant, materialize
 from verify.ops.attention import PathCase
-from verify.localize import example
-from verify.mutants import Mutant, materialize
+from verify.run import sanitize
 
 # Captured compute-sanitizer memcheck reports of Triton kernels, as published: the 2025 format (kernel+offset
 # in file:line) from triton-viz issue #158, and the 2024 format (offset in file:line:kernel) from sglang
@@ -69,7 +70,7 @@ UNMASKED_V = Mutant("oob_v_load", "PaTH forward: v loaded without its row mask (
 
 def _example(tmp_path):
     path = tmp_path / "x.pt"
-    example.save(example.build(example.KernelCheck.parse(FWD), PathCase(T=40, seed=1), "cpu"), path)
+    example.save(example.build(ops.record(FWD), "fp32", PathCase(T=40, seed=1), "cpu"), path)
     return path
 
 
@@ -89,7 +90,7 @@ def test_cpu_bounds_check_names_a_planted_out_of_bounds_load(tmp_path, monkeypat
 def test_runner_hook_annotates_a_result(tmp_path, monkeypatch):
     """annotate(): the example named by a failing Result is rebuilt, rerun, and the verdict lands in the
     message and details (the path the runner takes for a cuda_fatal result; here the CPU's bounds check)."""
-    from verify.registry import Result
+    from verify.core.registry import Result
     root = materialize(UNMASKED_V, tmp_path / "root")
     monkeypatch.setenv("PYTHONPATH", f"{root}:{sys.path[0] if sys.path[0] else '.'}")
     result = Result("fail", message="kernel raised", details={"failing_example": PathCase(T=3, seed=2).label()})

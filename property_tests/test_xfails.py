@@ -7,9 +7,10 @@ import subprocess
 
 import pytest
 
-from verify import cli, xfails
-from verify.errors import UsageError
-from verify.registry import DEVICE_LOST, Result
+from verify import cli
+from verify.core.errors import UsageError
+from verify.core.registry import DEVICE_LOST, Result
+from verify.run import xfails
 
 LIST = '''# header comment kept
 [[xfail]]
@@ -55,18 +56,18 @@ def fail(measured, budget=1.0, **kw):
 
 def test_known_way_is_xfail_and_worse_is_a_failure_with_both_numbers(listfile):
     cid = "kernel.fla.op.fwd.bf16.r"     # bound = 30 * max(10, 30 / 3) = 300
-    assert xfails.judge(cid, fail(250.0), QUICK, listfile).status == "xfail"
-    worse = xfails.judge(cid, fail(400.0), QUICK, listfile)
+    assert xfails.apply(cid, fail(250.0), QUICK, listfile).status == "xfail"
+    worse = xfails.apply(cid, fail(400.0), QUICK, listfile)
     assert worse.status == "fail" and xfails.WORSE in worse.message
     assert "400" in worse.message and "300" in worse.message
-    nonfinite = xfails.judge(cid, fail(math.inf), QUICK, listfile)    # another kind: worse at any ratio
+    nonfinite = xfails.apply(cid, fail(math.inf), QUICK, listfile)    # another kind: worse at any ratio
     assert nonfinite.status == "fail" and "non_finite" in nonfinite.message
-    ci = xfails.judge(cid, fail(1e6), xfails.Scope("fla 0.6.0", "cpu", "ci"), listfile)   # no spread for cpu/ci
+    ci = xfails.apply(cid, fail(1e6), xfails.Scope("fla 0.6.0", "cpu", "ci"), listfile)   # no spread for cpu/ci
     assert ci.status == "xfail" and "kind only" in ci.message
     assert ci.details["expected_failure"]["verdict"] == "known" and worse.details["expected_failure"]["bound"] == 300
-    passed = xfails.judge(cid, Result("pass", 0.5, 1.0, "ok"), QUICK, listfile)
+    passed = xfails.apply(cid, Result("pass", 0.5, 1.0, "ok"), QUICK, listfile)
     assert passed.status == "pass" and xfails.NOT_REPRODUCED in passed.message
-    assert xfails.judge("kernel.fla.unlisted", fail(2.0), QUICK, listfile).status == "fail"
+    assert xfails.apply("kernel.fla.unlisted", fail(2.0), QUICK, listfile).status == "fail"
 
 
 def test_kinds_read_from_results():
@@ -88,9 +89,9 @@ def test_entries_apply_to_their_package_device_and_profile_only(listfile):
     assert "kernel.fla.op.bwd.bf16.s" not in xfails.applicable(xfails.Scope("fla 0.6.0", "cuda:NVIDIA A100", "full"),
                                                                listfile)
     oor = Result("fail", math.inf, 1.0, "kernel raised OutOfResources: smem")
-    assert xfails.judge("kernel.fla.op.bwd.bf16.r", oor, h200, listfile).status == "xfail"
+    assert xfails.apply("kernel.fla.op.bwd.bf16.r", oor, h200, listfile).status == "xfail"
     other = Result("fail", math.inf, 1.0, "kernel raised CompilationError: x")
-    assert xfails.judge("kernel.fla.op.bwd.bf16.r", other, h200, listfile).status == "fail"
+    assert xfails.apply("kernel.fla.op.bwd.bf16.r", other, h200, listfile).status == "fail"
     assert "apply to fla 0.3.2@0123456789ab on cpu" in xfails.describe(fork, listfile)
 
 

@@ -6,7 +6,7 @@ matrix form, matmul operands rounded to the precision's dot format with fp32 acc
 (`Precision.mm`), stored results rounded to the storage dtype, softmax and solves in fp32 (there is
 no bf16 triangular solve).  Never a token-by-token walk in bf16.  Inputs are fp32 tensors holding the
 kernel's (already rounded) input values; everything is differentiable, for gradient budgets.
-Every fp32 sum runs in a fixed order (verify.precision: `Precision.mm`, `fixed_order`, `matmul`), never a
+Every fp32 sum runs in a fixed order (verify.core.precision: `Precision.mm`, `fixed_order`, `matmul`), never a
 BLAS's, so a budget is the same on every machine.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import torch
 
 from references import mdn as MDN
 from references import path_attn as P
-from verify.precision import Precision, fixed_order, matmul
+from verify.core.precision import Precision, fixed_order, matmul
 
 
 def path_attn(q, k, v, w, beta, g, cu_seqlens, prec: Precision, scale, gate_scaled, block=64):
@@ -99,52 +99,3 @@ def mdn(q, k, v, log_alpha, log_mu, beta, eta, S0, M0, prec: Precision, scale=No
         o, S, M = MDN.chunk_forward(q, k_hat, v, log_alpha, log_mu, beta, torch.ones_like(eta), p=p, scale=scale,
                                     S0=S0, M0=M0, chunk=chunk, form="stable", mm=prec.mm)
     return prec.store(o), S, M
-
-
-def fixed_input_errors(device: str = "cpu") -> dict[str, float]:
-    """Normwise relative error against the float64 oracle (computed on the CPU) of the same-dtype
-    implementations on fixed inputs, run on `device`: the numbers that must not depend on the machine.
-    "mdn fp32 blas" is the MDN form with torch's own (BLAS) fp32 products, for contrast."""
-    from verify.inputs import as_oracle, floats_as
-    from verify.ops.attention import PathCase, path_inputs
-    from verify.ops.mdn import MdnCase, mdn_inputs
-    from verify.metrics import rel_err
-    out = {}
-    for name, case, dtype in (("mdn fp32 T=1 eta~2", MdnCase(T=1, eta="near2", seed=1000), "fp32"),
-                              ("mdn bf16 T=128", MdnCase(T=128, Dk=32, Dv=32, H=2, seed=3), "bf16")):
-        prec = Precision.of(dtype, "ieee")
-        x = mdn_inputs(case, prec.torch_dtype)
-        oracle = MDN.recurrence(**as_oracle(x))[0]
-        x32 = {n: t if t is None else t.to(device) for n, t in floats_as(x, torch.float32).items()}
-        out[f"{name} (o)"] = rel_err(mdn(**x32, prec=prec)[0].cpu(), oracle)
-        if dtype == "fp32":     # the same operations with torch's (the BLAS's) fp32 products
-            q, k, v, la, lm, b, e = (x32[n] for n in ("q", "k", "v", "log_alpha", "log_mu", "beta", "eta"))
-            o = MDN.chunk_forward(q, e[..., None] * k, v, la, lm, b, torch.ones_like(e), p=torch.exp(la)[..., None] * k)
-            out[f"{name} (o, blas)"] = rel_err(o[0].cpu(), oracle)
-    for name, case, dtype in (("path fp32/tf32 T=160", PathCase(T=160, D=32, Dv=32, gate="mixed", seed=1), "fp32"),
-                              ("path bf16 T=100 GQA", PathCase(T=100, HQ=4, H=2, seed=2), "bf16")):
-        prec = Precision.of(dtype, "tf32")
-        x = path_inputs(case, prec.torch_dtype)
-        x64 = as_oracle(x)
-        x32 = {n: t if t is None or n == "cu_seqlens" else t.to(device) for n, t in floats_as(x, torch.float32).items()}
-        q32, q64 = (t["q"].detach().clone().requires_grad_() for t in (x32, x64))
-        o = path_attn(**{**x32, "q": q32}, prec=prec, scale=case.D ** -0.5, gate_scaled=True)
-        o64 = P.path_attn(**{**x64, "q": q64}, scale=case.D ** -0.5, gate_scaled=True)
-        o.sum().backward()
-        o64.sum().backward()
-        out[f"{name} (o)"] = rel_err(o.detach().cpu(), o64)
-        out[f"{name} (dq)"] = rel_err(q32.grad.cpu(), q64.grad)
-    return out
-
-
-if __name__ == "__main__":
-    import argparse
-    ap = argparse.ArgumentParser(prog="python -m verify.same_dtype", description="errors of the same-dtype "
-                                 "implementations on fixed inputs (compare machines, devices, thread counts)")
-    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    ap.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's)")
-    args = ap.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    for k_, err in fixed_input_errors(args.device).items():
-        print(f"{k_:32} {args.device:4} threads={torch.get_num_threads()}: {err:.9e}")

@@ -9,6 +9,8 @@ FAMILY_MODULES = [
     "verify.checks.kernels",
     "verify.checks.state_tracking",
     "verify.checks.interpreter",
+    "verify.checks.configs",
+    "verify.checks.tiles",
     "verify.checks.mutants",
 ]
 

@@ -1,4 +1,4 @@
-"""Canaries for the interpreter fidelity layer (verify/fidelity.py, docs/design.md section 8).
+"""Canaries for the interpreter fidelity layer (verify/core/fidelity.py, docs/design.md section 8).
 
 env.interpreter.<part>: a tiny Triton kernel, run under the layer on the CPU (or natively with
 --device cuda), against the GPU behaviour computed exactly here.  Each fails when its part is off or
@@ -16,9 +16,15 @@ import math
 import os
 from fractions import Fraction
 
-from verify.bits import bf16_rne, f32_bits, f32_from_bits, round_tf32_half_away, truncate_tf32
-from verify.errors import UsageError
-from verify.registry import Context, Result, check, rejects, within
+from verify.core.bits import (
+    bf16_rne,
+    f32_bits,
+    f32_from_bits,
+    round_tf32_half_away,
+    truncate_tf32,
+)
+from verify.core.errors import UsageError
+from verify.core.registry import Context, Result, check, rejects, within
 
 _KERNELS: dict = {}
 
@@ -29,7 +35,7 @@ _KERNELS: dict = {}
 def _setup(ctx: Context):
     """Activate the layer on cpu (ctx.fp32_dot gives the mode); on cuda require a native GPU run.
     Returns (torch, device string)."""
-    from verify import fidelity
+    from verify.core import fidelity
     if ctx.device == "cpu":
         if fidelity.is_active():
             installed = fidelity._state["installed"]
@@ -141,7 +147,7 @@ def _k():
 
 def _raw(ctx: Context):
     """Context manager for the raw interpreter (cpu only)."""
-    from verify import fidelity
+    from verify.core import fidelity
     return fidelity.bypassed()
 
 
@@ -168,7 +174,7 @@ def _runs_right(wrong: int | None, err: str, what: str) -> Result:
 
 
 # ------------------------------------------------------------------------------------------------
-# cast test values (their exact bf16 roundings: verify.bits.bf16_rne)
+# cast test values (their exact bf16 roundings: verify.core.bits.bf16_rne)
 
 # fp32 values -> where a correct (RNE) and a truncating cast differ, plus the edge cases
 _F32_CAST_CASES = [
@@ -590,7 +596,7 @@ def torch_cpu_device(ctx: Context) -> Result:
 @check("env.interpreter.upstream_bug.torch_cpu_device",
        "torch still has no torch.cpu.device of its own: keep torch_cpu_device", devices=("cpu",))
 def upstream_torch_cpu_device(ctx: Context) -> Result:
-    from verify import fidelity
+    from verify.core import fidelity
     torch, _ = _setup(ctx)
     own = getattr(torch.cpu, "device", None)
     if own is None or own is fidelity._CpuDevice:
@@ -673,9 +679,10 @@ def sm90_instructions() -> dict[str, list[str]]:
     """The bf16 instructions each emulated op compiles to for an H200 (sm_90): PTX built by Triton's own
     compiler, no GPU needed.  Runs in a process without the interpreter (see bf16_lowering)."""
     import re
+
+    import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
-    import triton
     k = _k()
     signature = {"x_ptr": "*bf16", "y_ptr": "*bf16", "o_ptr": "*bf16", "N": "constexpr", "OP": "constexpr"}
     seen = {}

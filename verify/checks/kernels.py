@@ -1,224 +1,82 @@
-"""kernel.<impl>.<op>.<pass>.<dtype>.<regime>: production kernels against the float64 oracles.
+"""kernel.<impl>.<op>.<pass>.<dtype>.<regime>: production kernels against the float64 oracles, declared from
+the op table (verify.ops): every pass x dtype x regime of a record, its decode regimes and its conventions.
 
-Each check runs a hypothesis search over cases of one regime of one op (the records of verify.ops),
-climbing the error/budget ratio, under the budget rule of verify.budget with the op's budget factor c.
-kernel.<impl>.<op>.convention.<name>: each declared convention of an op (its ConventionProbe), measured.
+Each check runs a hypothesis search (verify.core.search) over cases of one regime of one op, climbing the
+error/budget ratio measured by the engine (verify.core.engine).  kernel.<impl>.<op>.convention.<name>:
+each declared convention of an op (its ConventionProbe), measured.
 """
 from __future__ import annotations
 
-import math
-
-import torch
-
 from kernels import fla_ops
-from verify.budget import OracleFailed, Verdict, judge, worst
-from verify.errors import UsageError, is_interpreter_gap
-from verify.inputs import as_oracle, floats_as
-from verify.metrics import rel_err
-from verify.ops import OPS, KernelOp, as_tuple, regression_cases, scale_of
-from verify.precision import Precision
-from verify.registry import Context, Result, register
-from verify.search import Probe, search
-from verify.strategies import BWD_MAX_T
-from verify.timing import phase, time_compilations
+from verify import ops
+from verify.checks import mutants
+from verify.core import engine
+from verify.core.errors import is_interpreter_gap
+from verify.core.records import KernelOp
+from verify.core.registry import Context, Result, register
+from verify.core.search import innermost_error, search
+from verify.core.strategies import BWD_MAX_T
 
 
-def prepare(ctx: Context) -> None:
-    """On the CPU, install the interpreter fidelity layer before any kernel module is imported, and
-    make fla pick the H200's tile sizes.  On every device, memory that torch allocates without writing
-    (torch.empty) is filled with NaN, so a kernel that leaves part of its output unwritten fails as
-    non-finite every time instead of returning whatever the allocator reused (a verdict that would
-    change from run to run, and that hypothesis reports as flaky)."""
-    if ctx.device == "cpu":
-        from verify import fidelity
-        fidelity.prepare_cpu_kernels(ctx.fp32_dot)
-    else:
-        time_compilations()
-    # after the fidelity layer (this imports triton); fills torch.empty through fill_uninitialized_memory
-    torch.use_deterministic_algorithms(True, warn_only=True)
+def declare(op: KernelOp) -> KernelOp:
+    """Register every check of op (its passes, decode, conventions and mutants), adding it to the op table
+    first when it is not there (an op of a plug-in module)."""
+    if ops.OPS.get(op.name) is not op:
+        ops.add(op)
+    for pass_ in op.passes:
+        for dtype in op.dtypes:
+            for regime, fields in op.regimes.items():
+                _declare_pass(op, pass_, dtype, regime, fields)
+    if op.decode:
+        for dtype in op.dtypes:
+            for regime in op.decode.regimes:
+                _declare_decode(op, dtype, regime)
+    for p in op.probes:
+        _declare_probe(op, p)
+    for m in op.mutants:
+        mutants.declare(m)
+    return op
 
 
-def call_kernel(fn, *args, **kwargs):
-    try:
-        return fn(*args, **kwargs)
-    except fla_ops.KernelUnavailable as exc:
-        raise UsageError(str(exc)) from exc
-
-
-def grads_of(fn, leaves: dict, upstream) -> dict:
-    """Gradients of sum_i <out_i, u_i> with respect to every leaf, u = upstream(outputs of fn)."""
-    live = {n: t.detach().clone().requires_grad_() for n, t in leaves.items()}
-    outs = as_tuple(fn(**live))
-    torch.autograd.backward(list(outs), [u.to(o.dtype) for o, u in zip(outs, upstream(outs))])
-    return {n: torch.zeros_like(t) if t.grad is None else t.grad for n, t in live.items()}   # unused: zero
-
-
-def _upstream(like: torch.Tensor, dtype, seed: int) -> torch.Tensor:
-    gen = torch.Generator().manual_seed(seed + 7919)
-    return torch.randn(like.shape, generator=gen, dtype=torch.float64).to(dtype).to(like.device)
-
-
-def compare(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int) -> list[Verdict]:
-    """fwd: judge each output of op; bwd: judge the gradient of every present input in op.grad_inputs, for
-    one random upstream gradient (in the kernel dtype, the same values for kernel, oracle and the same-dtype
-    implementation).  The kernel runs first: a variant it does not offer stops before the oracle's cost."""
-    c = op.budget_factor[pass_]
-    s = scale_of(x)
-    kernel = lambda **a: op.kernel(**a, scale=s)
-    oracle = _guarded("float64 oracle", lambda **a: op.oracle(**a, scale=s))
-    same_dtype = _guarded("same-dtype implementation", lambda **a: op.same_dtype(**a, prec=prec, scale=s))
-    x64 = as_oracle(x)
-    x32 = floats_as(x, torch.float32)
-    dev = x[op.required[0]].device.type
-    if pass_ == "fwd":
-        with torch.no_grad():
-            with phase("kernel", dev):
-                outs = as_tuple(call_kernel(kernel, **x))
-            with phase("oracle", dev):
-                expected = as_tuple(oracle(**x64))
-            with phase("same_dtype", dev):
-                same = as_tuple(same_dtype(**x32))
-        scale = max(float(o.abs().max()) if o.numel() else 0.0 for o in expected)
-        with phase("oracle", dev):      # the summed |terms| of the budget's floor, from the same float64 inputs
-            terms = op.terms(**x64, scale=s) if op.terms else {}
-        return [judge(n, o, r64, r, prec, c, scale, terms.get(n))
-                for n, o, r64, r in zip(op.outputs, outs, expected, same)]
-    ups = lambda outs: [_upstream(o, prec.torch_dtype, seed + i) for i, o in enumerate(outs)]
-    leaves = [n for n in op.grad_inputs if x.get(n) is not None]
-    with phase("kernel", dev):
-        g_k = call_kernel(kernel_grads, lambda **kw: kernel(**{**x, **kw}), {n: x[n] for n in leaves}, ups)
-    with phase("oracle", dev):
-        g_o = grads_of(lambda **kw: oracle(**{**x64, **kw}), {n: x64[n] for n in leaves}, ups)
-    with phase("same_dtype", dev):
-        g_r = grads_of(lambda **kw: same_dtype(**{**x32, **kw}), {n: x32[n] for n in leaves}, ups)
-    scale = max(float(g.abs().max()) if g.numel() else 0.0 for g in g_o.values())
-    return [judge("d" + n, g_k[n], g_o[n], g_r[n], prec, c, scale) for n in leaves]
-
-
-def _guarded(what: str, fn):
-    """fn, with any exception it raises turned into OracleFailed naming the inputs' shapes."""
-    def call(**x):
-        try:
-            return fn(**x)
-        except Exception as exc:
-            shapes = ", ".join(f"{n} {tuple(t.shape)}" for n, t in x.items() if isinstance(t, torch.Tensor))
-            raise OracleFailed(f"the {what} raised on inputs {shapes}: {type(exc).__name__}: {exc}"
-                               .splitlines()[0]) from exc
-    return call
-
-
-def kernel_grads(fn, leaves: dict, upstream) -> dict:
-    """grads_of for the kernel; the package's own missing backward is a variant it does not offer."""
-    try:
-        return grads_of(fn, leaves, upstream)
-    except NotImplementedError as exc:
-        reason = fla_ops.missing_backward(exc)
-        if reason:
-            raise fla_ops.VariantUnsupported(reason) from exc
-        raise
-
-
-def probe(op: KernelOp, case, dtype: str, pass_: str, ctx: Context) -> Probe:
-    """One evaluation of a kernel check: the worst tensor verdict, the case and every tensor's verdict."""
-    prec = Precision.of(dtype, op.dot or ctx.fp32_dot)
-    verdicts = compare(op, pass_, op.inputs(case, prec.torch_dtype, ctx.device), prec, case.seed)
-    return Probe(worst(verdicts), case.label(), {"tensors": [v.record() for v in verdicts]})
-
-
-def _register_pass(op: KernelOp, pass_: str, dtype: str, regime: str, fields: dict) -> None:
+def _declare_pass(op: KernelOp, pass_: str, dtype: str, regime: str, fields: dict) -> None:
     cid = op.check_id(pass_, dtype, regime)
 
     def run(ctx: Context) -> Result:
-        prepare(ctx)
+        engine.prepare(ctx)
         strategy = op.cases(fields, ctx.profile, BWD_MAX_T[ctx.profile] if pass_ == "bwd" else None)
-        return search(strategy, lambda case: probe(op, case, dtype, pass_, ctx), ctx, cid,
-                      max_examples=op.examples and op.examples[ctx.profile], explicit=regression_cases(cid),
-                      saved=lambda case: _saved_inputs(op, case, dtype, pass_))
+        return search(strategy, lambda case: engine.probe(op, case, dtype, pass_, ctx), ctx, cid,
+                      max_examples=op.examples and op.examples[ctx.profile], explicit=ops.explicit_cases(cid, ctx.profile),
+                      saved=lambda case: engine.saved_inputs(op, case, dtype, pass_))
     what = ("output and final states" if len(op.outputs) > 1 else "forward output") if pass_ == "fwd" else "gradients"
-    register(cid, f"fla {op.title} {what} in {dtype}, regime {regime}, within c={op.budget_factor[pass_]:g} x "
+    register(cid, f"{op.impl} {op.title} {what} in {dtype}, regime {regime}, within c={op.budget_factor[pass_]:g} x "
                   f"the same-dtype implementation's error", run)
 
 
-def _saved_inputs(op: KernelOp, case, dtype: str, pass_: str) -> tuple[dict, list[str]]:
-    """What `--save-failing` writes for a failing case: the op's inputs as `verify compare` loads them, and
-    the compare arguments that replay the check (the upstream gradient of bwd comes from the case's seed)."""
-    x = {n: t for n, t in op.inputs(case, Precision.of(dtype, "ieee").torch_dtype, "cpu").items() if t is not None}
-    return x, ["--op", op.name, "--dtype", dtype, "--pass", pass_, "--seed", str(case.seed)]
-
-
-def _decode_probe(op: KernelOp, case, dtype: str, ctx: Context) -> Probe:
-    prec = Precision.of(dtype, op.dot or ctx.fp32_dot)
-    x = op.inputs(case, prec.torch_dtype, ctx.device)
-    d = op.decode
-    with phase("kernel", ctx.device):
-        out = call_kernel(d.kernel, **x, scale=scale_of(x))
-    with phase("oracle", ctx.device):
-        expected = d.oracle(**as_oracle(x))
-    with phase("same_dtype", ctx.device):
-        same = d.same_dtype(**floats_as(x, torch.float32), prec=prec)
-    v = judge(d.output, out, expected, same, prec, op.budget_factor["decode"])
-    return Probe(v, case.label(), {"tensors": [v.record()]})
-
-
-def _register_decode(op: KernelOp, dtype: str, regime: str) -> None:
+def _declare_decode(op: KernelOp, dtype: str, regime: str) -> None:
     cid = op.check_id("decode", dtype, regime)
 
     def run(ctx: Context) -> Result:
-        prepare(ctx)
+        engine.prepare(ctx)
         return search(op.decode.cases(op.regimes[regime], ctx.profile),
-                      lambda case: _decode_probe(op, case, dtype, ctx), ctx, cid, explicit=regression_cases(cid))
-    register(cid, f"fla {op.name} decode cache (use_cache=True) in {dtype}, regime {regime}", run)
+                      lambda case: engine.decode_probe(op, case, dtype, ctx), ctx, cid,
+                      explicit=ops.explicit_cases(cid, ctx.profile))
+    register(cid, f"{op.impl} {op.name} decode cache (use_cache=True) in {dtype}, regime {regime}", run)
 
 
-# ------------------------------------------------------------------------------------- conventions
-# Each declared convention is measured: the kernel must agree with the oracle under the declared
-# convention (within its forward budget) and disagree with the alternative by more than 10x that budget.
-
-
-def convention_result(op: KernelOp, p, ctx: Context) -> Result:
-    """In fp32 where the op takes it (the smallest budget), else in its first dtype."""
-    prec = Precision.of("fp32" if "fp32" in op.dtypes else op.dtypes[0], op.dot or ctx.fp32_dot)
-    x = op.inputs(p.case, prec.torch_dtype, ctx.device)
-    x64, s = as_oracle(x), scale_of(x)
-    i = op.outputs.index(p.output)
-    out = as_tuple(call_kernel(op.kernel, **x, scale=None if p.kernel_scale_none else s))[i]
-    declared = as_tuple(op.oracle(**x64, scale=s))[i]
-    other = as_tuple(p.alternative(op, x64, s))[i]
-    same = as_tuple(op.same_dtype(**floats_as(x, torch.float32), prec=prec, scale=s))[i]
-    v = judge(p.output, out, declared, same, prec, op.budget_factor["fwd"])
-    other_ratio = rel_err(out, other) / v.budget_rel
-    ok = v.ratio <= 1 and other_ratio > 10
-    return Result("pass" if ok else "fail", v.measured, v.budget,
-                  f"declared convention: {v.summary()}; alternative ({p.what_else}): rel error "
-                  f"{rel_err(out, other):.2e} = {other_ratio:.0f}x the relative budget -> "
-                  + ("declared convention confirmed" if ok else "DECLARED CONVENTION NOT CONFIRMED"),
-                  details={"tensors": [v.record()], "alternative_ratio": other_ratio if math.isfinite(other_ratio) else None},
-                  kind=None if ok else "over_budget", measure=v.decided_by)
-
-
-def _register_probe(op: KernelOp, p) -> None:
+def _declare_probe(op: KernelOp, p) -> None:
     def run(ctx: Context) -> Result:
-        prepare(ctx)
+        engine.prepare(ctx)
         try:
-            return convention_result(op, p, ctx)
+            return engine.convention_result(op, p, ctx)
         except fla_ops.VariantUnsupported as exc:
             return Result("skip", message=str(exc), kind="unsupported")
         except Exception as exc:
             if is_interpreter_gap(exc):
-                return Result("skip", message=f"not verifiable on the CPU interpreter: {type(exc).__name__}: "
-                                              f"{exc}".splitlines()[0], kind="interpreter_gap")
+                return Result("skip", message=f"not verifiable on the CPU interpreter: {innermost_error(exc)}",
+                              kind="interpreter_gap")
             raise
-    register(f"kernel.fla.{op.name}.convention.{p.name}", p.description, run)
+    register(op.convention_id(p.name), p.description, run)
 
 
-for _op in OPS.values():
-    for _pass in _op.passes:
-        for _dtype in _op.dtypes:
-            for _regime, _fields in _op.regimes.items():
-                _register_pass(_op, _pass, _dtype, _regime, _fields)
-    if _op.decode:
-        for _dtype in _op.dtypes:
-            for _regime in _op.decode.regimes:
-                _register_decode(_op, _dtype, _regime)
-    for _p in _op.probes:
-        _register_probe(_op, _p)
+for _op in ops.BUILT_IN:
+    declare(_op)

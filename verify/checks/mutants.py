@@ -1,4 +1,5 @@
-"""mutant.<name>: each planted bug of verify.mutants must turn at least one of its killer checks red.
+"""mutant.<name>: each planted bug of an op record (verify.ops, field `mutants`) must turn at least one of its
+killer checks red.  verify.checks.kernels.declare declares an op's mutants with its other checks.
 
 The check copies the kernel package with the mutant's patch into a temporary directory and runs the
 mutant's killer checks against it through --kernel-root in a fresh process, at the run's profile, seed
@@ -7,7 +8,7 @@ expected-failure ratchet turns red when it fails worse), or a red killer proves 
 measured once per run for all killers (shared by the run's workers through the run directory, $VERIFY_RUN_DIR),
 and a killer that is not green makes the check an error.  A mutant's own killers run in one
 worker: the run's workers already keep the cores busy, and each extra worker costs a torch + fla import.
-`verify all` skips this family unless it is named (verify.cli.OPT_IN); `verify mutants` runs it.
+`verify all` skips this family unless it is named (verify.commands.checks.OPT_IN); `verify mutants` runs it.
 """
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from verify.mutants import MUTANTS, Mutant, materialize, run_checks
-from verify.registry import RUN_DIR_ENV, Context, Result, register
+from verify import ops
+from verify.core.mutation import Mutant, materialize, run_checks
+from verify.core.registry import RUN_DIR_ENV, Context, Result, register
 
 _CLEAN: dict[tuple, dict[str, dict]] = {}   # run settings -> killer id -> its JSON record on the unmodified kernels
 
@@ -40,7 +42,7 @@ def _clean(ctx: Context) -> dict[str, dict]:
     """Every killer's record on the unmodified kernels (ctx.kernel_root, or the installed package)."""
     key = (ctx.kernel_root, ctx.profile, ctx.seed, ctx.device, _options(ctx))
     if key not in _CLEAN:
-        ids = tuple(sorted({i for m in MUTANTS.values() for i in m.killers}))
+        ids = tuple(sorted({i for m in ops.mutants().values() for i in m.killers}))
         _CLEAN[key] = _once_per_run(repr(key), lambda: _run(ctx.kernel_root, ids, ctx))
     return _CLEAN[key]
 
@@ -105,11 +107,11 @@ def table(records) -> Table:
         res = r.result
         killer = res.details.get("killed_by", {"fail": "SURVIVED", "error": "ERROR"}.get(res.status, res.status))
         numbers = f"{res.measured:.3g} vs {res.budget:.3g}" if res.measured is not None and res.budget is not None else ""
-        t.add_row(r.id.removeprefix("mutant."), escape(MUTANTS[r.id.removeprefix("mutant.")].description),
+        t.add_row(r.id.removeprefix("mutant."), escape(ops.mutants()[r.id.removeprefix("mutant.")].description),
                   escape(killer), numbers)
     return t
 
 
-for _m in MUTANTS.values():
-    register(f"mutant.{_m.name}", f"planted bug is caught: {_m.description}",
-             lambda ctx, m=_m: check_mutant(m, ctx))
+def declare(mutant: Mutant) -> None:
+    register(f"mutant.{mutant.name}", f"planted bug is caught: {mutant.description}",
+             lambda ctx: check_mutant(mutant, ctx))

@@ -6,7 +6,7 @@
   recurrence's states and residuals;
 * the chunkwise algorithm against the recurrence, one check per regime (form x dtype x log mu x chunk size)
   over the same grid: the stable form, and the paper's log-domain form, whose failing regimes are listed
-  in verify/expected_failures.toml with their measured errors;
+  in verify/run/expected_failures.toml with their measured errors;
 * negative controls (ids ending in .negative.<what>): each wrong variant must be rejected.
 """
 from __future__ import annotations
@@ -20,8 +20,8 @@ import torch.nn.functional as F
 
 from references import mdn
 from references.mdn_mp import chunk_coefficients_mp, recurrence_head_mp
-from verify.metrics import rel_err
-from verify.registry import Context, Result, check, register, rejects, within
+from verify.core.metrics import rel_err
+from verify.core.registry import Context, Result, check, register, rejects, within
 
 EXACT = 1e-12          # float64 recurrence vs mpmath; chunk intermediates vs the recurrence
 CHUNK64 = 1e-10        # a chunkwise algorithm in float64 vs the float64 recurrence

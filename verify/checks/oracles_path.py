@@ -9,10 +9,10 @@ import torch
 
 from references import path_attn as P
 from references.path_attn_mp import path_attn_head_mp
-from verify.inputs import as_oracle
+from verify.core.inputs import as_oracle
+from verify.core.metrics import rel_err
+from verify.core.registry import Context, check, rejects, within
 from verify.ops.attention import PathCase, path_inputs
-from verify.metrics import rel_err
-from verify.registry import Context, check, rejects, within
 
 EXACT = 1e-12          # float64 oracles agree to this normwise relative error
 WRONG = 1e-6           # a wrong variant must differ by more than this to count as rejected

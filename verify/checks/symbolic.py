@@ -26,10 +26,10 @@ import torch
 from references import mdn as MDN
 from references import path_attn as PA
 from references import spectra as SP
-from references.symbolic import mdn as SM
 from references.symbolic import first_nonzero
+from references.symbolic import mdn as SM
 from references.symbolic import path as SPATH
-from verify.registry import Context, Result, check
+from verify.core.registry import Context, Result, check
 
 TIE = 1e-12        # float64 reference vs the exact value of the proved expression (normwise relative)
 DT = torch.float64

@@ -9,7 +9,7 @@ state are never touched; the worktree is removed afterwards, also on Ctrl-C, SIG
 Like for like at every step: the checks run once at --bad (fixed seed; the search is seeded, its example
 database off), the cases they failed on are replayed first at every later step (explicit examples of the
 check's own search, so forward and backward checks are replayed under their own budgets), then the
-seeded search itself.  Each step runs in a fresh interpreter (`python -m verify.bisect step SPEC`) that
+seeded search itself.  Each step runs in a fresh interpreter (`python -m verify.commands.bisect step SPEC`) that
 imports the kernel package from the worktree (--import-root for a package in a subfolder) and ignores the
 expected-failure list and the fla version pin.  A step is bad when a check fails the way it failed at
 --bad (over budget or non-finite; or the same exception type), good when every check passes, and skipped
@@ -36,7 +36,8 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from verify.errors import UsageError
+from verify.core.errors import UsageError
+from verify.core.registry import K_HELP
 
 SKIP = 125
 GIT = ("git", "-c", "core.hooksPath=/dev/null", "-c", "advice.detachedHead=false")
@@ -51,14 +52,13 @@ def add_parser(sub) -> None:
     p.add_argument("--bad", required=True, metavar="REV", help="a revision where they fail")
     p.add_argument("--fixed", action="store_true",
                    help="--bad is the older revision: find the first commit where the failing checks pass")
-    p.add_argument("-k", dest="patterns", action="append", metavar="PATTERN",
-                   help="select kernel checks whose id contains PATTERN (glob if it has * ? [); repeatable")
+    p.add_argument("-k", dest="patterns", action="append", metavar="EXPR", help=K_HELP)
     p.add_argument("--id", dest="ids", action="append", metavar="ID", help="select one check by exact id; repeatable")
     p.add_argument("--import-root", default=".", metavar="SUBDIR",
                    help="folder of the repository that holds the fla package (default: its top)")
     p.add_argument("--device", choices=("cpu", "cuda"), default=None,
                    help="where kernels and oracles run (default: cuda when available, else cpu)")
-    p.add_argument("--profile", choices=("quick", "ci", "full"), default="quick", help="check sizes (default quick)")
+    p.add_argument("--profile", choices=("quick", "ci", "full"), default="ci", help="check sizes (default ci)")
     p.add_argument("--seed", type=int, default=0, help="seed of every step's search (default 0)")
     p.add_argument("--examples", type=int, metavar="N", help="hypothesis examples per check (default: the profile's)")
     p.add_argument("--fp32-dot", choices=("tf32", "ieee"), default="tf32",
@@ -96,8 +96,9 @@ class Plan:
 
 def validate(args) -> Plan:
     """Every bad input as a UsageError before anything is created."""
-    from verify import checks, results
-    from verify.registry import select
+    from verify import checks
+    from verify.core import results
+    from verify.core.registry import select
     results.check_writable(args.json, "--json")
     if not Path(args.repo).is_dir():
         raise UsageError(f"--repo {args.repo}: no such directory")
@@ -186,7 +187,7 @@ def call(cmd: list[str], cwd, echo: bool = True) -> tuple[int, str]:
 
 
 def step_command(spec: Path) -> list[str]:
-    return [sys.executable, "-m", "verify.bisect", "step", str(spec)]
+    return [sys.executable, "-m", "verify.commands.bisect", "step", str(spec)]
 
 
 def run_step(wt: Path, sha: str, spec: dict, tmp: Path, name: str) -> dict:
@@ -208,7 +209,7 @@ def load_record(tmp: Path, sha: str) -> dict | None:
 
 def run(args) -> int:
     plan = validate(args)
-    from verify import environment
+    from verify.core import environment
     device = environment.resolve_device(args.device)
     if plan.dirty:
         print(f"note: {plan.repo} has uncommitted changes; they are left as they are (bisect runs in a separate "
@@ -243,7 +244,7 @@ def run(args) -> int:
         return 130
     report(result, args, old_term, new_term)
     if args.json:
-        from verify import results
+        from verify.core import results
         results.write_text_atomic(args.json, json.dumps(result, indent=2))
     return 0 if result["first"] else 1
 
@@ -334,10 +335,10 @@ def failure(message: str) -> str:
 
 
 def case_from_label(check_id: str, label: str):
-    """The case a check printed (verify.inputs.case_label), of its op's case type."""
-    from verify.localize.example import case_from_label as parse
-    from verify.ops import OPS
-    return parse(type(OPS[check_id.split(".")[2]].sample_case), label)
+    """The case a check printed (verify.core.inputs.case_label), of its op's case type."""
+    from verify import ops
+    from verify.core.examples import case_from_label as parse
+    return parse(type(ops.record(check_id).sample_case), label)
 
 
 def step(spec_path: str) -> int:
@@ -360,19 +361,19 @@ def step(spec_path: str) -> int:
 
 
 def _step(spec: dict) -> tuple[str, str, list[dict]]:
-    from verify import checks, runner
-    from verify.ops import OPS, REPLAY
-    from verify.checks.kernels import prepare
-    from verify.registry import REGISTRY, Context
-    checks.load_all()                                # the toolkit's modules first, then the kernel package
-    root = str(Path(spec["import_root"]).resolve())
-    sys.path.insert(0, root)
+    from verify import ops
+    from verify.core.engine import prepare
+    from verify.core.kernel_root import activate
+    from verify.core.registry import REGISTRY, Context
+    from verify.run import runner
+    runner.load_checks()                             # the toolkit's modules first, then the kernel package
+    root = activate(str(Path(spec["import_root"]).resolve()))   # import path and, for old trees, the import shim
     ctx = Context(device=spec["device"], profile=spec["profile"], seed=spec["seed"], fp32_dot=spec["fp32_dot"],
                   kernel_root=root, examples=spec["examples"])
     prepare(ctx)
     try:
-        ops = {cid.split(".")[2] for cid in spec["ids"]}     # kernel.<impl>.<op>...: the op's own modules first
-        for module in sorted({m for op in ops if op in OPS for m in OPS[op].package}):
+        named = {ops.record(cid).name: ops.record(cid) for cid in spec["ids"]}     # the ops' own modules first
+        for module in sorted({m for op in named.values() for m in op.package}):
             importlib.import_module(module)
     except BaseException as exc:
         return "skip", f"cannot import: {type(exc).__name__}: {exc}".splitlines()[0], []
@@ -380,7 +381,7 @@ def _step(spec: dict) -> tuple[str, str, list[dict]]:
     if not origin.startswith(root + os.sep):
         return "skip", f"fla was imported from {origin}, not from {root}", []
     for cid, labels in spec["replay"].items():   # the cases drawn at the reference commit run first
-        REPLAY[cid] = [case_from_label(cid, lb) for lb in labels]
+        ops.REPLAY[cid] = [case_from_label(cid, lb) for lb in labels]
     records = []
     for cid in spec["ids"]:
         try:
@@ -420,5 +421,5 @@ def _ratio(r: dict) -> str:
 
 if __name__ == "__main__":
     if sys.argv[1:2] != ["step"] or len(sys.argv) != 3:
-        sys.exit("usage: python -m verify.bisect step SPEC.json (run by `verify bisect`)")
+        sys.exit("usage: python -m verify.commands.bisect step SPEC.json (run by `verify bisect`)")
     sys.exit(step(sys.argv[2]))

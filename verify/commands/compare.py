@@ -1,5 +1,5 @@
 """`verify compare`: run one kernel op on your own tensors (a repro) against the float64 oracle, under the
-budget rule of the kernel checks (verify.budget, with the op's budget factor c for the pass).
+budget rule of the kernel checks (verify.core.budget, with the op's budget factor c for the pass).
 
 FILE.pt holds a dict of tensors saved with torch.save, named as the op's record (verify/ops/) names its
 inputs (a file that lacks one is refused with the list).  q, k, v are cast to --dtype (default:
@@ -7,14 +7,22 @@ q's own dtype), cu_seqlens to int32, the other tensors to fp32 as the kernels re
 validated first (the op's input validation, its record's error_inputs): a bad input is exit status 2, and so is an
 input on which the float64 oracle or the same-dtype implementation cannot run.  `verify kernels
 --save-failing DIR` writes such files for failing checks and prints the command that replays each.
+
+The comparison runs in a child process (`verify compare ... --in-child`), as the check runner's workers do: a
+kernel that kills its process (segfault, abort, "munmap_chunk(): invalid pointer") is a verdict, FAIL with
+kind crashed and the signal, exit status 1; a fatal CUDA error is FAIL with kind cuda_fatal.  --kernel-root
+TREE imports the kernel package (fla) from TREE, as for `verify kernels`.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
-from verify.errors import UsageError, is_interpreter_gap
+from verify.core.errors import UsageError, is_device_fatal, is_interpreter_gap
 
 DTYPES = {"torch.bfloat16": "bf16", "torch.float32": "fp32"}
 
@@ -33,44 +41,86 @@ def add_parser(sub) -> None:
                    help="where kernel and oracle run (default: cuda when available, else cpu)")
     p.add_argument("--fp32-dot", choices=("tf32", "ieee"), default="tf32",
                    help="CPU interpreter: emulate the GPU's TF32 fp32 dots (default) or run them in IEEE fp32")
+    p.add_argument("--kernel-root", metavar="PATH",
+                   help="import the kernel package (fla) from this checkout instead of the installed one")
     p.add_argument("--json", metavar="PATH", help="write the result as JSON")
     p.add_argument("--debug", action="store_true", help="print tracebacks")
+    p.add_argument("--in-child", action="store_true", help=argparse.SUPPRESS)   # the child that runs the kernel
 
 
-def load(path: str, op) -> dict:
-    """The tensors of FILE.pt, validated for op (a KernelOp)."""
-    import torch
+def _child_argv(args) -> list[str]:
+    """The options of this command, for the child that runs it."""
+    out = ["--op", args.op, "--inputs", str(args.inputs), "--pass", args.pass_, "--seed", str(args.seed),
+           "--fp32-dot", args.fp32_dot]
+    for flag, value in (("--dtype", args.dtype), ("--device", args.device), ("--kernel-root", args.kernel_root),
+                        ("--json", args.json)):
+        if value is not None:
+            out += [flag, str(value)]
+    return out + (["--debug"] if args.debug else [])
 
-    from verify import validate
-    if not Path(path).is_file():
-        raise UsageError(f"--inputs {path}: no such file")
+
+def _fail_doc(args, device: str | None, kind: str, message: str, **extra) -> dict:
+    from verify.core import environment
+    env = {**environment.versions(), **(environment.describe(device) if device else {}), "fp32_dot": args.fp32_dot,
+           "kernel_root": args.kernel_root}
+    return {"environment": env, "op": args.op, "pass": args.pass_, "dtype": args.dtype, "inputs": str(args.inputs),
+            "status": "fail", "kind": kind, "message": message, **extra}
+
+
+def _write(path: str | None, doc: dict) -> None:
+    if path:
+        from verify.core import results
+        results.write_text_atomic(path, json.dumps(doc, indent=2, allow_nan=False))
+
+
+def _in_child(args, device: str) -> int:
+    """Run the comparison (inputs validated here already) in a child process, its output passed on; a child
+    killed by a signal is the kernel's verdict, FAIL with kind crashed."""
+    if args.json:
+        Path(args.json).unlink(missing_ok=True)       # never leave a stale result in place
+    args.device = device
+    proc = subprocess.run([sys.executable, "-m", "verify", "compare", *_child_argv(args), "--in-child"],
+                          capture_output=True, text=True, errors="replace", check=False)
+    sys.stdout.write(proc.stdout)
+    sys.stderr.write(proc.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if proc.returncode >= 0:
+        return proc.returncode
+    sig = -proc.returncode
+    if sig in (signal.SIGINT, signal.SIGTERM):     # interrupted, not crashed
+        return 128 + sig
     try:
-        x = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise UsageError(f"--inputs {path}: not a torch.save file ({type(exc).__name__}: {exc})".splitlines()[0])
-    if not isinstance(x, dict):
-        raise UsageError(f"--inputs {path}: holds a {type(x).__name__}, expected a dict of named tensors")
-    validate.keys(x, op.required, op.optional, op.name)
-    x = {n: x.get(n) for n in op.required + op.optional}
-    op.error_inputs(x)
-    return x
+        name = signal.Signals(sig).name
+    except ValueError:
+        name = "unknown signal"
+    message = (f"{args.op} {args.pass_}: crashed (signal {sig}, {name}): the process running the kernel died; "
+               f"its last output is above")
+    print(f"FAIL {message}")
+    _write(args.json, _fail_doc(args, device, "crashed", message, signal=sig))
+    return 1
 
 
 def run(args) -> int:
+    if args.kernel_root:       # before anything imports fla; the child inherits it (PYTHONPATH) and repeats it
+        from verify.core.kernel_root import activate
+        args.kernel_root = activate(args.kernel_root)
     from kernels import fla_ops
-    from verify import environment, results
-    from verify.budget import OracleFailed
-    from verify.checks.kernels import compare, prepare
+    from verify.core import environment, examples, results
+    from verify.core.budget import OracleFailed
+    from verify.core.engine import measure, prepare
+    from verify.core.precision import Precision
+    from verify.core.registry import Context
     from verify.ops import OPS
-    from verify.precision import Precision
-    from verify.registry import Context
+    from verify.run.runner import load_checks
 
+    load_checks()       # the op table, with the ops of any plug-in module ($VERIFY_EXTRA_CHECKS)
     if args.op not in OPS:
         raise UsageError(f"--op {args.op}: not a kernel op; choose from {', '.join(OPS)}")
     op = OPS[args.op]
     results.check_writable(args.json, "--json")
     device = environment.resolve_device(args.device)
-    x = load(args.inputs, op)
+    x = examples.load_file(args.inputs, op)
     dtype = args.dtype or DTYPES.get(str(x["q"].dtype))
     if dtype is None:
         raise UsageError(f"q is {x['q'].dtype}: give --dtype bf16 or fp32")
@@ -79,16 +129,16 @@ def run(args) -> int:
     if args.pass_ not in op.passes:
         raise UsageError(f"--pass {args.pass_}: {op.name} has the passes {', '.join(op.passes)}")
     fla_ops.check_fla_version()
+    if not args.in_child:          # validated: the kernel runs in a child, whose death is a verdict
+        return _in_child(args, device)
 
     prec = Precision.of(dtype, op.dot or args.fp32_dot)
     ctx = Context(device=device, fp32_dot=args.fp32_dot)
-    x = {n: None if t is None else (t.to(prec.torch_dtype) if n in ("q", "k", "v") else
-                                   t.int() if n == "cu_seqlens" else t.float()).to(device)
-         for n, t in x.items()}
+    x = examples.in_dtypes(x, dtype, device)
     prepare(ctx)
     c = op.budget_factor[args.pass_]
     try:
-        verdicts = compare(op, args.pass_, x, prec, args.seed)
+        verdicts = measure(op, args.pass_, x, prec, args.seed)
     except OracleFailed as exc:       # not the kernel's failure: these inputs are outside what the oracle takes
         raise UsageError(f"--inputs {args.inputs}: {exc}") from exc
     except fla_ops.KernelUnavailable:
@@ -96,12 +146,19 @@ def run(args) -> int:
     except fla_ops.VariantUnsupported as exc:
         raise UsageError(f"--op {op.name}: {exc}") from exc
     except Exception as exc:     # the kernel raised on validated input: a failure, not a usage error
+        if is_device_fatal(exc):
+            message = f"{op.name} {args.pass_}: cuda_fatal: {type(exc).__name__}: {exc}".splitlines()[0]
+            print(f"FAIL {message}; rerun with CUDA_LAUNCH_BLOCKING=1 to name the kernel")
+            _write(args.json, _fail_doc(args, device, "cuda_fatal", message))
+            return 1
         if args.debug:
             raise
         if is_interpreter_gap(exc):
             raise UsageError(f"--op {op.name} is not verifiable on the CPU interpreter ({type(exc).__name__}: "
                              f"{exc}); run it with --device cuda".splitlines()[0]) from exc
-        print(f"FAIL {op.name} raised {type(exc).__name__}: {exc}".splitlines()[0])
+        message = f"{op.name} raised {type(exc).__name__}: {exc}".splitlines()[0]
+        print(f"FAIL {message}")
+        _write(args.json, _fail_doc(args, device, "exception", message, exception=type(exc).__name__))
         return 1
     ok = all(v.ratio <= 1 for v in verdicts)
     print(f"verify compare: {op.name} {args.pass_} in {dtype} on {device}, inputs {args.inputs}, c = {c:g}")
@@ -110,7 +167,8 @@ def run(args) -> int:
     print("pass" if ok else "FAIL: the kernel exceeds its budget on these inputs")
     if args.json:
         worst = max(verdicts, key=lambda v: v.ratio)
-        doc = {"environment": {**environment.versions(), **environment.describe(device), "fp32_dot": args.fp32_dot},
+        doc = {"environment": {**environment.versions(), **environment.describe(device), "fp32_dot": args.fp32_dot,
+                               "kernel_root": args.kernel_root},
                "op": op.name, "pass": args.pass_, "dtype": dtype, "inputs": str(args.inputs), "budget_factor": c,
                "status": "pass" if ok else "fail", "kind": None if ok else worst.kind, "measure": worst.measure,
                "tensors": [v.record() for v in verdicts]}

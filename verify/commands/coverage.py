@@ -7,7 +7,7 @@ launchers: statements executed / statements), the kernels (@triton.jit functions
 launcher branches (arcs of the non-jit functions) never taken, plus coverage.py's own HTML report per op
 (--html DIR).  An op's own files are those of its folders in fla/ops (its record's `package`); shared helpers
 (fla/ops/utils, fla/modules) count for no op but are in the HTML report.  Code an op's checks leave
-unreached on purpose is listed in EXCLUDED with the reason, and reported as such rather than as missing.
+unreached on purpose is listed in its op record's `not_reached` (verify/ops/) with the reason, and reported as such rather than as missing.
 """
 from __future__ import annotations
 
@@ -19,64 +19,55 @@ import re
 import tempfile
 from pathlib import Path
 
-from verify.errors import UsageError
+from verify.core.errors import UsageError
+from verify.core.ids import CheckId, op_of
+from verify.core.registry import K_HELP
 
-def families() -> dict[str, tuple[str, tuple[str, ...]]]:
-    """Check-id op -> (family label, folders of the kernel package that are its own code), from the op
-    records' `package`: ops sharing a package are one family, named by their names' common prefix
-    (mdn_chunk16 ... mdn_recurrent -> mdn; gdn_chunk, gdn_recurrent -> gdn)."""
+
+def structure_reached(records, profile: str) -> dict:
+    """op -> pass -> factor -> declared / reached / missing levels (verify.core.boundaries.reached), from the
+    cases each searched check of the records evaluated (details["cases"])."""
+    from verify import ops
+    from verify.core import boundaries, examples
+    by: dict[tuple[str, str], list] = {}
+    for r in records:
+        cid = CheckId.parse(r.id)
+        if cid.searched and ops.OPS[cid.op].structure is not None:
+            case_type = type(ops.OPS[cid.op].sample_case)
+            by.setdefault((cid.op, cid.pass_), []).extend(
+                examples.case_from_label(case_type, lb) for lb in r.result.details.get("cases", []))
+    out: dict = {}
+    for (name, pass_), cases in by.items():
+        out.setdefault(name, {})[pass_] = boundaries.reached(ops.OPS[name], pass_, profile, cases)
+    return out
+
+
+def families(names: set[str] | None = None) -> dict[str, tuple[str, tuple[str, ...], dict]]:
+    """Check-id op -> (family label, folders of the kernel package that are its own code, the lines its
+    records exclude), from the op records' `package`: the ops (of `names`, default all) sharing a package are
+    one family, named by their names' common prefix (mdn_chunk16 ... mdn_recurrent -> mdn; gdn_chunk,
+    gdn_recurrent -> gdn), or by the first name when they share none."""
     from verify.ops import OPS
-    by_package: dict[tuple, list[str]] = {}
+    by_package: dict[tuple, list] = {}
     for op in OPS.values():
-        if op.package:
-            by_package.setdefault(op.package, []).append(op.name)
-    return {name: (os.path.commonprefix(names).rstrip("_"), tuple(m.split(".", 1)[1].replace(".", "/") for m in package))
-            for package, names in by_package.items() for name in names}
-
-
-# op label -> {regex of source lines: (kind, why the checks do not reach them)}.  coverage.py's own exclusion:
-# "exclude" drops the matched lines and the block a matched line opens (and the branch into it) from the
-# counts, "partial" accepts a branch of the matched line that only ever goes one way.  Not reached is not verified: each
-# reason says why that is a deliberate limit of the toolkit, not a gap in the checks.
-EXCLUDED = {
-    "path_attn": {
-        r"^[ \t]*if cu_seqlens is not None and q\.shape\[0\] != 1:": (
-            "exclude", "fla's refusal of varlen input with batch > 1: verify.validate rejects that input first"),
-        r"^[ \t]*if RETURN_H:": (
-            "exclude", "parallel.py always calls the backward's prepare kernel with return_h=False"),
-        r"^[ \t]*if BS == BT:": (
-            "exclude", "parallel.py never picks equal tile sizes (BS 64 or 32, BT 128 or 64 with BS < BT)"),
-    },
-    "mdn": {
-        r"^[ \t]*if (ctx\.)?use_qk_l2norm_in_kernel:": (
-            "exclude", "use_qk_l2norm_in_kernel=True is fla's shared l2norm op (fla/modules/norm) applied to q, k, "
-                       "p before MDN, with no oracle here: the toolkit verifies MDN on q, k as given (declared "
-                       "convention; inputs drawn unit-norm)"),
-        r"^[ \t]*if cu_seqlens is not None:": (
-            "exclude", "fla's refusal of varlen MDN (NotImplementedError): MDN_CONVENTIONS.varlen=False"),
-        r"^[ \t]*if chunk_size not in \(16, 32, 64\):": (
-            "exclude", "fla's refusal of other chunk sizes: the checks pass 16, 32 or 64"),
-        r"^[ \t]*if (beta|eta) is None:": (
-            "exclude", "the toolkit always passes every gate: fla's defaults (beta = eta = 1) are not MDN's gated "
-                       "arithmetic under test"),
-        r"^[ \t]*if eta_r is not None:": (
-            "partial", "fla's launchers replace eta=None by ones before the autograd function: never None there"),
-        r"^[ \t]*if scale is None:\n\s*scale = 1 / \(q\.shape\[-1\] \*\* 0\.5\)": (
-            "exclude", "the default scale of fla's reference functions (naive.py): the launchers always pass one "
-                       "(their own default is checked by the scale_default probes)"),
-        r"^[ \t]*if output_final_state:": (
-            "partial", "the checks judge S_T and M_T, so they always ask for the final state"),
-    },
-}
+        if op.package and (names is None or op.name in names):
+            by_package.setdefault(op.package, []).append(op)
+    out = {}
+    for package, group in by_package.items():
+        label = os.path.commonprefix([op.name for op in group]).rstrip("_")
+        dirs = tuple(m.split(".", 1)[1].replace(".", "/") for m in package)
+        excluded = {k: v for op in group for k, v in op.not_reached.items()}
+        for op in group:
+            out[op.name] = (label if len(label) >= 3 else group[0].name, dirs, excluded)
+    return out
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("coverage", help="which kernels, kernel lines and launcher branches of the kernel package "
                                         "the selected checks reach, per op (CPU interpreter)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-k", dest="patterns", action="append", metavar="PATTERN",
-                   help="select kernel checks whose id contains PATTERN (glob if it has * ? [); repeatable "
-                        "(default: every kernel.fla check)")
+    p.add_argument("-k", dest="patterns", action="append", metavar="EXPR",
+                   help=K_HELP + " (default: every kernel check)")
     p.add_argument("--id", dest="ids", action="append", metavar="ID", help="select one check by exact id; repeatable")
     p.add_argument("--profile", choices=("quick", "ci", "full"), default="ci", help="check sizes (default ci)")
     p.add_argument("--seed", type=int, default=0, help="seed for every random draw (default 0)")
@@ -110,7 +101,7 @@ def analyse(report: dict, package: Path, dirs: tuple[str, ...], excluded: dict |
     when the op is called; module-level lines run at import, possibly before the measurement started),
     the kernels that never ran, and the launcher branches never taken (file:line->target; a negative
     target is a function exit).  Files none of whose functions ran and that hold no kernel (fla's
-    reference code, naive.py, for PaTH) are left out.  excluded: the op's EXCLUDED entries (the report
+    reference code, naive.py, for PaTH) are left out.  excluded: the op records' not_reached entries (the report
     was made with them), listed per matching line with their reason."""
     files, never_ran, untaken, deliberate = {}, [], [], []
     for name, f in report["files"].items():
@@ -146,24 +137,25 @@ def analyse(report: dict, package: Path, dirs: tuple[str, ...], excluded: dict |
 
 def run(args) -> int:
     if args.kernel_root:
-        from verify.kernel_root import activate
+        from verify.core.kernel_root import activate
         args.kernel_root = activate(args.kernel_root)
     import coverage
     from rich.console import Console
     from rich.table import Table
 
-    from verify import checks, results, runner
-    from verify import xfails as xfail_list
-    from verify.mutants import fla_package_dir
-    from verify.registry import Context, select
+    from verify.core import results
+    from verify.core.mutation import fla_package_dir
+    from verify.core.registry import Context, select
+    from verify.run import runner
+    from verify.run import xfails as xfail_list
     results.check_writable(args.json, "--json")
     if args.html and Path(args.html).exists() and not Path(args.html).is_dir():
         raise UsageError(f"--html {args.html}: not a directory")
-    checks.load_all()
-    family = families()
-    chosen = [c for c in select(args.patterns, args.ids, ("kernel.fla.",)) if c.id.split(".")[2] in family]
+    runner.load_checks()
+    chosen = [c for c in select(args.patterns, args.ids, ("kernel.",)) if op_of(c.id) in families()]
     if not chosen:
-        raise UsageError(f"no kernel.fla check of an op in {sorted(family)} matches {args.patterns or args.ids}")
+        raise UsageError(f"no kernel check of an op in {sorted(families())} matches {args.patterns or args.ids}")
+    family = families({op_of(c.id) for c in chosen})
     package = fla_package_dir().resolve()
     console = Console(highlight=False)
     if not console.is_terminal:     # logs and pipes: wide enough that tables and file:line items stay whole
@@ -173,12 +165,13 @@ def run(args) -> int:
     scope = xfail_list.current_scope("cpu", args.profile)
     groups: dict[str, list] = {}
     for c in chosen:
-        groups.setdefault(family[c.id.split(".")[2]][0], []).append(c)
+        groups.setdefault(family[op_of(c.id)][0], []).append(c)
     console.print(f"verify coverage: {len(chosen)} checks on {package}, profile={args.profile}, seed={args.seed}")
     result, records = {}, []
     for op, op_checks in groups.items():
         cov = coverage.Coverage(source=[str(package)], branch=True, data_file=None, config_file=False)
-        for pattern, (which, _) in EXCLUDED.get(op, {}).items():
+        _, dirs, excluded = family[op_of(op_checks[0].id)]
+        for pattern, (which, _) in excluded.items():
             cov.exclude(pattern, which=which)
         cov.start()
         try:
@@ -188,7 +181,6 @@ def run(args) -> int:
                 console.print(f"  {rec.result.status:5} {chk.id} ({rec.seconds:.1f}s)", highlight=False)
         finally:
             cov.stop()
-        dirs = family[op_checks[0].id.split(".")[2]][1]
         include = [f"{package}/{d}/*" for d in dirs]
         with tempfile.TemporaryDirectory() as tmp:
             cov.json_report(outfile=str(Path(tmp) / "c.json"), include=include)
@@ -197,7 +189,9 @@ def run(args) -> int:
             cov.html_report(directory=str(Path(args.html) / op), title=f"verify coverage: {op}",
                             include=include + [f"{package}/ops/utils/*", f"{package}/modules/*"], skip_empty=True)
         result[op] = {"checks": [c.id for c in op_checks], "dirs": list(dirs),
-                      **analyse(report, package, dirs, EXCLUDED.get(op))}
+                      **analyse(report, package, dirs, excluded),
+                      "structure": structure_reached([r for r in records if op_of(r.id) in
+                                                      {op_of(c.id) for c in op_checks}], args.profile)}
     table = Table(title=f"kernel coverage per op ({args.profile} profile, CPU interpreter)")
     for col in ("op", "checks", "lines run", "kernels run", "launcher branches never taken", "lines excluded"):
         table.add_column(col)
@@ -212,7 +206,15 @@ def run(args) -> int:
                 console.print(f"[yellow]{op}: {what.replace('_', ' ')}:[/]")
                 for item in r[what]:
                     console.print(f"  {item}", highlight=False, soft_wrap=True)
-    counts = runner.summary_counts(records)
+    for op, r in result.items():
+        for name, passes in r["structure"].items():
+            for pass_, fs in passes.items():
+                line = "; ".join(f"{f} {len(v['reached'])}/{len(v['declared'])}" for f, v in fs.items())
+                console.print(f"{op}: {name} {pass_} boundaries reached: {line}", highlight=False)
+                for f, v in fs.items():
+                    if v["missing"]:
+                        console.print(f"[yellow]  not reached: {f} = {', '.join(v['missing'])}[/]", highlight=False)
+    counts = results.summary_counts(records)
     if args.json:
         results.write_text_atomic(args.json, json.dumps({"package": str(package), "profile": args.profile,
                                                         "seed": args.seed, "checks": counts, "ops": result}, indent=2))

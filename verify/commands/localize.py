@@ -4,13 +4,14 @@ intermediate of the same definition.
 
 The input is the example a kernel check reports at --seed (its hypothesis search, rerun; the worst case
 when it passes, the minimal failing one when it fails) or a saved file of named tensors (--inputs, the
-format of `verify compare`).  Each stage is judged like a kernel output (verify/budget.py): within c
+format of `verify compare`).  Each stage is judged like a kernel output (verify/core/budget.py): within c
 (4 for a forward stage, 8 for a backward one) times the error of the same stage computed in the working
-precision by the references, with the unit roundoff floor.  Stages covered: fla's PaTH forward and backward (kernel.fla.path_attn.*; the backward's
-cross-block kernels are judged through the gradients they end in) and fla's MDN chunk forward
-(kernel.fla.mdn_chunk*.fwd.*); verify/localize/path.py and mdn.py list them.  --sanitize reruns the
-example alone under compute-sanitizer, or on the CPU under an interpreter bounds check (verify.sanitize),
-for any kernel check.
+precision by the references, with the unit roundoff floor.  The stages of an op's pass are
+its record's (verify.ops, field `stages`; `verify localize --id ID` names the passes that have them):
+today fla's PaTH forward and backward (the backward's cross-block kernels are judged through the gradients
+they end in) and fla's MDN chunk forward, defined in verify/stages/.  --sanitize reruns the example alone
+under compute-sanitizer, or on the CPU under an interpreter bounds check (verify.run.sanitize), for any
+searched kernel check (fwd, bwd, decode).
 
 Exit status: 0 no stage diverges, 1 a stage diverges (or the kernel raised), 2 bad input.
 """
@@ -22,10 +23,8 @@ import math
 import os
 import tempfile
 
-from verify.errors import UsageError
-from verify.registry import PROFILES
-
-LOCALIZED = (("path_attn", "fwd"), ("path_attn", "bwd"), ("mdn_chunk", "fwd"))     # (op, pass) split into stages
+from verify.core.errors import UsageError
+from verify.core.registry import PROFILES
 
 
 def add_parser(sub) -> None:
@@ -43,7 +42,8 @@ def add_parser(sub) -> None:
                    help="CPU interpreter: emulate the GPU's TF32 fp32 dots (default) or run them in IEEE fp32")
     p.add_argument("--kernel-root", metavar="PATH", help="import fla from this checkout instead of the installed one")
     p.add_argument("--sanitize", action="store_true",
-                   help="also rerun the example alone under compute-sanitizer memcheck (needs a GPU and the CUDA toolkit)")
+                   help="also rerun the example alone under a bounds checker: compute-sanitizer memcheck on cuda (the CUDA "
+                        "toolkit's), the interpreter's bounds check on cpu")
     p.add_argument("--json", metavar="PATH", help="write the stage table as JSON")
     p.add_argument("--debug", action="store_true", help="print tracebacks")
 
@@ -52,17 +52,12 @@ def _num(x: float):
     return x if math.isfinite(x) else str(x)
 
 
-def localize(check, x: dict, fp32_dot: str) -> list[dict]:
+def localize(op, pass_: str, dtype: str, x: dict, fp32_dot: str) -> list[dict]:
     """One row per judged tensor, in stage order: stage, source, tensor, measured, budget, ratio, verdict."""
-    if check.op == "path_attn":
-        from verify.localize import path
-        stages = path.stages(x, check.dtype, fp32_dot, backward=check.pass_ == "bwd")
-    else:
-        from verify.localize import mdn
-        stages = mdn.stages(x, check.dtype, check.chunk)
+    stages = op.stages[pass_](op, x, dtype, fp32_dot)
     return [{"stage": st.name, "source": st.source, "tensor": v.name, "measured": v.measured, "budget": v.budget,
              "ratio": v.ratio, "decided_by": v.decided_by, "verdict": "within" if v.ratio <= 1 else "DIVERGES"}
-            for st in stages for v in st.judge(check.kernel_op.budget_factor)]
+            for st in stages for v in st.verdicts(op.budget_factor)]
 
 
 def first_divergence(rows: list[dict]) -> dict | None:
@@ -86,23 +81,31 @@ def run(args) -> int:
     from rich.markup import escape
 
     from kernels import fla_ops
-    from verify import checks, environment, results
-    from verify.checks.kernels import prepare
-    from verify.errors import is_device_fatal
-    from verify.localize import example
-    from verify.registry import REGISTRY, Context
+    from verify import ops
+    from verify.core import environment, results
+    from verify.core import examples as example
+    from verify.core.engine import prepare
+    from verify.core.errors import is_device_fatal
+    from verify.core.ids import CheckId
+    from verify.core.registry import DEVICE_LOST, REGISTRY, Context
+    from verify.run.runner import load_checks
 
-    check = example.KernelCheck.parse(args.id)
-    checks.load_all()
-    if check.id not in REGISTRY:
-        raise UsageError(f"--id {check.id}: no such check; see `verify list -k kernel.fla`")
+    cid = CheckId.parse(args.id)
+    load_checks()
+    op = ops.record(cid)
+    if args.id not in REGISTRY:
+        raise UsageError(f"--id {args.id}: no such check; see `verify list -k kernel.`")
+    if not cid.searched:
+        raise UsageError(f"--id {args.id}: not a searched kernel check (kernel.<impl>.<op>.<fwd|bwd|decode>.<dtype>."
+                         "<regime>): it reports no example to localize")
     if args.kernel_root:        # before anything imports fla
-        from verify.kernel_root import activate
+        from verify.core.kernel_root import activate
         args.kernel_root = activate(args.kernel_root)
-    staged = (check.op, check.pass_) in LOCALIZED
+    staged = cid.pass_ in op.stages
     if not staged and not args.sanitize:
-        raise UsageError(f"--id {check.id}: stages are defined for " + ", ".join(f"{o}.{p}" for o, p in LOCALIZED)
-                         + " only; --sanitize works for any kernel check")
+        staged_ops = [f"{o.name}.{p}" for o in ops.OPS.values() for p in o.stages]
+        raise UsageError(f"--id {args.id}: {op.name} defines no stages for its {cid.pass_} pass (stages: "
+                         f"{', '.join(staged_ops)}); --sanitize works for any searched kernel check")
     if args.examples is not None and args.examples < 1:
         raise UsageError(f"--examples {args.examples}: must be at least 1")
     results.check_writable(args.json, "--json")
@@ -110,15 +113,22 @@ def run(args) -> int:
     fla_ops.check_fla_version()
     ctx = Context(device=device, profile=args.profile, seed=args.seed, fp32_dot=args.fp32_dot,
                   kernel_root=args.kernel_root, examples=args.examples)
-    x = example.load(args.inputs, check, "cpu") if args.inputs else None
+    x = example.load(args.inputs, op, cid.dtype, "cpu") if args.inputs else None
     prepare(ctx)
-    label, x, lost = (args.inputs, x, False) if args.inputs else example.from_check(check, ctx)
+    if args.inputs:
+        label, lost = args.inputs, False
+    else:       # the check's own search, seeded: the example it reports
+        result = REGISTRY[args.id].run(ctx)
+        label = example.reported(result)
+        if label is None:
+            raise UsageError(f"{args.id} at seed {ctx.seed} reported no example ({result.status}: {result.message})")
+        x, lost = example.from_label(op, cid.dtype, label), bool(result.details.get(DEVICE_LOST))
     console = Console(highlight=False)
     if not console.is_terminal:
         console.width = 160
-    console.print(escape(f"verify localize: {check.id} on {device}, example [{label}] ({example.shape(x)})"))
+    console.print(escape(f"verify localize: {args.id} on {device}, example [{label}] ({example.shape(x)})"))
     doc = {"environment": {**environment.versions(), **environment.describe(device), "fp32_dot": args.fp32_dot},
-           "check": check.id, "example": label, "shape": example.shape(x)}
+           "check": args.id, "example": label, "shape": example.shape(x)}
     hint = "" if args.sanitize else "; rerun with --sanitize to name the faulting access"
     status = 0
     if lost:        # the search's fatal CUDA error left this process without a usable CUDA context
@@ -127,7 +137,8 @@ def run(args) -> int:
         status = 1
     elif staged:
         try:
-            rows = localize(check, {n: None if t is None else t.to(device) for n, t in x.items()}, args.fp32_dot)
+            rows = localize(op, cid.pass_, cid.dtype, {n: None if t is None else t.to(device) for n, t in x.items()},
+                            args.fp32_dot)
         except (UsageError, fla_ops.KernelUnavailable):
             raise
         except Exception as exc:        # the kernel raised on valid input: a failure, localized to no stage
@@ -145,11 +156,11 @@ def run(args) -> int:
         doc["first_divergent"] = first and {k: first[k] for k in ("stage", "source", "tensor")}
         status = 1 if first or not rows else 0
     if args.sanitize:
-        from verify import sanitize
+        from verify.run import sanitize
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "example.pt")
             example.save(x, path)
-            verdict = sanitize.sanitize(check.id, path, device)
+            verdict = sanitize.sanitize(args.id, path, device)
         console.print(escape(f"sanitizer: {verdict['summary']}"))
         doc["sanitizer"] = verdict
         status = max(status, 1 if verdict["status"] == "fault" else 0)

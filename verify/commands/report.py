@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from verify.errors import UsageError
+from verify.core.errors import UsageError
 
 EPILOG = """examples:
   verify report --profile quick                      reports/<date>-<device>-quick/
@@ -30,10 +30,11 @@ def add_parser(sub) -> None:
                                                 "--compare, where compare.md/.png/.json go")
     p.add_argument("--device", choices=("cpu", "cuda"), default=None,
                    help="where kernels and oracles run (default: cuda when available, else cpu)")
-    p.add_argument("--profile", choices=("quick", "ci", "full"), default="quick",
+    p.add_argument("--profile", choices=("quick", "ci", "full"), default="ci",
                    help="quick: < 1 min on 2 CPU cores; ci: < 10 min; full: GPU sizes (default quick)")
     p.add_argument("-k", dest="patterns", action="append", metavar="EXPR",
-                   help="only points whose id (<plot>.<op>.<pass>.<dtype>.<x>) contains EXPR (glob with * ? [); repeatable")
+                   help="only points whose id (<plot>.<op>.<pass>.<dtype>.<x>) matches a pytest -k expression, as for "
+                        "checks (case-insensitive words joined by and/or/not; * ? [ globs); repeatable")
     p.add_argument("--workers", type=int, default=1, metavar="N", help="measure points in N spawned processes")
     p.add_argument("--seed", type=int, default=0, help="seed of every input (default 0)")
     p.add_argument("--fp32-dot", choices=("tf32", "ieee"), default="tf32",
@@ -45,15 +46,15 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from verify.reporting import diff
+    from verify.report import diff
     if args.compare:
         return diff.run(*args.compare, args.out)
     if args.workers < 1:
         raise UsageError(f"--workers {args.workers}: must be at least 1")
     results = _results(args.results)
     from kernels.fla_ops import check_fla_version
-    from verify import environment
-    from verify.reporting import sweeps
+    from verify.core import environment
+    from verify.report import sweeps
     device = environment.resolve_device(args.device)
     check_fla_version()
     chosen = sweeps.select(sweeps.points(args.profile, args.seed), args.patterns)
@@ -79,10 +80,17 @@ def _results(path: str | None) -> dict | None:
 
 
 def _write(args, device: str, chosen, out: Path, results: dict | None) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
-    from verify import environment, xfails
-    from verify.reporting import document, measure, plots
+    from verify.core import environment
+    from verify.report import document, measure, plots
+    from verify.run import xfails
     t0, c0 = time.perf_counter(), time.process_time()
     with Progress(TextColumn("verify report"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.description}")) as bar:

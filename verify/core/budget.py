@@ -28,8 +28,9 @@ from dataclasses import dataclass
 
 import torch
 
-from verify.metrics import max_abs, rel_err
-from verify.precision import Precision
+from verify.core.metrics import max_abs, rel_err
+from verify.core.precision import Precision
+
 
 class OracleFailed(Exception):
     """The float64 oracle or the same-dtype implementation raised on an input: never the kernel's failure
@@ -67,7 +68,7 @@ class Verdict:
 
     @property
     def measure(self) -> str:
-        """What measured / budget are, in verify.registry.Result's words."""
+        """What measured / budget are, in verify.core.registry.Result's words."""
         return "normwise_relative" if self.decided_by == "normwise-relative" else "max_abs"
 
     @property
@@ -103,7 +104,7 @@ class Verdict:
                 f"max-abs {self.err_abs:.2e} (budget {self.budget_abs:.2e}); decided by {self.decided_by}")
 
 
-def judge(name: str, out: torch.Tensor, oracle: torch.Tensor, same_dtype: torch.Tensor, prec: Precision, c: float,
+def verdict(name: str, out: torch.Tensor, oracle: torch.Tensor, same_dtype: torch.Tensor, prec: Precision, c: float,
           scale: float = 0.0, terms: torch.Tensor | None = None) -> Verdict:
     """Compare one kernel tensor with the oracle under the budget rule (same_dtype: the same-dtype
     implementation's output on the same input)."""

@@ -5,7 +5,7 @@ module sets the interpreter on and, at activation time, replaces a few methods o
 builder and of the autotuner (never a file in site-packages) so that a kernel behaves as it does on an
 NVIDIA H200.  Each part can be left out; ``verify/checks/interpreter.py`` holds a canary for each.
 
-    from verify import fidelity
+    from verify.core import fidelity
     fidelity.activate()                    # before any Triton kernel module is imported
     fidelity.active_parts()                # what was applied, for reports
 
@@ -16,7 +16,8 @@ Patch points (triton 3.6, ``triton/runtime/interpreter.py`` and ``triton/runtime
               fixed order and rounded once, instead of numpy's machine-dependent sgemm order)
   bf16_round  InterpreterBuilder.cast_impl    (wrapped: every cast to or from bf16 handled here;
               create_fp_trunc / create_fp_ext / create_si_to_fp / ... all call cast_impl)
-  autotune    Autotuner._bench                (replaced: returns a zero timing without running)
+  autotune    Autotuner._bench                (replaced: returns a zero timing without running; inside a
+              check verify.core.configs picks the config instead, see --configs)
   numpy_index interpreter._patch_lang_tensor  (wrapped: tensor.__index__ via .item(); a crash fix for
               numpy >= 2.4, not a numerical one)
   loop_index  interpreter.ASTTransformer.visit_For (added: range() / tl.range() loops yield int32 /
@@ -39,8 +40,13 @@ import os
 import sys
 import warnings
 
-from verify.bits import bf16_bits_to_f32, f32_to_bf16_bits, f64_to_bf16_bits, truncate_tf32
-from verify.errors import UsageError
+from verify.core.bits import (
+    bf16_bits_to_f32,
+    f32_to_bf16_bits,
+    f64_to_bf16_bits,
+    truncate_tf32,
+)
+from verify.core.errors import Bf16ArithmeticNotEmulated, UsageError
 
 PARTS = ("bf16_dot", "bf16_round", "autotune", "tf32", "dot_order", "numpy_index", "loop_index", "bf16_arith",
          "bf16_scalar", "tl_alias", "torch_cpu_device", "bf16_guard")
@@ -155,7 +161,11 @@ def _make_bench(original):
     timing that runs nothing: every config ties and builtins.min keeps the FIRST config after
     prune_configs (early_config_prune / perf_model still apply), deterministically.  The GPU would
     pick the fastest config, which can change block sizes and so rounding; that difference is not
-    reproduced (the chosen config is recorded in Autotuner.best_config)."""
+    reproduced (the chosen config is recorded in Autotuner.best_config).  Inside a check the choice is
+    not left to this timing: verify.core.configs (--configs cover|first) assigns each launch a config
+    before Autotuner.run looks for one, so this zero timing decides only outside a check and in the
+    env.interpreter.* canaries of the other parts; the interpreter has no shared-memory or register
+    limit, so no config is ever OutOfResources on the CPU (and num_warps / num_stages change nothing)."""
     def _bench(self, *args, config, **meta):
         if _bypass:
             return original(self, *args, config=config, **meta)
@@ -205,7 +215,8 @@ def _loop_range(arg1, arg2=None, step=None, **_options):
         return range(start, end, step)
     import numpy as np
     import triton.language as tl
-    from triton.runtime.interpreter import TensorHandle, interpreter_semantic as sem
+    from triton.runtime.interpreter import TensorHandle
+    from triton.runtime.interpreter import interpreter_semantic as sem
     iv = sem.integer_promote_impl(sem.to_tensor(start).dtype, sem.to_tensor(end).dtype)
     iv = sem.integer_promote_impl(iv, sem.to_tensor(step).dtype)
     np_type = np.dtype(iv.name)       # a tensor bound goes through tensor.__index__ (part numpy_index)
@@ -220,6 +231,7 @@ def _make_patch_lang(original):
     alias to the same builtin.  Here every builtin the kernel's module globals hold is swapped too,
     within the same restore scope."""
     import sys
+
     import triton.language as tl
     from triton.runtime import interpreter
 
@@ -250,10 +262,6 @@ class _CpuDevice:
 
     def __exit__(self, *exc):
         return False
-
-
-class Bf16ArithmeticNotEmulated(NotImplementedError):
-    """Raised (inside the interpreter, so it arrives wrapped in InterpreterError) by bf16_guard."""
 
 
 def _bf16_emulations():
@@ -345,7 +353,7 @@ def _make_bf16_arith(original, what: str, emulate: bool, guard: bool):
             raise Bf16ArithmeticNotEmulated(
                 f"bf16 arithmetic ({what} {op}) is not emulated by the Triton interpreter (it would compute "
                 "on the uint16 bit patterns); the fidelity layer refuses it (part bf16_guard). Cast to "
-                "tl.float32 in the kernel, or extend verify/fidelity.py")
+                "tl.float32 in the kernel, or extend verify/core/fidelity.py")
         return original(self, *args, **kwargs)
     return wrapped
 
@@ -472,6 +480,10 @@ def activate(fp32_dot: str = "tf32", parts=PARTS, allow_untested_triton: bool | 
         install(builder, "cast_impl", _make_cast_impl(builder.cast_impl))
     if "autotune" in parts:
         install(autotuner.Autotuner, "_bench", _make_bench(autotuner.Autotuner._bench))
+        from verify.core import (
+            configs,  # --configs: the per-check config assignment (inert outside a check)
+        )
+        configs.install()
     if "numpy_index" in parts:
         install(interpreter, "_patch_lang_tensor", _make_patch_lang_tensor(interpreter._patch_lang_tensor))
     if "tl_alias" in parts:
@@ -492,30 +504,6 @@ def activate(fp32_dot: str = "tf32", parts=PARTS, allow_untested_triton: bool | 
         install(builder, "get_bf16", _get_bf16)
     _state = {"installed": parts, "fp32_dot": fp32_dot, "triton": version, "tested": tested}
     return active_parts()
-
-
-def is_interpreter_gap(exc: BaseException) -> bool:
-    """Whether exc (or an exception it was raised from: the interpreter re-raises everything as
-    InterpreterError from the original) is the interpreter's own missing support, not the kernel's
-    error: the fidelity guard's refusal (Bf16ArithmeticNotEmulated), an InterpreterBuilder method the
-    interpreter does not have (AttributeError on the builder object, e.g. get_bf16 without part
-    bf16_scalar), or a NotImplementedError raised by triton/runtime/interpreter.py itself
-    (inline_asm, extern_elementwise).  Messages are not matched: a kernel error that mentions the
-    interpreter is still the kernel's."""
-    import traceback
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, Bf16ArithmeticNotEmulated):
-            return True
-        if isinstance(exc, AttributeError) and type(getattr(exc, "obj", None)).__name__ == "InterpreterBuilder":
-            return True
-        if isinstance(exc, NotImplementedError) and exc.__traceback__ is not None:
-            innermost = traceback.extract_tb(exc.__traceback__)[-1].filename.replace(os.sep, "/")
-            if innermost.endswith("triton/runtime/interpreter.py"):
-                return True
-        exc = exc.__cause__ or exc.__context__
-    return False
 
 
 def is_active() -> bool:
@@ -558,12 +546,15 @@ def restore() -> None:
 
 def prepare_cpu_kernels(fp32_dot: str = "tf32") -> None:
     """What every CPU kernel run needs, once per process: the layer on, fla on the H200's tiles
-    (kernels.fla_ops.emulate_h200_tiles, recorded as active_parts()["device_properties"])."""
+    (kernels.fla_ops.emulate_h200_tiles, before any fla.ops module is imported; recorded as
+    active_parts()["device_properties"]: "H200 (...)" only when check_shared_mem was read back True for every
+    arch and tensor_idx None / 0, else "not emulated: why", which the env.interpreter.tiles canaries fail)."""
     if is_active():
         return
     activate(fp32_dot=fp32_dot)
     from kernels import fla_ops
     try:
         _state["device_properties"] = fla_ops.emulate_h200_tiles()
-    except ImportError as exc:
-        raise UsageError(f"cannot import fla: {exc}") from exc
+    except Exception as exc:          # fla.utils itself does not import: one line naming the cause
+        raise UsageError(f"cannot import fla.utils: {fla_ops._where(exc)}{type(exc).__name__}: {exc}"
+                         .splitlines()[0]) from exc

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from kernels import fla_ops
+from verify.core.ids import CheckId
 
-# Budget factors c: how many times the same-dtype implementation's error a kernel may make (verify.budget).
+# Budget factors c: how many times the same-dtype implementation's error a kernel may make (verify.core.budget).
 # Forward passes: the kernel performs the same rounded operations as the same-dtype implementation (same
 # block size, same operand formats) in a different order of accumulation, so its error should be of the
 # same size: c = 4 leaves a factor 2 for ordering and 2 for the spread between random inputs.  Backward
@@ -53,8 +54,25 @@ class Decode:
 
 
 @dataclass(frozen=True)
+class Structure:
+    """Where an op's kernels change code path, read off the kernels and their launchers on the H200's tiles
+    (the tiles every CPU run emulates), and the factors its boundary cases cover pairwise (verify.core.boundaries).
+    build(T, D, Dv, HQ, H, cu_seqlens, seed, **options) -> a case; present(case) -> {option: present?}."""
+    lengths: dict                       # pass -> {constant: tokens}: PaTH {"chunk": 64, "block": 128, ...}
+    dims: dict                          # profile -> (a, b), a < b: the head dims the cases pair (D, Dv)
+    build: Callable
+    present: Callable
+    options: dict = field(default_factory=dict)   # pass -> optional inputs, each present and absent
+    heads: tuple = ((1, 1),)            # (HQ, H) pairs: the GQA ratios
+    varlen: bool = True                 # cases with cu_seqlens (short sequences then one long one)
+    levels: dict = field(default_factory=dict)    # constant -> profile -> its T levels, where thinned for cost
+    costly: dict = field(default_factory=dict)    # profile -> T above which a case is never D == Dv
+    notes: str = ""                     # where each constant is in the kernel package, and why a level is left out
+
+
+@dataclass(frozen=True)
 class KernelOp:
-    name: str                           # check ids: kernel.fla.<name>.<pass>.<dtype>.<regime>
+    name: str                           # check ids: kernel.<impl>.<name>.<pass>.<dtype>.<regime>
     title: str                          # the op in words, for descriptions
     kernel: Callable                    # the adapter: kernel(**inputs, scale) -> outputs
     conventions: fla_ops.Conventions
@@ -76,8 +94,15 @@ class KernelOp:
     regression_cases: dict = field(default_factory=dict)   # "<pass>.<dtype>.<regime>" -> [cases]
     probes: tuple[ConventionProbe, ...] = ()
     decode: Decode | None = None
-    examples: dict | None = None        # hypothesis examples per check by profile (None: verify.search's default)
-    device_cases: tuple = ()            # (dtype, case) pairs that verify.device_compare runs on CPU and GPU
+    examples: dict | None = None        # hypothesis examples per check by profile (None: verify.core.search's default)
+    device_cases: tuple = ()            # (dtype, case) pairs that verify.tools.device_compare runs on CPU and GPU
+    impl: str = "fla"                   # the kernel package, the second word of its check ids
+    query_inputs: tuple[str, ...] = ()  # inputs whose head axis counts query heads (HQ), not key heads (H)
+    stages: dict = field(default_factory=dict)   # pass -> stages(op, x, dtype, fp32_dot) -> [Stage] (localize)
+    mutants: tuple = ()                 # planted bugs in a copy of the kernel package (verify.core.mutation.Mutant)
+    not_reached: dict = field(default_factory=dict)   # regex -> (kind, why): package lines verify coverage excludes
+    structure: Structure | None = None  # where the kernels change path: the boundary cases (verify.core.boundaries)
+    report: str | None = None           # the report's family for this op (path | fox | mdn), None: not measured
     package: tuple[str, ...] = ()       # the kernel package's modules that are this op's own code: verify bisect
     #                                     imports them, verify coverage counts their lines
 
@@ -86,7 +111,10 @@ class KernelOp:
         return self.conventions.dtypes
 
     def check_id(self, pass_: str, dtype: str, regime: str) -> str:
-        return f"kernel.fla.{self.name}.{pass_}.{dtype}.{regime}"
+        return str(CheckId.kernel(self.impl, self.name, pass_, dtype, regime))
+
+    def convention_id(self, name: str) -> str:
+        return str(CheckId.kernel(self.impl, self.name, "convention", name))
 
     def inputs(self, case, dtype, device="cpu") -> dict:
         return {n: t for n, t in self.make_inputs(case, dtype, device).items() if n in self.required + self.optional}

@@ -13,7 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from verify.errors import UsageError
+from verify.core.errors import UsageError
+from verify.core.ids import CheckId
 
 STATUSES = ("pass", "fail", "xfail", "skip", "error")
 # Result.kind: why a check did not pass (or was not measured).  Failures: over_budget, non_finite, exception,
@@ -24,7 +25,7 @@ KINDS = ("over_budget", "non_finite", "exception", "cuda_fatal", "crashed", "tim
          "interpreter_gap", "not_run", "import_error", "check_error")
 PROFILES = ("quick", "ci", "full")
 DEVICE_LOST = "device_lost"     # Result.details key: the CUDA context is unusable after this check
-# every worker of one run sees this directory (created and removed by verify.runner.Workers): checks share
+# every worker of one run sees this directory (created and removed by verify.run.runner.Workers): checks share
 # work across the run's workers there
 RUN_DIR_ENV = "VERIFY_RUN_DIR"
 
@@ -39,6 +40,7 @@ class Context:
     kernel_root: str | None = None
     examples: int | None = None       # hypothesis examples per kernel check (None: the profile's default)
     save_failing: str | None = None   # directory: save each failing check's minimal example for `verify compare`
+    configs: str = "cover"            # which config autotuned kernels run (verify.core.configs.MODES)
 
     def pick(self, quick, ci, full):
         """The value for the current profile."""
@@ -93,6 +95,8 @@ def register(check_id: str, description: str, run: Callable[[Context], Result],
              devices: tuple[str, ...] = ("cpu", "cuda")) -> None:
     if check_id in REGISTRY:
         raise ValueError(f"duplicate check id {check_id!r}")
+    if str(CheckId.parse(check_id)) != check_id:     # the one grammar (verify.core.ids); UsageError if malformed
+        raise ValueError(f"check id {check_id!r} does not round-trip")
     if not description or "\n" in description:
         raise ValueError(f"{check_id}: description must be one line")
     REGISTRY[check_id] = Check(check_id, description, run, devices)
@@ -121,13 +125,20 @@ def select(patterns: list[str] | None, ids: list[str] | None = None,
     return chosen
 
 
+# -k, as every command that selects checks by id reads it (matcher)
+K_HELP = ("select checks by id with a pytest -k expression: words joined by and/or/not and parentheses; a word "
+          "matches the ids containing it, case-insensitively as in pytest; a word with * ? [ is a glob matching "
+          "part of an id (e.g. -k 'path_attn and not bwd', -k 'path_attn.*.bf16'); repeatable (a union)")
+
 _TOKEN = re.compile(r"\(|\)|[^\s()]+")
 
 
 def matcher(expression: str) -> Callable[[str], bool]:
     """A -k expression as pytest writes it: words joined by `and`, `or`, `not` and parentheses.  A word
     matches an id that contains it; a word with * ? or [ is a glob matched against any part of the id
-    (`path_attn.*.bf16` matches `kernel.fla.path_attn.fwd.bf16.typical`).  UsageError when malformed."""
+    (`path_attn.*.bf16` matches `kernel.fla.path_attn.fwd.bf16.typical`).  As in pytest, words match
+    case-insensitively (`-k PATH_ATTN` is `-k path_attn`); the operators are lowercase.  UsageError when
+    malformed."""
     tokens = _TOKEN.findall(expression)
     pos = 0
 
@@ -166,10 +177,10 @@ def matcher(expression: str) -> Callable[[str], bool]:
             inner = disjunction()
             take(")")
             return inner
-        word = take()
+        word = take().lower()
         if any(ch in word for ch in "*?["):
-            return lambda cid: fnmatch.fnmatchcase(cid, f"*{word}*")
-        return lambda cid: word in cid
+            return lambda cid: fnmatch.fnmatchcase(cid.lower(), f"*{word}*")
+        return lambda cid: word in cid.lower()
 
     test = disjunction()
     if peek() is not None:

@@ -1,5 +1,5 @@
-"""Machine output: the JSON result document (described by verify/results.schema.json), JUnit XML, and
-`verify merge` (shards, or reruns, combined into one result).
+"""Machine output: the JSON result document (described by verify/core/results.schema.json), JUnit XML, and
+merging shard (or rerun) results into one (the `verify merge` command is verify/commands/merge.py).
 
 The JSON is strict (`allow_nan=False`): a non-finite number is written as null, and the check's `kind`
 (non_finite, cuda_fatal, ...) says why its measurement is missing."""
@@ -10,12 +10,35 @@ import json
 import math
 import os
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass
 from pathlib import Path
 
-from verify.errors import UsageError
+from verify.core.errors import UsageError
+from verify.core.registry import STATUSES, Result
 
 SCHEMA_VERSION = 1
 SCHEMA_FILE = Path(__file__).with_name("results.schema.json")
+
+
+@dataclass
+class Record:
+    id: str
+    description: str
+    result: Result
+    seconds: float
+    repro: str
+    started: float = 0.0     # time.time() when the check started (0: it never started)
+    seed: int = 0
+
+
+def status_counts(statuses) -> dict[str, int]:
+    """How many of each status (every status present, zero or not)."""
+    statuses = list(statuses)
+    return {s: statuses.count(s) for s in STATUSES}
+
+
+def summary_counts(records: list[Record]) -> dict[str, int]:
+    return status_counts(r.result.status for r in records)
 
 
 def check_writable(path: str | None, flag: str) -> None:
@@ -54,7 +77,7 @@ def iso(t: float) -> str:
 
 
 def record_json(r) -> dict:
-    """One check (a verify.runner.Record)."""
+    """One check (a Record)."""
     res = r.result
     return finite({"id": r.id, "description": r.description, "status": res.status, "kind": res.kind,
                    "measure": res.measure, "measured": res.measured, "budget": res.budget,
@@ -73,7 +96,6 @@ def document(records: list, *, command: list[str], toolkit: dict, kernel_package
 
 
 def summary(checks: list[dict]) -> dict[str, int]:
-    from verify.runner import status_counts
     return status_counts(c["status"] for c in checks)
 
 
@@ -81,10 +103,22 @@ def write_json(path: str, doc: dict) -> None:
     write_text_atomic(path, json.dumps(doc, indent=2, allow_nan=False))
 
 
-def write_junit(path: str, checks: list[dict]) -> None:
+INTERRUPTED_JUNIT = "not run: the run was interrupted"
+
+
+def write_junit(path: str, checks: list[dict], interrupted: bool = False) -> None:
+    """JUnit XML of the checks.  Of an interrupted run (the JSON's "interrupted": true), the suite carries the
+    property interrupted=true and every check left unstarted is <skipped type="interrupted"
+    message="not run: the run was interrupted"/>, distinct from a skip on its merits or one of --time-limit."""
     counts = summary(checks)
     suite = ET.Element("testsuite", name="verify", tests=str(len(checks)), failures=str(counts["fail"]),
                        errors=str(counts["error"]), skipped=str(counts["skip"] + counts["xfail"]))
+    cut = [c for c in checks if interrupted and c["kind"] == "not_run" and "interrupted" in (c["message"] or "")]
+    if interrupted:
+        props = ET.SubElement(suite, "properties")
+        ET.SubElement(props, "property", name="interrupted", value="true")
+        ET.SubElement(props, "property", name="not_run", value=str(len(cut)))
+    cut_ids = {id(c) for c in cut}
     for c in checks:
         case = ET.SubElement(suite, "testcase", classname=c["id"].rsplit(".", 1)[0], name=c["id"],
                              time=f"{c['seconds']:.3f}")
@@ -93,6 +127,8 @@ def write_junit(path: str, checks: list[dict]) -> None:
             el = ET.SubElement(case, "failure" if st == "fail" else "error", message=c["message"],
                                type=c["kind"] or st)
             el.text = f"reproduce: {c['repro']}"
+        elif id(c) in cut_ids:
+            ET.SubElement(case, "skipped", type="interrupted", message=INTERRUPTED_JUNIT)
         elif st in ("skip", "xfail"):
             ET.SubElement(case, "skipped", message=f"{st}: {c['message']}")
     tmp = Path(str(path) + ".tmp")
@@ -101,7 +137,7 @@ def write_junit(path: str, checks: list[dict]) -> None:
 
 
 def validate(doc: dict) -> None:
-    """jsonschema.ValidationError unless doc follows verify/results.schema.json."""
+    """jsonschema.ValidationError unless doc follows verify/core/results.schema.json."""
     import jsonschema
     jsonschema.validate(doc, json.loads(SCHEMA_FILE.read_text()))
 
@@ -154,33 +190,9 @@ def merge(paths: list[str], command: list[str]) -> dict:
             if c["status"] != "skip" or c["id"] not in by_id:
                 by_id[c["id"]] = c
     checks = [by_id[k] for k in sorted(by_id)]
-    from verify.environment import toolkit
+    from verify.core.environment import toolkit
     return {"schema_version": SCHEMA_VERSION, "command": command, "toolkit": toolkit(),
             "kernel_package": first["kernel_package"],
             "environment": {**first["environment"], "merged_from": list(paths)},
             "started": min(d["started"] for d in docs), "wall_seconds": max(d["wall_seconds"] for d in docs),
             "interrupted": any(d["interrupted"] for d in docs), "checks": checks, "summary": summary(checks)}
-
-
-def add_merge_parser(sub) -> None:
-    p = sub.add_parser("merge", help="combine --json results (shards, reruns) into one JSON / JUnit result",
-                       description="Combine the --json results of `verify ... --shard K/N` runs (or reruns: the "
-                                   "last record that ran wins) into one result; exit status as for a run.")
-    p.add_argument("runs", nargs="+", metavar="RUN.json")
-    p.add_argument("--json", metavar="PATH", help="write the merged result")
-    p.add_argument("--junit", metavar="PATH", help="write the merged result as JUnit XML")
-    p.add_argument("--debug", action="store_true")
-
-
-def run_merge(args, command: list[str]) -> int:
-    check_writable(args.json, "--json")
-    check_writable(args.junit, "--junit")
-    doc = merge(args.runs, command)
-    if args.json:
-        write_json(args.json, doc)
-    if args.junit:
-        write_junit(args.junit, doc["checks"])
-    counts = ", ".join(f"{n} {s}" for s, n in doc["summary"].items())
-    print(f"verify merge: {len(doc['checks'])} checks from {len(args.runs)} results: {counts}"
-          + (" (interrupted: some checks were not run)" if doc["interrupted"] else ""))
-    return exit_status(doc["checks"], doc["interrupted"])

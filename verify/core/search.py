@@ -21,9 +21,9 @@ from hypothesis import HealthCheck, Phase, example, given, seed, settings, targe
 from hypothesis import strategies as st
 
 from kernels.fla_ops import VariantUnsupported
-from verify.budget import OracleFailed, Verdict
-from verify.errors import UsageError, is_device_fatal, is_interpreter_gap
-from verify.registry import DEVICE_LOST, Context, Result
+from verify.core.budget import OracleFailed, Verdict
+from verify.core.errors import UsageError, is_device_fatal, is_interpreter_gap
+from verify.core.registry import DEVICE_LOST, Context, Result
 
 MAX_EXAMPLES = {"quick": 2, "ci": 3, "full": 5}
 
@@ -60,10 +60,12 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
     worst: list[Probe] = []
     failures: list[tuple[Probe, object]] = []
     n_examples = [0]
+    cases: list[str] = []       # every case evaluated, in order (details["cases"]: what verify coverage counts)
     t0 = time.perf_counter()
 
     def prop(case):
         n_examples[0] += 1
+        cases.append(case.label() if hasattr(case, "label") else repr(case))
         try:
             probe = evaluate(case)
         except VariantUnsupported as exc:
@@ -77,7 +79,7 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
                 raise
             if is_interpreter_gap(exc):
                 raise _NotVerifiable("interpreter_gap", "not verifiable on the CPU interpreter: "
-                                     + f"{type(exc).__name__}: {exc}".splitlines()[0]) from exc
+                                     + innermost_error(exc)) from exc
         ratio = probe.verdict.ratio
         target(min(ratio, 1e6) if math.isfinite(ratio) else 1e6, label="error / budget")
         if not worst or ratio > worst[0].verdict.ratio:
@@ -98,7 +100,7 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
     except _Exceeded:
         pass
     except _NotVerifiable as exc:
-        return Result("skip", message=f"{what}: {exc}", kind=exc.kind)
+        return Result("skip", message=str(exc), kind=exc.kind)     # the line that prints it names the check
     except _DeviceLost:
         p = failures[-1][0]
         return Result("fail", math.inf, None,
@@ -113,14 +115,25 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
         return Result("fail", v.measured, v.budget,
                       f"{what}: minimal failing example [{p.label}]: {v.summary()} "
                       f"({n_examples[0]} examples, {elapsed:.0f}s)" + (f"; repro: {repro}" if repro else ""),
-                      details={"minimal_example": p.label, "worst_ratio": _finite(worst[0].verdict.ratio),
+                      details={"minimal_example": p.label, "worst_ratio": _finite(worst[0].verdict.ratio), "cases": cases,
                                **p.details, **({"compare_command": repro} if repro else {})},
                       kind=v.kind, measure=v.measure)
     p = worst[0]
     v = p.verdict
     return Result("pass", v.measured, v.budget,
                   f"{what}: worst of {n_examples[0]} examples [{p.label}]: {v.summary()}",
-                  details={"worst_example": p.label, "worst_ratio": v.ratio, **p.details}, measure=v.measure)
+                  details={"worst_example": p.label, "worst_ratio": v.ratio, "cases": cases, **p.details},
+                  measure=v.measure)
+
+
+def innermost_error(exc: BaseException) -> str:
+    """ "Type: first line of its message" of the exception that exc was raised from, innermost (the
+    interpreter re-raises a kernel's error as InterpreterError(repr(original)) from it: named once)."""
+    seen = set()
+    while exc.__cause__ is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        exc = exc.__cause__
+    return f"{type(exc).__name__}: {exc}".splitlines()[0]
 
 
 def _finite(x: float) -> float | None:
@@ -129,7 +142,8 @@ def _finite(x: float) -> float | None:
 
 def _save_failing(ctx: Context, what: str, case, saved: Callable | None) -> str | None:
     """With --save-failing DIR: DIR/<check id>.pt holds the minimal example's inputs; returns the
-    `verify compare` command that replays it (None without the option or for a check without inputs)."""
+    `verify compare` command that replays it, on the same kernel package (--kernel-root), device and --fp32-dot
+    (None without the option or for a check without inputs)."""
     if not ctx.save_failing or saved is None:
         return None
     import torch
@@ -137,5 +151,7 @@ def _save_failing(ctx: Context, what: str, case, saved: Callable | None) -> str 
     path = Path(ctx.save_failing) / f"{what}.pt"
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save(tensors, path)
+    # the run's kernel package, device and interpreter fidelity too: without --kernel-root the command would
+    # replay the example on the installed fla, not on the tree that failed
     return shlex.join(["verify", "compare", *compare_args, "--inputs", str(path), "--device", ctx.device,
-                       "--fp32-dot", ctx.fp32_dot])
+                       "--fp32-dot", ctx.fp32_dot, *(["--kernel-root", ctx.kernel_root] if ctx.kernel_root else [])])

@@ -5,7 +5,7 @@ includes its Triton compilations and autotuning), compile: seconds in Triton com
 loaded from Triton's disk cache counts too), compilations: how many}.  The check's own `seconds` minus
 kernel + oracle + same_dtype is hypothesis, input building and judging.  On a GPU each phase ends with a
 synchronize, so that a kernel's time is not charged to the next phase.  One accumulator per process,
-reset by verify.runner.execute at the start of each check.
+reset by verify.run.runner.execute at the start of each check.
 """
 from __future__ import annotations
 

@@ -1,27 +1,62 @@
-"""One declarative record per kernel op under test (PyTorch's OpInfo is the model), and the registry `OPS`.
+"""The op table: one declarative record per kernel op under test (`KernelOp`, verify/core/records.py;
+PyTorch's OpInfo is the model), and the lookups every command makes through it.
 
-A `KernelOp` (verify/ops/record.py) says everything the checks, `verify compare`, the device comparison, the
-search and the mutants need about one op: the kernel adapter (kernels/fla_ops.py) and its measured
-conventions, the float64 oracle (references/), the same-dtype implementation that sets the budget
-(verify/same_dtype.py), the dtypes and passes, the output and gradient names, the case type and its input
-builder, the regimes with their hypothesis strategies, the budget factors c, input validation, the summed
-terms of cancelling outputs, regression cases, convention probes and the device-comparison cases.  Each
-family of ops is one module here that owns all of that (attention.py: PaTH and FoX; mdn.py; gdn.py);
-adding an op is one such module, its line in OPS below, and one adapter.
+A record says everything the checks, the commands and the report need about one op: the kernel adapter
+(kernels/fla_ops.py) and its measured conventions, the float64 oracle (references/), the same-dtype
+implementation that sets the budget (verify/same_dtype.py), dtypes and passes, output and gradient names,
+the case type and its input builder, the regimes with their hypothesis strategies, budget factors,
+input validation, regression cases, convention probes, localize's stages, its mutants and the report's
+family.  Each family of ops is one module here (attention.py: PaTH and FoX; mdn.py; gdn.py).
 
-The functions of verify/same_dtype.py and the MDN oracle are looked up when called, so a test may substitute them.
+Adding an op (docs/design.md, "Adding an op"): one op module with its record, one adapter, one mutant in
+the record; built-in ops are listed in BUILT_IN below, an op defined elsewhere (a plug-in module named by
+$VERIFY_EXTRA_CHECKS) calls `verify.checks.kernels.declare(record)`, which adds it here and declares its
+checks.
 """
 from __future__ import annotations
 
+import functools
+
+from verify.core import boundaries
+from verify.core.errors import UsageError
+from verify.core.ids import CheckId
+from verify.core.records import KernelOp, as_tuple, scale_of
 from verify.ops.attention import FORGETTING_ATTN, PATH_ATTN
 from verify.ops.gdn import GDN_CHUNK, GDN_RECURRENT
 from verify.ops.mdn import MDN_CHUNK_OPS, MDN_RECURRENT
-from verify.ops.record import KernelOp, as_tuple, scale_of
 
-__all__ = ["OPS", "REPLAY", "KernelOp", "as_tuple", "regression_cases", "scale_of"]
+__all__ = ["OPS", "REPLAY", "KernelOp", "add", "as_tuple", "boundary_cases", "explicit_cases", "mutants", "record",
+           "regression_cases", "scale_of"]
 
-OPS: dict[str, KernelOp] = {op.name: op for op in
-                            [PATH_ATTN, FORGETTING_ATTN, *MDN_CHUNK_OPS, MDN_RECURRENT, GDN_CHUNK, GDN_RECURRENT]}
+BUILT_IN = (PATH_ATTN, FORGETTING_ATTN, *MDN_CHUNK_OPS, MDN_RECURRENT, GDN_CHUNK, GDN_RECURRENT)
+OPS: dict[str, KernelOp] = {}
+
+
+def add(op: KernelOp) -> KernelOp:
+    """Put a record in the table (a name is taken once)."""
+    if op.name in OPS:
+        raise ValueError(f"op {op.name!r} is already in the op table")
+    OPS[op.name] = op
+    return op
+
+
+for _op in BUILT_IN:
+    add(_op)
+
+
+def mutants() -> dict:
+    """name -> Mutant, over every record of the table."""
+    return {m.name: m for op in OPS.values() for m in op.mutants}
+
+
+def record(check_id: str | CheckId) -> KernelOp:
+    """The record a kernel check id names; UsageError naming the known ops when it names none."""
+    cid = check_id if isinstance(check_id, CheckId) else CheckId.parse(check_id)
+    if not cid.is_kernel:
+        raise UsageError(f"{cid}: not a kernel check (kernel.<impl>.<op>...), so it names no op")
+    if cid.op not in OPS:
+        raise UsageError(f"{cid}: no op {cid.op!r}; the ops are {', '.join(OPS)}")
+    return OPS[cid.op]
 
 
 # check id -> cases to run first in this process, before the record's own regression cases: `verify bisect`
@@ -29,10 +64,30 @@ OPS: dict[str, KernelOp] = {op.name: op for op in
 REPLAY: dict[str, list] = {}
 
 
+@functools.lru_cache(maxsize=None)
+def _assigned(op_name: str, pass_: str, profile: str) -> dict:
+    op = OPS[op_name]
+    regimes = {r: op.regimes[r] for r in op.decode.regimes} if pass_ == "decode" else op.regimes
+    return boundaries.assign(op, pass_, profile, regimes)
+
+
+def boundary_cases(check_id: str, profile: str) -> list:
+    """The boundary cases (verify.core.boundaries) that the op's structure gives this check at the profile."""
+    cid = CheckId.parse(check_id)
+    if not cid.searched or cid.op not in OPS or OPS[cid.op].structure is None:
+        return []
+    return _assigned(cid.op, cid.pass_, profile).get((cid.dtype, cid.regime), [])
+
+
+def explicit_cases(check_id: str, profile: str) -> list:
+    """What a kernel check runs before its search: REPLAY, its regression cases, its boundary cases."""
+    return regression_cases(check_id) + boundary_cases(check_id, profile)
+
+
 def regression_cases(check_id: str) -> list:
     """The regression cases of a kernel check id (run first on every run of that check, whatever the seed,
     so a fix stays fixed and a listed failure is reproduced rather than left to the search's luck), after
     any REPLAY cases."""
-    parts = check_id.split(".")
-    op = OPS.get(parts[2]) if len(parts) == 6 and check_id.startswith("kernel.fla.") else None
-    return REPLAY.get(check_id, []) + (op.regression_cases.get(".".join(parts[3:]), []) if op else [])
+    cid = CheckId.parse(check_id)
+    own = OPS[cid.op].regression_cases.get(cid.key, []) if cid.searched and cid.op in OPS else []
+    return REPLAY.get(check_id, []) + own

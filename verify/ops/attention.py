@@ -14,11 +14,21 @@ from hypothesis import strategies as st
 
 from kernels import fla_ops
 from references import path_attn as P
-from verify import same_dtype, validate
-from verify.errors import UsageError
-from verify.inputs import case_label, cu_seqlens_tensor, on_device, patterned
-from verify.ops.record import BUDGET_FACTOR_BLOCKWISE, ConventionProbe, Decode, KernelOp, scale_default_probe
-from verify.strategies import capped, cu_seqlens_for, drawn
+from verify import same_dtype
+from verify.core import validate
+from verify.core.errors import UsageError
+from verify.core.inputs import case_label, cu_seqlens_tensor, on_device, patterned
+from verify.core.mutation import Mutant
+from verify.core.records import (
+    BUDGET_FACTOR_BLOCKWISE,
+    ConventionProbe,
+    Decode,
+    KernelOp,
+    Structure,
+    scale_default_probe,
+)
+from verify.core.strategies import capped, cu_seqlens_for, drawn
+from verify.stages import path as path_stages
 
 BETA_REGIMES = ("uniform", "near2_2", "near2_4", "near2_7", "two", "tiny")
 W_REGIMES = ("random", "aligned", "antialigned")
@@ -40,7 +50,7 @@ class PathCase:
     logit_gain: float = 1.0      # multiplies q and k: large values saturate the softmax
     cu_seqlens: tuple[int, ...] | None = None
     seed: int = 0
-    values: str = "seeded"       # q, k, v: seeded, or ones / one_hot (verify.inputs.patterned), times 2^value_scale
+    values: str = "seeded"       # q, k, v: seeded, or ones / one_hot (verify.core.inputs.patterned), times 2^value_scale
     value_scale: int = 0
 
     def label(self) -> str:
@@ -147,6 +157,31 @@ def path_cases(draw, regime: dict, profile: str, gated: bool | None = None, varl
                     seed=draw(st.integers(0, 2**16)), **fields)
 
 
+def _boundary_case(T, D, Dv, HQ, H, cu_seqlens, seed, g=True):
+    return PathCase(T=T, D=D, Dv=Dv, HQ=HQ, H=H, cu_seqlens=cu_seqlens, gate="mixed" if g else "none", seed=seed)
+
+
+# fla-core 0.6.0 on the H200's tiles (fla/ops/path_attn/parallel.py): BS = 64 (the UT / Householder chunk),
+# BT = 128 (the query and key blocks of the parallel loops), S = 512 (the backward's super-block, NUM_BLOCKS =
+# cdiv(T, S) transformed query copies); the decode cache (prepare_k_cache.py) walks the later BS-blocks.
+# The gate g switches USE_G / USE_GATE in every kernel, cu_seqlens IS_VARLEN, HQ > H the GQA reduction.
+# At ci the super-block gets T = 513 and 1026 (one and two boundaries crossed; 511 and 512 stay inside one
+# super-block, whose 128-token blocks the other levels cover): each PaTH backward past 512 tokens costs
+# 10-25 s under the interpreter.
+PATH_STRUCTURE = Structure(
+    lengths={"fwd": {"chunk": 64, "block": 128}, "bwd": {"chunk": 64, "block": 128, "super_block": 512},
+             "decode": {"chunk": 64, "block": 128}},
+    dims={"quick": (16, 32), "ci": (16, 32), "full": (64, 128)}, build=_boundary_case,
+    present=lambda case: {"g": case.gate != "none"}, options={"fwd": ("g",), "bwd": ("g",)},
+    heads=((1, 1), (2, 1)), levels={"super_block": {"ci": ("c+1", "2c+2")}}, costly={"ci": 300, "full": 600})
+# FoX (fla/ops/attn/parallel.py on hopper): query block BT = 128, key block BS = 64 in the forward and the
+# backward; g is required (the forget gate), cu_seqlens switches IS_VARLEN.
+FOX_STRUCTURE = Structure(
+    lengths={"fwd": {"key_block": 64, "query_block": 128}, "bwd": {"key_block": 64, "query_block": 128}},
+    dims={"quick": (16, 32), "ci": (16, 32), "full": (64, 128)}, build=_boundary_case,
+    present=lambda case: {}, heads=((1, 1), (2, 1)))
+
+
 def validate_inputs(x: dict, head_dims: tuple[int, ...]) -> None:
     """PaTH / FoX: q [B, T, HQ, D]; k, w [B, T, H, D]; v [B, T, H, Dv]; beta [B, T, H]; g [B, T, HQ];
     ||w_t|| = 1, beta in (0, 2], g = log f <= 0."""
@@ -173,6 +208,124 @@ def validate_inputs(x: dict, head_dims: tuple[int, ...]) -> None:
     validate.interval("g (log forget gate)", x.get("g"), -float("inf"), 0.0, lo_open=True, hi_open=False)
 
 
+
+# Lines of the kernel package the checks deliberately do not reach (verify coverage): regex of source lines ->
+# (kind, why).  coverage.py's own exclusion: "exclude" drops the matched lines and the block a matched line
+# opens (and the branch into it) from the counts, "partial" accepts a branch of the matched line that only
+# ever goes one way.  Not reached is not verified: each reason says why that is a deliberate limit of the
+# toolkit, not a gap in the checks.
+PATH_NOT_REACHED = {
+    r"^[ \t]*if cu_seqlens is not None and q\.shape\[0\] != 1:": (
+        "exclude", "fla's refusal of varlen input with batch > 1: verify.core.validate rejects that input first"),
+    r"^[ \t]*if RETURN_H:": (
+        "exclude", "parallel.py always calls the backward's prepare kernel with return_h=False"),
+    r"^[ \t]*if BS == BT:": (
+        "exclude", "parallel.py never picks equal tile sizes (BS 64 or 32, BT 128 or 64 with BS < BT)"),
+}
+
+# Planted bugs (verify.core.mutation.Mutant): each must turn one of its killer checks red (`verify mutants`).
+PATH_FWD, PATH_PRE, PATH_API = ("ops/path_attn/parallel_path_fwd.py", "ops/path_attn/intra_chunk_preprocess_fwd.py",
+                                "ops/path_attn/parallel.py")
+FOX_FILE = "ops/attn/parallel.py"
+PATH_MUTANTS = (
+    # PaTH (Triton)
+    # structural: reached only by the boundary cases (verify.core.boundaries); each survives the checks without them
+    Mutant("path_bwd_superblock_dk_offset", "PaTH backward: the cross-super-block dk kernel offsets dk by the value "
+           "head dim V instead of K (the twin of fla's own dv defect: wrong only past 512 tokens, with K != V, for a "
+           "head or sequence other than the first)", "ops/path_attn/parallel_path_bwd_inter_dkv.py",
+           "    dk += (bos * HQ + i_hq) * K\n", "    dk += (bos * HQ + i_hq) * V\n",
+           # the killer is listed for fla's dv defect (xfail at 9.67x); the mutant's dk error exceeds its ratchet
+           ("kernel.fla.path_attn.bwd.bf16.w_aligned", "kernel.fla.path_attn.bwd.fp32.gate_strong")),
+    Mutant("path_zero_mask", "PaTH forward: a zero causal mask instead of -inf inside the diagonal block", PATH_FWD,
+           'b_s = tl.where(m_s[:, None], b_s * sm_scale, float("-inf"))',
+           "b_s = tl.where(m_s[:, None], b_s * sm_scale, 0.0)",
+           ("kernel.fla.path_attn.fwd.bf16.beta_uniform",)),
+    Mutant("path_beta_clipped", "PaTH: beta clipped below 2 (no exact reflections)", PATH_API,
+           "o, k_cache = ParallelPATHAttentionFunction.apply(q, k, v, w, beta, g, scale, cu_seqlens, use_cache)",
+           "o, k_cache = ParallelPATHAttentionFunction.apply(q, k, v, w, beta.clamp(max=1.99), g, scale, "
+           "cu_seqlens, use_cache)",
+           # not state_tracking.fp32: it is a listed failure (xfail), which this mutant cannot turn red
+           ("kernel.fla.path_attn.bwd.fp32.beta_two", "kernel.fla.path_attn.fwd.fp32.beta_two")),
+    Mutant("path_householder_reversed", "PaTH forward: in-block query transform uses U^T, i.e. the Householder "
+           "product in reversed order", PATH_PRE,
+           "b_qwT = tl.dot(b_qw, b_T.to(b_q.dtype))", "b_qwT = tl.dot(b_qw, tl.trans(b_T).to(b_q.dtype))",
+           ("kernel.fla.path_attn.fwd.fp32.beta_uniform",)),
+    Mutant("path_transition_ut_untransposed", "PaTH forward: block transition F_b built from U instead of U^T "
+           "(the UT factor without its transpose)", PATH_PRE,
+           "b_Twb = tl.dot(b_T, b_w)", "b_Twb = tl.dot(tl.trans(b_T), b_w)",
+           ("kernel.fla.path_attn.fwd.fp32.beta_uniform",)),
+    Mutant("path_transition_no_identity", "PaTH forward: cross-block transition F_b = -W^T U^T W (the \"I -\" "
+           "dropped, as printed in the paper)", PATH_FWD,
+           "        b_s2 = tl.dot(b_q.to(b_w1.dtype), b_w1)\n        b_q -= tl.dot(b_s2.to(b_w2.dtype), b_w2)\n\n",
+           "        b_s2 = tl.dot(b_q.to(b_w1.dtype), b_w1)\n        b_q = -tl.dot(b_s2.to(b_w2.dtype), b_w2)\n\n",
+           ("kernel.fla.path_attn.fwd.fp32.beta_uniform",)),
+    Mutant("path_transition_mask_dropped", "PaTH forward: in the diagonal block, the Householders of a key sub-block "
+           "also applied to the queries that precede it (mask dropped)", PATH_FWD,
+           "        b_s2 = tl.where(m_s[:, None], b_s2, 0)\n", "",
+           ("kernel.fla.path_attn.fwd.fp32.beta_uniform",)),
+    Mutant("path_gate_unscaled", "PaTH forward: in-block forget gate added after the attention scale (FoX's "
+           "convention, not PaTH's declared gate_scaled=True)", PATH_PRE,
+           "b_A = b_A + (b_g_cumsum[:, None] - b_g_cumsum[None, :])",
+           "b_A = b_A + (b_g_cumsum[:, None] - b_g_cumsum[None, :]) / scale",
+           ("kernel.fla.path_attn.convention.gate_scaled",)),
+    Mutant("path_gate_cumsum_off_by_one", "PaTH: exclusive instead of inclusive cumsum of the log forget gate "
+           "(gate sums over s = j..i-1)", PATH_API,
+           "g_cumsum = chunk_global_cumsum(g, cu_seqlens=cu_seqlens, output_dtype=torch.float32) if g is not None",
+           "g_cumsum = chunk_global_cumsum(g, cu_seqlens=cu_seqlens, output_dtype=torch.float32) - g if g is not None",
+           ("kernel.fla.path_attn.fwd.fp32.gate_strong",)),
+    Mutant("path_kv_dims_swapped", "PaTH forward: the in-block output is read with the key head dim K as its row "
+           "stride instead of V (hides while K == V)", PATH_FWD,
+           "p_o = o + (bos * HQ + i_hq) * V + o_q[:, None] * (HQ*V)",
+           "p_o = o + (bos * HQ + i_hq) * K + o_q[:, None] * (HQ*K)",
+           ("kernel.fla.path_attn.convention.gate_scaled",)),
+    Mutant("path_tail_block_dropped", "PaTH forward: T // BT query blocks instead of cdiv(T, BT): the rows past the "
+           "last full block are never computed when T is not a multiple of the block", PATH_FWD,
+           "NT = triton.cdiv(T, BT) if cu_seqlens is None", "NT = T // BT if cu_seqlens is None",
+           # the unwritten rows are NaN (verify.core.engine.prepare), not whatever the allocator reused
+           ("kernel.fla.path_attn.fwd.fp32.beta_uniform",)),
+    # PaTH stages only the coverage regression cases of verify.ops reach (T > 512 backward, varlen decode)
+    Mutant("path_bwd_superblock_query_frame", "PaTH backward: dq against an earlier 512-token super-block's keys "
+           "read the queries transformed to the wrong super-block (idx_j for idx_j + 1; runs only for T > 512)",
+           "ops/path_attn/parallel_path_bwd_inter_dqh.py", "(bos.to(tl.int64) * NUM_BLOCKS + idx_j + 1) * HQ",
+           "(bos.to(tl.int64) * NUM_BLOCKS + idx_j) * HQ", ("kernel.fla.path_attn.bwd.fp32.gate_weak",)),
+    Mutant("path_decode_varlen_ignored", "PaTH decode cache: cu_seqlens ignored (one sequence: the keys of a "
+           "sequence updated by the next sequence's tokens)", "ops/path_attn/prepare_k_cache.py",
+           "'IS_VARLEN': lambda args: args['offsets'] is not None,", "'IS_VARLEN': lambda args: False,",
+           ("kernel.fla.path_attn.decode.fp32.beta_uniform",)),
+)
+
+
+# Planted bugs (verify.core.mutation.Mutant): each must turn one of its killer checks red (`verify mutants`).
+FOX_MUTANTS = (
+    # FoX (Triton)
+    # structural: reached only by the boundary cases (T > 256: a third 128-token query block)
+    Mutant("fox_third_query_block_skips_near_keys", "FoX: query blocks from the third on (T > 256) skip the 64-key "
+           "block just before their own (forward and dq)", FOX_FILE,
+           "    for i_s in range(i_start, i_t * BT, BS):\n",
+           "    for i_s in range(i_start, i_t * BT - tl.minimum(i_t // 2, 1) * BS, BS):\n",
+           # killed by the boundary case T = 258 of the gate_mixed check (35x); saturated softmax hides it (0.27x)
+           ("kernel.fla.forgetting_attn.fwd.fp32.gate_mixed",), count=2),
+    Mutant("fox_gate_dropped_offdiag", "FoX: the forget gate dropped from the off-diagonal key blocks (forward and "
+           "backward)", FOX_FILE,
+           "            b_s += b_gq[:, None] - b_gk[None, :]\n\n        if USE_WINDOW:",
+           "            pass\n\n        if USE_WINDOW:",
+           ("kernel.fla.forgetting_attn.fwd.fp32.gate_strong",), count=2),
+    Mutant("fox_gate_scaled", "FoX: forget gate multiplied by the attention scale in the forward and dq kernels "
+           "(against the declared gate_scaled=False)", FOX_FILE,
+           "b_s += b_gq[:, None] - b_gk[None, :]", "b_s += (b_gq[:, None] - b_gk[None, :]) * scale",
+           ("kernel.fla.forgetting_attn.convention.gate_scaled",), count=4),
+    Mutant("fox_gate_cumsum_off_by_one", "FoX: exclusive instead of inclusive cumsum of the log forget gate", FOX_FILE,
+           "g_cumsum = chunk_global_cumsum(g, cu_seqlens=cu_seqlens, scale=RCP_LN2) if g is not None",
+           "g_cumsum = chunk_global_cumsum(g, cu_seqlens=cu_seqlens, scale=RCP_LN2) - g * RCP_LN2 if g is not None",
+           ("kernel.fla.forgetting_attn.fwd.fp32.gate_strong",)),
+)
+
+
+# Drawn examples per check where the structure's boundary cases run too (they cover the block boundaries the
+# draws reach by luck): 2 at ci instead of 3, so that `verify all` at ci stays within its budget on 2 cores.
+BOUNDED_EXAMPLES = {"quick": 2, "ci": 2, "full": 5}
+
+
 def _attention_op(name, title, fla_fn, conv, oracle_fn, same_dtype_fn, names, grads, regimes, gated, **extra):
     """A softmax-attention op: fla_fn(**x, scale), oracle_fn(**x, scale, gate_scaled) and
     same_dtype_fn(**x, prec, scale, gate_scaled) under the measured gate convention conv.gate_scaled."""
@@ -190,7 +343,8 @@ def _attention_op(name, title, fla_fn, conv, oracle_fn, same_dtype_fn, names, gr
             fields, profile, gated=gated, max_T=max_T),
         budget_factor=BUDGET_FACTOR_BLOCKWISE,
         error_inputs=lambda x: validate_inputs(x, conv.head_dims),
-        sample_case=PathCase(T=8, HQ=2, H=1, gate="mixed", seed=1),
+        sample_case=PathCase(T=8, HQ=2, H=1, gate="mixed", seed=1), query_inputs=("q", "g"),
+        examples=BOUNDED_EXAMPLES,
         probes=(gate_probe, scale_default_probe(name, probe_case)), **extra)
 
 
@@ -218,7 +372,10 @@ PATH_ATTN = _attention_op(
         cases=lambda fields, profile: path_cases(fields, profile, gated=False)),
     device_cases=tuple((dtype, case) for dtype in ("fp32", "bf16") for case in (
         PathCase(T=256, D=64, Dv=64, seed=1), PathCase(T=256, D=64, Dv=64, gate="mixed", beta="near2_4", seed=2))),
-    package=("fla.ops.path_attn",))
+    stages={"fwd": lambda op, x, dtype, fp32_dot: path_stages.stages(x, dtype, fp32_dot),
+            "bwd": lambda op, x, dtype, fp32_dot: path_stages.stages(x, dtype, fp32_dot, backward=True)},
+    package=("fla.ops.path_attn",), report="path", mutants=PATH_MUTANTS, not_reached=PATH_NOT_REACHED,
+    structure=PATH_STRUCTURE)
 
 FORGETTING_ATTN = _attention_op(
     "forgetting_attn", "forgetting_attn (FoX)", fla_ops.forgetting_attn, fla_ops.FOX_CONVENTIONS, P.fox_attn,
@@ -229,4 +386,4 @@ FORGETTING_ATTN = _attention_op(
         # passed only once the same-dtype implementation formed delta from the stored bf16 O; was 1.6x budget
         "bwd.bf16.saturated": [PathCase(T=23, gate="mixed", logit_gain=4.0, seed=0)]},
     device_cases=tuple((dtype, PathCase(T=256, D=64, Dv=64, gate="mixed", seed=3)) for dtype in ("fp32", "bf16")),
-    package=("fla.ops.forgetting_attn", "fla.ops.attn"))
+    package=("fla.ops.forgetting_attn", "fla.ops.attn"), report="fox", mutants=FOX_MUTANTS, structure=FOX_STRUCTURE)

@@ -13,11 +13,20 @@ from hypothesis import strategies as st
 from kernels import fla_ops
 from references import mdn as MDN
 from references import path_attn as P
-from verify import same_dtype, validate
-from verify.inputs import case_label, cu_seqlens_tensor, linear_draws, on_device
-from verify.ops.record import (BUDGET_FACTOR_BLOCKWISE, BUDGET_FACTOR_SEQUENTIAL, ConventionProbe, KernelOp,
-                               scale_default_probe)
-from verify.strategies import capped, cu_seqlens_for
+from verify import same_dtype
+from verify.core import validate
+from verify.core.ids import op_of
+from verify.core.inputs import case_label, cu_seqlens_tensor, linear_draws, on_device
+from verify.core.mutation import Mutant
+from verify.core.records import (
+    BUDGET_FACTOR_BLOCKWISE,
+    BUDGET_FACTOR_SEQUENTIAL,
+    ConventionProbe,
+    KernelOp,
+    Structure,
+    scale_default_probe,
+)
+from verify.core.strategies import capped, cu_seqlens_for
 
 
 @dataclass(frozen=True)
@@ -88,6 +97,20 @@ def gdn_cases(draw, regime: dict, profile: str, max_T: int | None = None):
                    **regime)
 
 
+# fla-core 0.6.0's chunk GDN (fla/ops/gated_delta_rule/chunk.py, fla/ops/common/chunk_delta_h.py) on the H200's
+# tiles: the chunk BT = 64 (its fused kkt + solve in 16-token sub-blocks), the state kept as [64, BV] register
+# blocks chosen by `if K > 64 / > 128 / > 192` (so Dk 32 and 128 take different code), the initial state
+# switches USE_INITIAL_STATE forward and backward, cu_seqlens IS_VARLEN.  g is required by the chunk kernels
+# (USE_G always on).  The fused recurrent kernel walks token by token with BV = min(8, V): no token-count
+# constant, and Dv >= 16 always spans several BV blocks, so it has no boundary cases.
+GDN_STRUCTURE = Structure(
+    lengths={"fwd": {"chunk": 64}, "bwd": {"chunk": 64}}, dims={"quick": (16, 32), "ci": (32, 128), "full": (64, 128)},
+    build=lambda T, D, Dv, HQ, H, cu_seqlens, seed, initial_state=False: GdnCase(
+        T=T, Dk=D, Dv=Dv, H=H, cu_seqlens=cu_seqlens, initial_state=initial_state, seed=seed),
+    present=lambda case: {"initial_state": case.initial_state},
+    options={"fwd": ("initial_state",), "bwd": ("initial_state",)}, heads=((1, 1), (2, 2)))
+
+
 def validate_inputs(x: dict) -> None:
     """Gated DeltaNet: q, k [B, T, H, Dk]; v [B, T, H, Dv] (the oracle takes as many value heads as key
     heads); g, beta [B, T, H]; S0 [N, H, Dk, Dv] (N sequences); g = log alpha <= 0, beta in [0, 2]."""
@@ -148,7 +171,34 @@ def _gdn_probes(name):
                         lambda op, x, s: op.oracle(**{**x, "cu_seqlens": None}, scale=s)))
 
 
-def _gdn_op(name, chunk, budget_factor, passes, dot=None, device_cases=()):
+
+# Planted bugs (verify.core.mutation.Mutant): each must turn one of its killer checks red (`verify mutants`).
+GDN_MUTANTS = (
+    # Gated DeltaNet (Triton)
+    # structural: a tile config other than the first (--configs cover runs every config; first never does)
+    Mutant("gdn_chunk_o_bk32_state_dropped", "GDN chunk output: the inter-chunk term q @ h dropped when BK == 32 "
+           "(chunk_fwd_kernel_o's third config: caught only when that config runs)", "ops/common/chunk_o.py",
+           "        else:\n            b_o = tl.dot(b_q, b_h, b_o)\n",
+           "        elif BK != 32:\n            b_o = tl.dot(b_q, b_h, b_o)\n",
+           ("kernel.fla.gdn_chunk.fwd.fp32.initial_state", "kernel.fla.gdn_chunk.fwd.bf16.initial_state")),
+    # structural: reached only by the boundary cases (Dk = 128: the state's second 64-row register block)
+    Mutant("gdn_chunk_second_k_block_not_decayed", "GDN chunk: the state's rows 64..127 (K > 64) not decayed by the "
+           "chunk's gate (only the first 64-row block is)", "ops/common/chunk_delta_h.py",
+           "            if K > 64:\n                b_h2 *= b_g_last\n", "",
+           ("kernel.fla.gdn_chunk.fwd.fp32.initial_state", "kernel.fla.gdn_chunk.fwd.bf16.gate_near0")),
+    Mutant("gdn_recurrent_gate_base2", "GDN fused recurrent: the state decayed by 2^g instead of e^g (fla's chunk "
+           "kernels work in base 2; the recurrent one takes g = ln alpha)", "ops/gated_delta_rule/fused_recurrent.py",
+           "            b_h *= exp(b_g)\n", "            b_h *= tl.exp2(b_g)\n",
+           ("kernel.fla.gdn_recurrent.convention.gate_natural_log", "kernel.fla.gdn_recurrent.fwd.fp32.typical")),
+    Mutant("gdn_chunk_state_decay_dropped", "GDN chunk: the in-chunk decay of the keys entering the chunk state "
+           "dropped", "ops/common/chunk_delta_h.py",
+           "b_v = b_v * tl.where(m_t, exp2(b_g_last - b_g), 0)[:, None]", "b_v = b_v * tl.where(m_t, 1.0, 0)[:, None]",
+           # bf16: the fp32 checks wait for a TF32 same-dtype implementation (fla's chunk dots are TF32)
+           ("kernel.fla.gdn_chunk.fwd.bf16.typical",)),
+)
+
+
+def _gdn_op(name, chunk, budget_factor, passes, dot=None, device_cases=(), structure=None):
     return KernelOp(
         name=name, title=name,
         kernel=lambda scale, **x: fla_ops.gated_delta_rule(**x, scale=scale, chunk=chunk),
@@ -162,13 +212,15 @@ def _gdn_op(name, chunk, budget_factor, passes, dot=None, device_cases=()):
         terms=lambda scale, **x: {"o": gdn_as_mdn(MDN.recurrence, **x, scale=scale, abs_output=True)[0]},
         probes=_gdn_probes(name),
         examples={"quick": 1, "ci": 2, "full": 5},     # the CPU interpreter runs GDN token by token: few draws
-        device_cases=device_cases, package=("fla.ops.gated_delta_rule",))
+        device_cases=device_cases, package=("fla.ops.gated_delta_rule",),
+        mutants=tuple(m for m in GDN_MUTANTS if op_of(m.killers[0]) == name), structure=structure)
 
 
 # fla's fused recurrent GDN has no backward (its autograd backward raises NotImplementedError) and no tl.dot:
 # its fp32 arithmetic is IEEE.  The chunk kernels' fp32 dots are Triton's default (TF32 on the GPU).
 GDN_CHUNK = _gdn_op("gdn_chunk", True, BUDGET_FACTOR_BLOCKWISE, ("fwd", "bwd"), device_cases=tuple(
-    (dtype, GdnCase(T=256, Dk=64, Dv=64, initial_state=True, seed=4)) for dtype in ("fp32", "bf16")))
+    (dtype, GdnCase(T=256, Dk=64, Dv=64, initial_state=True, seed=4)) for dtype in ("fp32", "bf16")),
+    structure=GDN_STRUCTURE)
 GDN_RECURRENT = _gdn_op("gdn_recurrent", False, BUDGET_FACTOR_SEQUENTIAL, ("fwd",), dot="ieee",
                         device_cases=(("fp32", GdnCase(T=256, Dk=64, Dv=64, gate="near1", seed=5)),))
 

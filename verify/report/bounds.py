@@ -19,7 +19,7 @@ import torch
 
 from references import mdn as MDN
 from references import path_attn as P
-from verify.precision import UNIT_ROUNDOFF
+from verify.core.precision import UNIT_ROUNDOFF
 
 U_ACC = UNIT_ROUNDOFF["fp32"]     # every kernel here accumulates in fp32
 LAMBDA = 4.0                      # the probabilistic bounds' lambda

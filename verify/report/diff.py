@@ -10,8 +10,8 @@ import json
 import math
 from pathlib import Path
 
-from verify.errors import UsageError
-from verify.reporting.document import SCHEMA_VERSION, strict, value
+from verify.core.errors import UsageError
+from verify.report.document import SCHEMA_VERSION, strict, value
 
 GROWTH = 2.0
 BAD = ("fail", "error")
@@ -101,6 +101,8 @@ def plot(old: dict, new: dict, found: dict, out: Path) -> str:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    from verify.report.plots import DPI
     o_pts = {p["id"]: p for p in old["points"]}
     bad = {(c["id"], c.get("tensor")) for c in found["regressions"]}
     xy, red = [], []
@@ -112,7 +114,7 @@ def plot(old: dict, new: dict, found: dict, out: Path) -> str:
                 continue
             pair = (value(a, f"tensors.{i}.err_rel"), value(b, f"tensors.{j}.err_rel"))
             (red if (b["id"], t["name"]) in bad else xy).append(pair)
-    fig, ax = plt.subplots(figsize=(5, 4.5))
+    fig, ax = plt.subplots(figsize=(7.5, 4.5), layout="constrained")
     finite = [v for p in xy + red for v in p if 0 < v < math.inf]
     lo, hi = (min(finite) / 2, max(finite) * 2) if finite else (1e-8, 1)
     clip = lambda v: min(max(v, lo), hi) if not math.isnan(v) else hi   # noqa: E731  non-finite at the edge
@@ -122,9 +124,8 @@ def plot(old: dict, new: dict, found: dict, out: Path) -> str:
     ax.plot([lo, hi], [GROWTH * lo, GROWTH * hi], "k:", lw=0.5, label=f"new = {GROWTH:g} x old")
     ax.set(xscale="log", yscale="log", xlabel="old relative error", ylabel="new relative error",
            title="report diff: every tensor of every common point")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "compare.png", dpi=72)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, frameon=False)
+    fig.savefig(out / "compare.png", dpi=DPI)
     plt.close(fig)
     return "compare.png"
 

@@ -8,9 +8,15 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from verify.precision import UNIT_ROUNDOFF
-from verify.reporting import bounds
-from verify.reporting.plots import NAMES, growth_exponent, largest_correct
+from verify.core.precision import UNIT_ROUNDOFF
+from verify.report import bounds
+from verify.report.plots import (
+    MIN_FIT_POINTS,
+    growth_exponent,
+    label,
+    largest_correct,
+    map_panels,
+)
 
 SCHEMA_VERSION = 2
 SCHEMA_FILE = Path(__file__).with_name("report.schema.json")
@@ -84,12 +90,43 @@ def write_json(doc: dict, path: Path) -> None:
 
 # ------------------------------------------------------------------------------------------- markdown
 
+NONFINITE = {"inf": "non-finite (+inf)", "-inf": "non-finite (-inf)", "nan": "non-finite (NaN)"}
+
+
 def _fmt(x) -> str:
+    """A number for the reader: 3 significant digits; a non-finite one named as such, with its kind."""
     if x is None:
         return "-"
     if isinstance(x, float):
-        return f"{x:.2e}" if math.isfinite(x) else str(x)
+        if math.isfinite(x):
+            return f"{x:.2e}"
+        return NONFINITE["nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")]
     return str(x)
+
+
+def _x(p: dict) -> str:
+    x = value(p, "x")
+    return f"{x:.3g}" if math.isfinite(x) else _fmt(x)
+
+
+def _text(v) -> str:
+    """A dict / list / value of report.json as readable text (no Python or JSON syntax)."""
+    if v is None:
+        return "-"
+    if isinstance(v, dict):
+        return "; ".join(f"{k}: {_text(x)}" for k, x in v.items()) if v else "-"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(_text(x) for x in v) if v else "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    return _fmt(v)
+
+
+def _fractions(p: dict) -> str:
+    f = p["fraction"]
+    n = f"{p['sequences']} sequences, " if p.get("sequences") else ""
+    return (f"{n}decided correctly by the kernel {f['kernel']:.0%}, the same-dtype implementation "
+            f"{f['same_dtype']:.0%}, the float64 oracle {f['oracle']:.0%}")
 
 
 def _cell(text: str) -> str:
@@ -97,41 +134,45 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|")
 
 
-def _worst_tensor(p: dict) -> tuple[str, float]:
+def _worst_tensor(p: dict) -> tuple[str, float | None]:
+    """(name, error) of the point's worst tensor; ("-", None) for a point without tensors."""
     ts = [(t["name"], value(p, f"tensors.{i}.err_rel")) for i, t in enumerate(p.get("tensors") or [])]
-    return max(ts, key=lambda t: t[1] if not math.isnan(t[1]) else math.inf, default=("-", math.nan))
+    return max(ts, key=lambda t: t[1] if not math.isnan(t[1]) else math.inf, default=("-", None))
 
 
-def bound_sentences(points: list[dict]) -> list[str]:
-    """In words, per op / pass / dtype / plot: where the kernel exceeds a bound, where the bound is vacuous."""
+def bound_table(points: list[dict]) -> list[str]:
+    """One table row per op / pass / dtype / plot: at how many points each bound is vacuous, where the kernel
+    exceeds a bound, and the verdict in words."""
     groups = defaultdict(list)
     for p in points:
         if p.get("bound"):
             groups[(p["plot"], p["op"], p["pass"], p["dtype"])].append(p)
-    lines = []
+    if not groups:
+        return ["No point has an a-priori bound."]
+    lines = ["| op | pass | dtype | plot | deterministic bound vacuous | probabilistic bound vacuous | kernel above "
+             "a bound (x: tensor error > bound) | verdict |", "|---|---|---|---|---|---|---|---|"]
     for (plot, op, pass_, dtype), ps in groups.items():
-        what = f"{NAMES.get(op, op)} {pass_} {dtype} (plot {plot})"
         vac = [p for p in ps if p["bound"]["vacuous"]]
         pvac = [p for p in ps if not value(p, "bound.probabilistic") <= 1]
         over = [(p, *_worst_tensor(p)) for p in ps if not p["bound"]["vacuous"]]
         over = [(p, n, e) for p, n, e in over if not e <= value(p, "bound.deterministic")]
         pover = [(p, *_worst_tensor(p)) for p in ps if value(p, "bound.probabilistic") <= 1]
         pover = [(p, n, e) for p, n, e in pover if not e <= value(p, "bound.probabilistic")]
-        s = f"- **{what}**: "
-        s += (f"the deterministic bound is vacuous at {len(vac)} of {len(ps)} points (some n u >= 1, or above 1 "
-              f"relative)" if vac else f"the deterministic bound is finite and below 1 at all {len(ps)} points")
-        s += f"; the probabilistic bound is vacuous at {len(pvac)} of {len(ps)}."
+        above = [f"deterministic at {_x(p)}: {n} {_fmt(e)} > {_fmt(value(p, 'bound.deterministic'))}"
+                 for p, n, e in over]
+        above += [f"probabilistic at {_x(p)}: {n} {_fmt(e)} > {_fmt(value(p, 'bound.probabilistic'))}"
+                  for p, n, e in pover]
         if over:
-            s += " The kernel EXCEEDS the deterministic bound at " + ", ".join(
-                f"x = {p['x']:.3g} ({n} {_fmt(e)} > {_fmt(value(p, 'bound.deterministic'))})" for p, n, e in over) + "."
-        if pover:
-            s += " It exceeds the probabilistic bound at " + ", ".join(
-                f"x = {p['x']:.3g} ({n} {_fmt(e)} > {_fmt(value(p, 'bound.probabilistic'))})" for p, n, e in pover) + "."
-        if len(vac) == len(pvac) == len(ps):
-            s += " No bound says anything here: the error is certified by measurement only."
-        elif not over and not pover:
-            s += " Where a bound is not vacuous, the measured error stays below it."
-        lines.append(s)
+            verdict = "EXCEEDS the deterministic bound"
+        elif pover:
+            verdict = "exceeds the probabilistic bound only"
+        elif len(vac) == len(pvac) == len(ps):
+            verdict = "no bound says anything: certified by measurement only"
+        else:
+            verdict = "below every bound that is not vacuous"
+        lines.append(f"| {label(op)} | {pass_} | {dtype} | {plot} | {len(vac)} of {len(ps)} | {len(pvac)} of {len(ps)} "
+                     f"| {_cell('; '.join(above)) or '-'} | {verdict} |")
+    lines += ["", "Vacuous: some n u >= 1 (gamma_n undefined) or the bound is above 1 relative."]
     return lines
 
 
@@ -144,7 +185,7 @@ def markdown(doc: dict) -> str:
            "Every point: the kernel against the float64 oracle (`references/`), next to the plain PyTorch "
            "implementation in the same dtype (`verify/same_dtype.py`, the budget basis of the checks: the larger of its "
            "error, the output's rounding and the storage unit roundoff) and the a-priori bounds below. Errors are "
-           "normwise relative (`verify/metrics.py`). All numbers are in `report.json`.", ""]
+           "normwise relative (`verify/core/metrics.py`). All numbers are in `report.json`.", ""]
     out += ["## Plots", ""]
     for p in doc["plots"]:
         out += [f"![{p['caption']}]({p['file']})", "", f"*{p['caption']}.*", ""]
@@ -152,7 +193,7 @@ def markdown(doc: dict) -> str:
     out += ["## A-priori bounds", "", "| bound | formula | source |", "|---|---|---|"]
     out += [f"| {k} | {_cell(b['formula'])} | {_cell(b['source'])} |" for k, b in doc["bounds"].items()]
     out += ["", "Unit roundoffs: " + ", ".join(f"{k} {v:.3g}" for k, v in doc["unit_roundoffs"].items()) + ".", "",
-            "### Kernels against the bounds", ""] + bound_sentences(pts) + [""]
+            "### Kernels against the bounds", ""] + bound_table(pts) + [""]
     out += ["## Worst cases found by the targeted search", ""]
     if doc["checks"] is None:
         out += ["No check results were given (`--results FILE`), so this report ran no search: run "
@@ -163,7 +204,7 @@ def markdown(doc: dict) -> str:
         out += [f"| `{c['id']}` | {c['status']} | {_fmt(c['measured'])} / {_fmt(c['budget'])} | {_cell(c['example'] or '-')} "
                 f"| `{c['repro']}` |" for c in doc["checks"][:WORST_CASES]]
         out += [""]
-    out += ["## Expected failures (verify/expected_failures.toml)", "", "| checks | measured (first listed) | cause |",
+    out += ["## Expected failures (verify/run/expected_failures.toml)", "", "| checks | measured (first listed) | cause |",
             "|---|---|---|"]
     for e in doc["expected_failures"]:
         ids = e["ids"]
@@ -172,7 +213,7 @@ def markdown(doc: dict) -> str:
         out += [f"| {shown}{scope} | {_cell(e['measured'])} | {_cell(e['cause'])} |"]
     env = doc["environment"]
     out += ["", "## Environment", "", "| | |", "|---|---|"]
-    out += [f"| {k} | {_cell(_fmt(v) if not isinstance(v, (dict, list)) else json.dumps(v))} |" for k, v in env.items()]
+    out += [f"| {k} | {_cell(_text(v))} |" for k, v in env.items()]
     out += ["", "## Points", "",
             "| id | x | worst tensor | error | same-dtype | budget ratio | bound (det / prob) | status |",
             "|---|---|---|---|---|---|---|---|"]
@@ -184,9 +225,9 @@ def markdown(doc: dict) -> str:
                     default=None)
         b = p.get("bound")
         bnd = f"{_fmt(value(p, 'bound.deterministic'))} / {_fmt(value(p, 'bound.probabilistic'))}" if b else "-"
-        extra = f" fractions {p['fraction']}" if p.get("fraction") else (f" ({p['message']})" if p.get("message") else "")
-        out += [f"| `{p['id']}` | {p['x']:.3g} | {name} | {_fmt(err)} | {_fmt(same)} | {_fmt(ratio)} | {bnd} | "
-                f"{p['status']}{extra} |"]
+        extra = f": {_fractions(p)}" if p.get("fraction") else (f" ({p['message']})" if p.get("message") else "")
+        out += [f"| `{p['id']}` | {_x(p)} | {name} | {_fmt(err)} | {_fmt(same)} | {_fmt(ratio)} | {bnd} | "
+                f"{_cell(p['status'] + extra)} |"]
     return "\n".join(out) + "\n"
 
 
@@ -198,34 +239,36 @@ def findings(pts: list[dict]) -> list[str]:
         if p["plot"] == "T" and p.get("tensors"):
             groups[(p["op"], p["pass"], p["dtype"])].append(p)
     if groups:
-        lines += ["Fitted growth exponents p of error ~ T^p (least squares over the finite points):", ""]
+        lines += [f"Fitted growth exponents p of error ~ T^p (least squares over the finite points; '-': fewer than "
+                  f"{MIN_FIT_POINTS} finite points, no exponent fitted):", "",
+                  "| op | pass | dtype | T | exponent p per tensor |", "|---|---|---|---|---|"]
         for (op, pass_, dtype), ps in groups.items():
             names = [t["name"] for t in ps[0]["tensors"]]
             fits = []
             for i, n in enumerate(names):
                 p_ = growth_exponent([p["x"] for p in ps], [value(p, f"tensors.{i}.err_rel") for p in ps])
-                fits.append(f"{n} {p_:.2f}" if p_ is not None else f"{n} -")
-            lines.append(f"- {NAMES.get(op, op)} {pass_} {dtype}: " + ", ".join(fits))
+                fits.append(f"{n} {round(p_, 2) + 0.0:.2f}" if p_ is not None else f"{n} -")
+            Ts = ", ".join(f"{p['x']:g}" for p in sorted(ps, key=lambda p: p["x"]))
+            lines.append(f"| {label(op)} | {pass_} | {dtype} | {Ts} | {', '.join(fits)} |")
         lines.append("")
-    for dtype in ("bf16", "fp32"):
-        st = [p for p in pts if p["plot"] == "state" and p["dtype"] == dtype and p.get("fraction")]
-        if st:
-            wrong = ", ".join(f"{p['x']:g} ({p['fraction']['kernel']:.0%} correct; same-dtype implementation "
-                              f"{p['fraction']['same_dtype']:.0%})" for p in st if p["fraction"]["kernel"] < 1)
-            tried = max(p["x"] for p in st)
-            best = largest_correct(st)
-            upto = f"up to n = {best:g}" if best else f"at no n tried (smallest: {min(p['x'] for p in st):g})"
-            lines.append(f"- State tracking, fla PaTH {dtype}: every sequence decided correctly {upto}"
-                         + (f"; wrong at n = {wrong}" if wrong else f" (largest n tried: {tried:g})"))
+    for op in dict.fromkeys(p["op"] for p in pts if p["plot"] == "state"):
+        for dtype in ("bf16", "fp32"):
+            st = [p for p in pts if p["plot"] == "state" and p["op"] == op and p["dtype"] == dtype and p.get("fraction")]
+            if st:
+                wrong = ", ".join(f"{p['x']:g} ({p['fraction']['kernel']:.0%} correct; same-dtype implementation "
+                                  f"{p['fraction']['same_dtype']:.0%})" for p in st if p["fraction"]["kernel"] < 1)
+                tried = max(p["x"] for p in st)
+                best = largest_correct(st)
+                upto = f"up to n = {best:g}" if best else f"at no n tried (smallest: {min(p['x'] for p in st):g})"
+                lines.append(f"- State tracking, {label(op)} {dtype}: every sequence decided correctly {upto}"
+                             + (f"; wrong at n = {wrong}" if wrong else f" (largest n tried: {tried:g})"))
     maps = [p for p in pts if p["plot"] == "mdn_map" and p.get("tensors")]
-    for prefix, what in (("mdn_chunk", "fla chunk"), ("mdn_recurrent", "fla fused recurrent"),
-                         ("stable_chunk", "stable chunk form (fp32)"), ("log_chunk", "log-domain chunk form (fp32)")):
-        mine = [(p, value(p, "tensors.0.err_rel")) for p in maps if p["op"].startswith(prefix)]
-        if mine:
-            worst = max(mine, key=lambda m: m[1] if not math.isnan(m[1]) else math.inf)
-            nonfin = [p for p, e in mine if not math.isfinite(e)]
-            lines.append(f"- MDN map, {what}: worst output error {_fmt(worst[1])} at log mu = {worst[0]['nominal']:g} "
-                         f"({worst[0]['op']})" + (f"; non-finite at {len(nonfin)} of {len(mine)} cells" if nonfin else ""))
+    for what, ops in map_panels(p["op"] for p in maps):
+        mine = [(p, value(p, "tensors.0.err_rel")) for p in maps if p["op"] in ops]
+        worst = max(mine, key=lambda m: m[1] if not math.isnan(m[1]) else math.inf)
+        nonfin = [p for p, e in mine if not math.isfinite(e)]
+        lines.append(f"- MDN map, {what}: worst output error {_fmt(worst[1])} at log mu = {worst[0]['nominal']:g} "
+                     f"({worst[0]['op']})" + (f"; non-finite at {len(nonfin)} of {len(mine)} cells" if nonfin else ""))
     over = [p["id"] for p in pts if p["status"] == "fail"]
     lines += ["", f"{len(over)} of {len(pts)} points exceed the checks' budget or fail outright"
               + (": " + ", ".join(f"`{i}`" for i in over) if over else "") + "."]

@@ -1,8 +1,8 @@
 """Measure one point: the kernel against the float64 oracle and the same-dtype implementation, by the checks' own
-functions (verify.checks.kernels.compare, the budget rule of verify.budget, the ops of verify.compare), plus
+functions (verify.core.engine.measure, the budget rule of verify.core.budget, the ops of verify.commands.compare), plus
 the a-priori bounds; and run a list of points, in this process or in spawned workers, with a progress bar.
 
-A record is plain data (floats may be non-finite; verify.reporting.document writes them as strict JSON).
+A record is plain data (floats may be non-finite; verify.report.document writes them as strict JSON).
 """
 from __future__ import annotations
 
@@ -17,22 +17,20 @@ import torch
 
 from kernels import fla_ops
 from references import mdn as MDN
-from references import path_attn as P
-from verify import same_dtype
-from verify.checks import kernels as K
 from verify.checks import state_tracking as ST
-from verify.errors import UsageError, is_interpreter_gap
-from verify.inputs import as_oracle
-from verify.metrics import max_abs, rel_err
-from verify.precision import Precision
-from verify.registry import Context
-from verify.reporting import bounds
-from verify.reporting.sweeps import OPS, Point, axis_value, inputs
+from verify.core import engine
+from verify.core.errors import UsageError, is_interpreter_gap
+from verify.core.inputs import as_oracle
+from verify.core.metrics import max_abs, rel_err
+from verify.core.precision import Precision
+from verify.core.registry import Context
+from verify.report import bounds
+from verify.report.sweeps import Point, axis_value, inputs, measured
 
 
 def measure(point: Point, device: str, fp32_dot: str) -> dict:
     """One point -> {id, plot, op, pass, dtype, x, status, kind, tensors, bound, seconds, ...}."""
-    K.prepare(Context(device=device, fp32_dot=fp32_dot))
+    engine.prepare(Context(device=device, fp32_dot=fp32_dot))
     t0 = time.perf_counter()
     rec = {"id": point.id, "plot": point.plot, "op": point.op, "pass": point.pass_, "dtype": point.dtype,
            "nominal": point.x, "case": point.case.label() + (f" {point.knob[0]}={point.knob[1]:g}" if point.knob else "")}
@@ -52,15 +50,14 @@ def measure(point: Point, device: str, fp32_dot: str) -> dict:
 
 
 def _errors(point: Point, device: str, fp32_dot: str) -> dict:
-    op = OPS[point.op]
+    op = measured()[point.op]
     prec = op.precision(point.dtype, fp32_dot)
     x = inputs(point, prec.torch_dtype, device)
+    if op.family != "form":      # the record's own inputs (FoX takes no w, beta)
+        rec_ = op.record
+        x = {n: t for n, t in x.items() if n in rec_.required + rec_.optional}
     x64 = as_oracle(x)
-    conv = {"path": fla_ops.PATH_CONVENTIONS, "fox": fla_ops.FOX_CONVENTIONS}.get(op.family)
-    gate_scaled = conv.gate_scaled if conv else None
-    if op.family == "fox":
-        x = {n: x[n] for n in ("q", "k", "v", "g", "cu_seqlens")}
-        x64 = as_oracle(x)
+    gate_scaled = op.record.conventions.gate_scaled if op.family in ("path", "fox") else None
     b = bounds.point_bounds(op.family, x64, prec, op.chunk, gate_scaled)
     rec = {"bound": {k: b[k] for k in ("deterministic", "probabilistic", "vacuous")}, "magnitudes": b["magnitudes"]}
     if op.family == "form":
@@ -72,7 +69,7 @@ def _errors(point: Point, device: str, fp32_dot: str) -> dict:
         rec["status"] = "measured"     # a reference form is not judged; its non-finite output is named
         rec["kind"] = None if all(math.isfinite(t["err_rel"]) for t in rec["tensors"]) else "non_finite"
     else:
-        verdicts = K.compare(op.record, point.pass_, x, prec, point.case.seed)
+        verdicts = engine.measure(op.record, point.pass_, x, prec, point.case.seed)
         rec["tensors"] = [{"name": v.name, "err_rel": v.err_rel, "err_abs": v.err_abs,
                            "same_dtype_rel": v.same_dtype_rel, "budget_rel": v.budget_rel, "ratio": v.ratio,
                            "decided_by": v.decided_by} for v in verdicts]
@@ -87,7 +84,9 @@ def _errors(point: Point, device: str, fp32_dot: str) -> dict:
 
 def _state(point: Point, device: str, fp32_dot: str) -> dict:
     """Theorem 2.1's construction (verify/checks/state_tracking.py): the fraction of sequences that the kernel,
-    the same-dtype implementation and the float64 oracle decide correctly at n = point.x."""
+    the same-dtype implementation and the float64 oracle decide correctly at n = point.x (the point's op: a
+    PaTH-family record; the construction has no gate, so its gate convention does not enter)."""
+    op = measured()[point.op].record
     n = int(point.x)
     prec = Precision.of(point.dtype, fp32_dot)
     rng = random.Random(point.case.seed * 7919 + n)
@@ -97,10 +96,10 @@ def _state(point: Point, device: str, fp32_dot: str) -> dict:
         identity = s % 2 == 0
         x = ST.construction(ST.swap_sequence(n, identity, rng), prec.torch_dtype, device)
         x64 = {name: t.double() for name, t in x.items()}
-        outs = {"oracle": P.path_attn(**x64, scale=1.0),
-                "same_dtype": same_dtype.path_attn(**{k: t.float() for k, t in x.items()}, g=None, cu_seqlens=None,
-                                                prec=prec, scale=1.0, gate_scaled=True),
-                "kernel": K.call_kernel(fla_ops.path_attn, **x, scale=1.0)}
+        outs = {"oracle": op.oracle(**x64, scale=1.0),
+                "same_dtype": op.same_dtype(**{k: t.float() for k, t in x.items()}, g=None, cu_seqlens=None,
+                                            prec=prec, scale=1.0),
+                "kernel": engine.call_kernel(op.kernel, **x, scale=1.0)}
         for who, o in outs.items():
             a0 = float(o[0, -1, 0, 0])
             correct[who] += math.isfinite(a0) and ST.decides_identity(a0, n) == identity
@@ -131,7 +130,7 @@ def autotune_configs() -> dict:
 def process_facts() -> dict:
     """What the measuring process ran under: the interpreter fidelity parts (None natively) and the autotune
     configs chosen."""
-    from verify import fidelity
+    from verify.core import fidelity
     return {"interpreter_fidelity": fidelity.active_parts(), "autotune_configs": autotune_configs()}
 
 

@@ -1,4 +1,5 @@
-"""What a report measures: the kernel ops (the one op table), and per profile the sweep points.
+"""What a report measures: the kernel ops (the records of verify.ops.OPS whose `report` family is set, plus
+the float32 reference forms, declared here), and per profile the sweep points.
 
 A point is one input (a PathCase / MdnCase of verify.ops, plus at most one swept knob that the named
 regimes do not cover: beta = 2 - gap, consecutive-w alignment, gate strength, a constant log mu), one op,
@@ -7,20 +8,28 @@ can be compared point by point.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 
 import torch
 import torch.nn.functional as F
 
+from verify.core.precision import Precision
 from verify.ops.attention import PathCase, path_inputs
 from verify.ops.mdn import MdnCase, mdn_inputs
-from verify.precision import Precision
+
+# The report's words for a record's `report` family (verify/ops/: KernelOp.report) and for a reference form.
+FAMILIES = {"path": "PaTH", "fox": "FoX", "mdn": "MDN", "form": "reference form"}
+# The float32 chunk forms of references/mdn.py: not kernel ops (no record), so declared here.
+FORMS = {"stable": "reference stable chunk form", "log": "paper's log-domain chunk form"}
+CHUNKS = (16, 32, 64)
+
 
 @dataclass(frozen=True)
 class Op:
     """One implementation under measurement.  family: path | fox | mdn (a production kernel: `name` is its
-    record in verify/ops/, judged by the checks' own comparison and budget) or form (a float32 chunk form
-    of references/mdn.py, `name` the form, error only)."""
+    record in verify/ops/, the record's `report` field; judged by the checks' own comparison and budget) or
+    form (a float32 chunk form of references/mdn.py, `name` the form, error only)."""
     family: str
     name: str
     chunk: int | None = None
@@ -31,19 +40,47 @@ class Op:
         from verify.ops import OPS as KERNEL_OPS
         return KERNEL_OPS[self.name]
 
+    @property
+    def key(self) -> str:
+        """The op's word in point ids: the record's name, or <form>_chunk<N>."""
+        return f"{self.name}_chunk{self.chunk}" if self.family == "form" else self.name
+
+    @property
+    def label(self) -> str:
+        """The op in the report's words: its family's word and the record's name ('MDN (<name>)'), or the
+        form and its chunk size ('reference stable chunk form, chunk 16')."""
+        if self.family == "form":
+            return f"{FORMS[self.name]}, chunk {self.chunk}"
+        return f"{FAMILIES.get(self.family, self.family)} ({self.name})"
+
     def precision(self, dtype: str, fp32_dot: str) -> Precision:
         return Precision.of(dtype, "ieee" if self.family == "form" else self.record.dot or fp32_dot)
 
 
-# The op table: the only place the report names what it measures (kernels by their verify/ops/ records).
-OPS = {
-    "path_attn": Op("path", "path_attn"),
-    "forgetting_attn": Op("fox", "forgetting_attn"),
-    **{f"mdn_chunk{c}": Op("mdn", f"mdn_chunk{c}", c, ("bf16",)) for c in (16, 32, 64)},
-    "mdn_recurrent": Op("mdn", "mdn_recurrent"),
-    **{f"{form}_chunk{c}": Op("form", form, c, ("fp32",)) for form in ("stable", "log") for c in (16, 32, 64)},
-}
-CHUNKS = (16, 32, 64)
+_CHUNK = re.compile(r"chunk(\d+)$")
+
+
+def _chunk(name: str) -> int | None:
+    # KernelOp has no chunk-size field: a chunked kernel's record is named <...>chunk<N> (verify/ops/mdn.py),
+    # so the size is read off that naming rule, not off any particular op's name.
+    m = _CHUNK.search(name)
+    return int(m.group(1)) if m else None
+
+
+def measured() -> dict[str, Op]:
+    """What a report measures, by point-id key: every record of verify.ops.OPS whose `report` is set (in the
+    op table's order), then the reference forms.  Built on each call, so an op added to the table later (a
+    plug-in's `declare`) is measured too."""
+    from verify.ops import OPS as KERNEL_OPS
+    ops = [Op(r.report, r.name, _chunk(r.name), tuple(r.dtypes)) for r in KERNEL_OPS.values() if r.report]
+    ops += [Op("form", form, c, ("fp32",)) for form in FORMS for c in CHUNKS]
+    return {op.key: op for op in ops}
+
+
+def label(op: str) -> str:
+    """A point's op in the report's words (the key itself for an op this verify does not measure)."""
+    found = measured().get(op)
+    return found.label if found else op
 
 
 @dataclass(frozen=True)
@@ -92,7 +129,7 @@ def inputs(point: Point, dtype: torch.dtype, device: str) -> dict:
 
 def axis_value(point: Point, x: dict) -> float:
     """The plotted x, measured from the inputs: 2 - beta as stored (fp32), -mean log f, max |q|, |k|; the
-    alignment plot's x (the UT system's condition number) comes from verify.reporting.bounds."""
+    alignment plot's x (the UT system's condition number) comes from verify.report.bounds."""
     if point.plot == "beta":
         return float(2 - x["beta"].double().max())
     if point.plot == "gate":
@@ -137,35 +174,48 @@ PROFILES = {
 
 
 def points(profile: str, seed: int = 0) -> list[Point]:
-    """Every point of a profile, in plotting order."""
+    """Every point of a profile, in plotting order, from the measured records: error vs T for every kernel
+    (of a family's chunked kernels only the largest chunk: the MDN map sweeps every chunk size); the beta,
+    alignment and state-tracking sweeps for the PaTH family (their knobs are PaTH's beta and w); gate and
+    magnitude for the families measured on PathCase inputs (attention: q, k, a forget gate g); the MDN map
+    for the MDN family and the reference forms."""
     p = PROFILES[profile]
     pc = PathCase(D=p.D, Dv=p.D, seed=seed)
-    fox = replace(pc, gate="mixed")
-    mc = MdnCase(Dk=p.D, Dv=p.D, seed=seed)
+    case_of = {"path": pc, "fox": replace(pc, gate="mixed"), "mdn": MdnCase(Dk=p.D, Dv=p.D, seed=seed)}
+    ops = list(measured().values())
+    kernels = [o for o in ops if o.family != "form"]
+    largest = {o.family: max(k.chunk for k in kernels if k.family == o.family and k.chunk) for o in kernels if o.chunk}
     out = []
-    for op, case in (("path_attn", pc), ("forgetting_attn", fox), ("mdn_chunk64", mc), ("mdn_recurrent", mc)):
-        for dtype in OPS[op].dtypes:
-            out += [Point("T", op, "fwd", dtype, T, replace(case, T=T)) for T in p.T]
-            out += [Point("T", op, "bwd", dtype, T, replace(case, T=T)) for T in p.T_bwd]
-    at = replace(pc, T=p.T_regime)
+    for op in kernels:
+        if op.chunk is not None and op.chunk != largest[op.family]:
+            continue
+        case = case_of[op.family]
+        for dtype in op.dtypes:
+            for pass_, Ts in (("fwd", p.T), ("bwd", p.T_bwd)):
+                if pass_ in op.record.passes:
+                    out += [Point("T", op.key, pass_, dtype, T, replace(case, T=T)) for T in Ts]
+    path = [o for o in kernels if o.family == "path"]
+    attention = [o for o in kernels if isinstance(case_of[o.family], PathCase)]
     for dtype in ("bf16", "fp32"):
-        out += [Point("beta", "path_attn", "fwd", dtype, d, at, ("beta_gap", d)) for d in p.beta_gaps]
-        out += [Point("align", "path_attn", "fwd", dtype, e, replace(at, beta="two"), ("w_align", e)) for e in p.align]
-        for op in ("path_attn", "forgetting_attn"):
-            out += [Point("gate", op, "fwd", dtype, s, at, ("gate_shift", s)) for s in p.gate_shifts]
-            out += [Point("magnitude", op, "fwd", dtype, gain, replace(at, logit_gain=gain)) for gain in p.gains]
-    mm = replace(mc, T=p.T_mdn_map)
-    maps = [f"mdn_chunk{c}" for c in CHUNKS] + ["mdn_recurrent"] + [f"{f}_chunk{c}" for f in ("stable", "log")
-                                                                    for c in CHUNKS]
-    out += [Point("mdn_map", op, "fwd", OPS[op].dtypes[0], m, mm, ("log_mu", m)) for op in maps for m in p.log_mu]
-    out += [Point("state", "path_attn", "fwd", dtype, n, PathCase(T=n + 1, seed=seed), ("sequences", p.state_sequences))
-            for dtype in ("bf16", "fp32") for n in p.state_n]
+        for op in (o for o in path if dtype in o.dtypes):
+            at = replace(case_of[op.family], T=p.T_regime)
+            out += [Point("beta", op.key, "fwd", dtype, d, at, ("beta_gap", d)) for d in p.beta_gaps]
+            out += [Point("align", op.key, "fwd", dtype, e, replace(at, beta="two"), ("w_align", e)) for e in p.align]
+        for op in (o for o in attention if dtype in o.dtypes):
+            at = replace(pc, T=p.T_regime)      # the gate sweep sets g itself: every family on the same case
+            out += [Point("gate", op.key, "fwd", dtype, s, at, ("gate_shift", s)) for s in p.gate_shifts]
+            out += [Point("magnitude", op.key, "fwd", dtype, gain, replace(at, logit_gain=gain)) for gain in p.gains]
+    mm = replace(case_of["mdn"], T=p.T_mdn_map)
+    out += [Point("mdn_map", op.key, "fwd", op.dtypes[0], m, mm, ("log_mu", m))
+            for op in ops if op.family in ("mdn", "form") for m in p.log_mu]
+    out += [Point("state", op.key, "fwd", dtype, n, PathCase(T=n + 1, seed=seed), ("sequences", p.state_sequences))
+            for op in path for dtype in ("bf16", "fp32") if dtype in op.dtypes for n in p.state_n]
     return out
 
 
 def select(points_: list[Point], patterns: list[str] | None) -> list[Point]:
-    """Points whose id matches a -k expression (the check selector's syntax: verify.registry.matcher)."""
-    from verify.registry import matcher
+    """Points whose id matches a -k expression (the check selector's syntax: verify.core.registry.matcher)."""
+    from verify.core.registry import matcher
     if not patterns:
         return points_
     matches = [matcher(p) for p in patterns]

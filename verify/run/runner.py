@@ -5,7 +5,7 @@ dies (segfault, abort, killed for memory), exceeds the per-check timeout, or lea
 (a fatal CUDA error) takes only its own check with it: that check is recorded as a failure of kind
 `crashed`, `timeout` or `cuda_fatal`, the slot gets a fresh worker, and the run goes on.  Results come back in
 the order of the selection whatever the number of workers.  The expected-failure list is applied here, in the
-reporting process, by :func:`judge` (the one place that calls verify.xfails).
+reporting process, by :func:`apply_xfails` (the one place that calls verify.run.xfails).
 """
 from __future__ import annotations
 
@@ -25,10 +25,20 @@ from dataclasses import dataclass, field
 from typing import Callable
 from unittest import mock
 
-from verify import environment, timing
-from verify import xfails as xfail_list
-from verify.errors import UsageError, is_device_fatal, is_interpreter_gap
-from verify.registry import DEVICE_LOST, REGISTRY, RUN_DIR_ENV, STATUSES, Check, Context, Result
+from verify.core import configs, environment, timing
+from verify.core.errors import UsageError, is_device_fatal, is_interpreter_gap
+from verify.core.ids import CheckId
+from verify.core.registry import (
+    DEVICE_LOST,
+    REGISTRY,
+    RUN_DIR_ENV,
+    Check,
+    Context,
+    Result,
+)
+from verify.core.results import Record
+from verify.core.search import innermost_error
+from verify.run import xfails as xfail_list
 
 # --check-timeout default per profile (seconds): above the slowest check of the profile on a 2-core CPU
 # (a mutant check, which runs the killers in a subprocess, takes minutes), below a CI job's patience.
@@ -48,17 +58,6 @@ class Interrupted(BaseException):
         self.code = code
 
 
-@dataclass
-class Record:
-    id: str
-    description: str
-    result: Result
-    seconds: float
-    repro: str
-    started: float = 0.0     # time.time() when the check started (0: it never started)
-    seed: int = 0
-
-
 def load_checks() -> None:
     """Register every check family, and the modules named by $VERIFY_EXTRA_CHECKS."""
     from verify import checks
@@ -76,6 +75,8 @@ def repro_command(check_id: str, ctx: Context) -> str:
         parts += ["--examples", str(ctx.examples)]
     if ctx.kernel_root:
         parts += ["--kernel-root", ctx.kernel_root]
+    if ctx.configs != configs.DEFAULT:
+        parts += ["--configs", ctx.configs]
     return shlex.join(parts)
 
 
@@ -88,6 +89,7 @@ def execute(check: Check, ctx: Context, debug: bool = False) -> Record:
     """Run one check in this process and classify what went wrong (no expected-failure list here)."""
     started, t0 = time.time(), time.perf_counter()
     timing.reset()
+    configs.begin(check.id, ctx)      # the tile-config assignment and collector of this check
     if ctx.device not in check.devices:
         result = Result("skip", message=f"not applicable on device {ctx.device}", kind="unsupported")
     else:
@@ -104,12 +106,13 @@ def execute(check: Check, ctx: Context, debug: bool = False) -> Record:
                 result = Result("fail", message=f"fatal CUDA error: {message}", kind="cuda_fatal",
                                 details={"traceback": tb, DEVICE_LOST: True})
             elif is_interpreter_gap(exc):
-                result = Result("skip", message=f"not verifiable on the CPU interpreter: {message}",
+                result = Result("skip", message=f"not verifiable on the CPU interpreter: {innermost_error(exc)}",
                                 kind="interpreter_gap", details={"traceback": tb})
             else:
                 result = Result("error", message=message, kind="check_error", details={"traceback": tb})
     if split := timing.spent():
         result.details["seconds_in"] = split
+    configs.attach(result)            # details["configs"]: which config each autotuned kernel ran
     if result.details.get(DEVICE_LOST):
         result.kind = "cuda_fatal"
         _sanitize(check, result, ctx)
@@ -121,11 +124,11 @@ def execute(check: Check, ctx: Context, debug: bool = False) -> Record:
 
 
 def _sanitize(check: Check, result: Result, ctx: Context) -> None:
-    """A fatal CUDA error: rerun the example alone under compute-sanitizer (verify.sanitize, in subprocesses:
+    """A fatal CUDA error: rerun the example alone under compute-sanitizer (verify.run.sanitize, in subprocesses:
     this worker's CUDA context is lost) and add its verdict (kernel, source line, access) to the result."""
     if ctx.device != "cuda" or not result.details.get("failing_example"):
         return
-    from verify import sanitize
+    from verify.run import sanitize
     try:
         sanitize.annotate(check.id, result, ctx.device)
     except Exception as exc:     # the fault stays recorded; the sanitizer's own failure is said, not raised
@@ -136,29 +139,20 @@ def scope(ctx: Context, kernel_package: dict | None) -> xfail_list.Scope:
     """What the expected-failure list is judged against: the kernel package the workers loaded, the device
     class and the profile."""
     name = environment.describe(ctx.device)["device_name"] if ctx.device == "cuda" else None
-    return xfail_list.Scope(xfail_list.identity(kernel_package), xfail_list.device_class(ctx.device, name), ctx.profile)
+    return xfail_list.Scope(xfail_list.identity(kernel_package), xfail_list.device_class(ctx.device, name), ctx.profile,
+                            (kernel_package or {}).get("path"))
 
 
-def judge(record: Record, scope: xfail_list.Scope) -> Record:
-    """Apply the expected-failure list (the one place the runner consults verify.xfails): a listed failure of
+def apply_xfails(record: Record, scope: xfail_list.Scope) -> Record:
+    """Apply the expected-failure list (the one place the runner consults verify.run.xfails): a listed failure of
     the known kind and size becomes xfail, a worse one stays a failure saying so, a listed pass is marked."""
-    record.result = xfail_list.judge(record.id, record.result, scope)
+    record.result = xfail_list.apply(record.id, record.result, scope)
     return record
 
 
 def run_one(check: Check, ctx: Context, scope: xfail_list.Scope, debug: bool = False) -> Record:
-    """execute + judge in this process (tests; the CLI always uses workers)."""
-    return judge(execute(check, ctx, debug), scope)
-
-
-def status_counts(statuses) -> dict[str, int]:
-    """How many of each status (every status present, zero or not)."""
-    statuses = list(statuses)
-    return {s: statuses.count(s) for s in STATUSES}
-
-
-def summary_counts(records: list[Record]) -> dict[str, int]:
-    return status_counts(r.result.status for r in records)
+    """execute + apply_xfails in this process (tests; the CLI always uses workers)."""
+    return apply_xfails(execute(check, ctx, debug), scope)
 
 
 # ---------------------------------------------------------------------------------------------- workers
@@ -178,13 +172,16 @@ def _worker_start(ctx: Context, kernels: bool) -> dict:
     info = {"pid": os.getpid(), "kernel_package": None, "interpreter_fidelity": None, "import_error": None}
     if kernels:
         try:
-            from verify.checks.kernels import prepare
+            if ctx.kernel_root:     # the tree first on sys.path, and fla without its model zoo when needed
+                from verify.core.kernel_root import activate
+                activate(ctx.kernel_root)
+            from verify.core.engine import prepare
             prepare(ctx)
             info["kernel_package"] = environment.kernel_package()
         except Exception as exc:
             info["import_error"] = f"{type(exc).__name__}: {exc}"
         if ctx.device == "cpu" and info["import_error"] is None:
-            from verify import fidelity
+            from verify.core import fidelity
             info["interpreter_fidelity"] = fidelity.active_parts()
     return info
 
@@ -341,9 +338,9 @@ class Workers:
                     if deadline is not None and time.monotonic() > deadline:
                         finished[i] = not_run(checks[i], ctx, TIME_LIMIT)
                         continue
-                    if gpu and checks[i].id.startswith("kernel.") and op_group(checks[i].id) not in seen:
-                        seen.add(op_group(checks[i].id))
-                        warming[op_group(checks[i].id)] = i
+                    if gpu and checks[i].id.startswith("kernel.") and CheckId.parse(checks[i].id).group not in seen:
+                        seen.add(CheckId.parse(checks[i].id).group)
+                        warming[CheckId.parse(checks[i].id).group] = i
                     slot.future = slot.executor.submit(_worker_run, checks[i].id, ctx, self.debug)
                     slot.index, slot.t0 = i, time.monotonic()
                     on_start(i, checks[i])
@@ -364,9 +361,9 @@ class Workers:
                     if i in crashed:
                         record.result.message += f" [its first worker crashed: {crashed[i].result.message}]"
                         record.result.details["first_attempt"] = crashed[i].result.message
-                    finished[i] = judge(record, listed)
+                    finished[i] = apply_xfails(record, listed)
                 elif i is not None and time.monotonic() - slot.t0 > timeout:
-                    finished[i] = judge(self._failed(slot, checks[i], ctx, "timeout",
+                    finished[i] = apply_xfails(self._failed(slot, checks[i], ctx, "timeout",
                                                      f"exceeded the per-check timeout of {timeout:g} s"), listed)
             for group, first in list(warming.items()):
                 if first in finished:
@@ -406,16 +403,9 @@ class Workers:
                       seconds, repro_command(check.id, ctx), time.time() - seconds, ctx.seed)
 
 
-def op_group(check_id: str) -> str:
-    """kernel.<impl>.<op> for a kernel check (the checks that share the op's compiled kernels), else the
-    family (oracle.path, symbolic.mdn, ...)."""
-    parts = check_id.split(".")
-    return ".".join(parts[:3] if parts[0] == "kernel" else parts[:2])
-
-
 def next_startable(pending: list[int], checks: list[Check], warming: dict[str, int]) -> int | None:
     """The first pending check whose op group is not warming up (its first check running elsewhere)."""
-    return next((j for j in pending if warming.get(op_group(checks[j].id), j) == j), None)
+    return next((j for j in pending if warming.get(CheckId.parse(checks[j].id).group, j) == j), None)
 
 
 def interleaved(checks: list[Check]) -> list[int]:
@@ -424,7 +414,7 @@ def interleaved(checks: list[Check]) -> list[int]:
     order there).  Results are still reported in selection order."""
     groups: dict[str, list[int]] = {}
     for i, c in enumerate(checks):
-        groups.setdefault(op_group(c.id), []).append(i)
+        groups.setdefault(CheckId.parse(c.id).group, []).append(i)
     queues = [deque(g) for g in groups.values()]
     order = []
     while queues:

@@ -1,6 +1,6 @@
 """Memory faults named to the source line: rerun one kernel example alone under a bounds checker.
 
-A kernel check that hits a fatal CUDA error (verify.errors.is_device_fatal) has lost its CUDA context, and
+A kernel check that hits a fatal CUDA error (verify.core.errors.is_device_fatal) has lost its CUDA context, and
 the error names neither the kernel nor the access.  `sanitize(check_id, example_file, device)` reruns that
 one example (a saved dict of named tensors, the format of `verify compare`) in fresh subprocesses:
 
@@ -23,11 +23,11 @@ one example (a saved dict of named tensors, the format of `verify compare`) in f
   ones all end in create_masked_load / create_masked_store; atomics and gathers are not checked) must lie
   inside the storage of one tensor argument of that launch.  The first that does not raises OutOfBounds with the kernel, file:line (the
   interpreter executes the kernel's own source lines), access kind and size.  It judges the CPU's tile
-  sizes and layouts (fla on the H200's tiles, verify.fidelity), not the GPU's code generation: a fault
+  sizes and layouts (fla on the H200's tiles, verify.core.fidelity), not the GPU's code generation: a fault
   that comes from the compiler (shared memory, a miscompiled layout) stays invisible here.
 
 The runner's hook: on a Result of kind cuda_fatal, `annotate(check_id, result, device)` saves the failing
-example (details["failing_example"], rebuilt by verify.localize.example.save_label), calls
+example (details["failing_example"], rebuilt by verify.core.examples.from_label), calls
 sanitize(check_id, file, device), which touches CUDA only in subprocesses (the runner's own context is
 lost), appends the verdict's one-line summary to the message and puts the dict in details["sanitizer"].  `verify localize --sanitize` does the same on demand.
 """
@@ -45,6 +45,9 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import NoReturn
+
+from verify import ops
+from verify.core.ids import CheckId
 
 FAULT_EXIT = 3          # the replay's exit status when the kernel faulted (CUDA fatal error or OutOfBounds)
 MARK = "OUT_OF_BOUNDS "  # the replay prints the CPU checker's record after this prefix
@@ -130,7 +133,7 @@ class OutOfBounds(RuntimeError):
 @contextlib.contextmanager
 def bounds_checked():
     """Check every interpreted load and store against the storages of the launch's tensor arguments
-    (requires TRITON_INTERPRET=1, i.e. verify.fidelity active)."""
+    (requires TRITON_INTERPRET=1, i.e. verify.core.fidelity active)."""
     import numpy as np
     import torch
     from triton.runtime import interpreter as I
@@ -191,28 +194,28 @@ def bounds_checked():
 # -------------------------------------------------------------------------------------------- replay
 
 def replay(check_id: str, example_file: str, device: str) -> NoReturn:
-    """Run the check's kernel pass (forward, or forward and backward of sum(o) for a bwd check) once on the
+    """Run the check's kernel pass (forward; decode; or forward and backward of sum(o) for a bwd check) once on the
     example and exit the process: FAULT_EXIT when it faults, 4 on another error, else 0.  The body of the
-    subprocess `python -m verify.sanitize`.  It exits where it stands (os._exit, no teardown): after a CUDA
+    subprocess `python -m verify.run.sanitize`.  It exits where it stands (os._exit, no teardown): after a CUDA
     fault, releasing any tensor (with PYTORCH_NO_CUDA_MEMORY_CACHING=1 each is its own cudaFree) aborts the
     process in c10's destructor, and returning from here would release the example (measured on the H200)."""
     import torch
 
-    from verify.checks.kernels import prepare
-    from verify.errors import is_device_fatal
-    from verify.localize import example
+    from verify.core import examples as example
+    from verify.core.engine import prepare
+    from verify.core.errors import is_device_fatal
+    from verify.core.registry import Context
     from verify.ops import scale_of
-    from verify.registry import Context
 
-    check = example.KernelCheck.parse(check_id)
-    x = example.load(example_file, check, device)
+    cid, op = CheckId.parse(check_id), ops.record(check_id)
+    x = example.load(example_file, op, cid.dtype, device)
     prepare(Context(device=device))
-    if check.pass_ == "bwd":
+    if cid.pass_ == "bwd":
         x = {n: t.requires_grad_() if t is not None and t.is_floating_point() else t for n, t in x.items()}
     try:
         with bounds_checked() if device == "cpu" else contextlib.nullcontext():
-            outs = check.kernel_op.kernel(**x, scale=scale_of(x))
-            if check.pass_ == "bwd":
+            outs = (op.decode.kernel if cid.pass_ == "decode" else op.kernel)(**x, scale=scale_of(x))
+            if cid.pass_ == "bwd":
                 outs = outs if isinstance(outs, tuple) else (outs,)
                 torch.autograd.backward([o for o in outs if o.requires_grad],
                                         [torch.ones_like(o) for o in outs if o.requires_grad])
@@ -246,7 +249,7 @@ def _environment() -> dict:
 
 def _run(check_id: str, path: Path, device: str, env: dict, tool: list[str] = ()) -> subprocess.CompletedProcess:
     """One replay in a fresh interpreter; a replay that outlives TIMEOUT_S counts as exit status 124."""
-    cmd = [*tool, sys.executable, "-m", "verify.sanitize", check_id, str(path), device]
+    cmd = [*tool, sys.executable, "-m", "verify.run.sanitize", check_id, str(path), device]
     try:
         return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired as exc:
@@ -272,7 +275,7 @@ def find_sanitizer() -> str | None:
 
 # ------------------------------------------------------------------------------------------- shrinking
 
-def _narrow(x: dict, op: str, batch=None, time=None, heads=None) -> dict:
+def _narrow(x: dict, op, batch=None, time=None, heads=None) -> dict:
     """The example cut to its first `batch` sequences, `time` steps, and heads (H, HQ) of `heads`."""
     out = {}
     for n, t in x.items():
@@ -285,7 +288,7 @@ def _narrow(x: dict, op: str, batch=None, time=None, heads=None) -> dict:
         if time and not state:
             t = t.narrow(1, 0, time)
         if heads:
-            query = op in ("path_attn", "forgetting_attn") and n in ("q", "g")
+            query = n in op.query_inputs
             t = t.narrow(1 if state else 2, 0, heads[1] if query else heads[0])
         out[n] = t
     if time and x.get("cu_seqlens") is not None:
@@ -294,7 +297,7 @@ def _narrow(x: dict, op: str, batch=None, time=None, heads=None) -> dict:
     return out
 
 
-def _candidates(x: dict, op: str):
+def _candidates(x: dict, op):
     """Smaller examples, most promising first."""
     B, T, H = x["k"].shape[:3]
     HQ = x["q"].shape[2]
@@ -303,7 +306,7 @@ def _candidates(x: dict, op: str):
     if B > 1:
         yield _narrow(x, op, batch=1)
     for h in sorted({(1, 1), (1, HQ // H), (H, H)}):
-        if h != (H, HQ) and h[0] <= H and h[1] <= HQ and (op.startswith("mdn") or h[1] % h[0] == 0):
+        if h != (H, HQ) and h[0] <= H and h[1] <= HQ and h[1] % h[0] == 0:
             yield _narrow(x, op, heads=h)
     for t in sorted({1, 2, T // 4, T // 2}):
         if 0 < t < T:
@@ -312,8 +315,8 @@ def _candidates(x: dict, op: str):
 
 def shrink(check_id: str, x: dict, device: str, tmp: Path, env: dict) -> tuple[dict, list]:
     """The smallest example found that still faults (greedy, at most SHRINK_TRIES reruns), and the tries."""
-    from verify.localize import example
-    op = example.KernelCheck.parse(check_id).op
+    from verify.core import examples as example
+    op = ops.record(check_id)
     tries, path = [], tmp / "candidate.pt"
     progress = True
     while progress and len(tries) < SHRINK_TRIES:
@@ -336,12 +339,11 @@ def sanitize(check_id: str, example_file: str, device: str = "cuda") -> dict:
     """Rerun the example alone; shrink it while it faults; name the faulting access.  Returns
     {"status": fault | clean | unavailable | error, "tool", "summary" (one line), "faults", "errors",
      "shape", "faulted_alone", "smallest_faulting_shape", "tries", "command", "output_tail"}."""
-    from verify.localize import example
-    check = example.KernelCheck.parse(check_id)
-    x = example.load(example_file, check, "cpu")
+    from verify.core import examples as example
+    x = example.load(example_file, ops.record(check_id), CheckId.parse(check_id).dtype, "cpu")
     doc = {"check": check_id, "device": device, "shape": example.shape(x), "faults": [], "errors": 0, "tries": []}
     sanitizer = find_sanitizer() if device == "cuda" else None
-    doc["tool"] = ("interpreter bounds check (verify.sanitize.bounds_checked)" if device == "cpu" else
+    doc["tool"] = ("interpreter bounds check (verify.run.sanitize.bounds_checked)" if device == "cpu" else
                    f"{sanitizer} --tool memcheck" if sanitizer else "compute-sanitizer (not found)")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -370,7 +372,7 @@ def sanitize(check_id: str, example_file: str, device: str = "cuda") -> dict:
             tool = [sanitizer, "--tool", "memcheck", "--print-limit", "20"]
             proc = _run(check_id, path, device, env, tool)
             doc.update(parse(proc.stdout + "\n" + proc.stderr))
-            doc["command"] = " ".join([*tool, sys.executable, "-m", "verify.sanitize", check_id, "FILE", device])
+            doc["command"] = " ".join([*tool, sys.executable, "-m", "verify.run.sanitize", check_id, "FILE", device])
         doc["errors"] = doc.get("errors") or len(doc["faults"])
         doc["output_tail"] = proc.stdout[-3000:] + proc.stderr[-3000:]
     alone = f"faulted when rerun alone, smallest faulting shape {doc['smallest_faulting_shape']} (of " \
@@ -386,14 +388,14 @@ def annotate(check_id: str, result, device: str = "cuda") -> dict:
     """The runner's hook for a Result of kind cuda_fatal: rebuild the example it names
     (details "failing_example" or "minimal_example"), sanitize it, append the verdict's summary to the
     message and put the verdict in details["sanitizer"].  Returns the verdict."""
-    from verify.localize import example
+    from verify.core import examples as example
     label = result.details.get("failing_example") or result.details.get("minimal_example")
     if label is None:
         verdict = {"status": "error", "summary": "the result names no example to rerun"}
     else:
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "example.pt")
-            example.save_label(check_id, label, path)
+            example.save(example.from_label(ops.record(check_id), CheckId.parse(check_id).dtype, label), path)
             verdict = sanitize(check_id, path, device)
     result.message += f" [sanitizer: {verdict['summary']}]"
     result.details["sanitizer"] = verdict

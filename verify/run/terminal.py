@@ -8,9 +8,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from verify.registry import STATUSES, Check, Result
-from verify.runner import TIME_LIMIT, Record, summary_counts
-from verify.xfails import NOT_REPRODUCED
+from verify.core.ids import CheckId
+from verify.core.registry import STATUSES, Check, Result
+from verify.core.results import Record, summary_counts
+from verify.run.runner import TIME_LIMIT
+from verify.run.xfails import NOT_REPRODUCED
 
 COLOURS = {"pass": "green", "fail": "red", "error": "red", "xfail": "yellow", "skip": "dim"}
 
@@ -33,6 +35,25 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.3g}"
 
 
+MAX_STATUS = 120     # columns of the live status line at most
+STATUS_MARGIN = 3    # the spinner and its space
+
+
+def status_line(running: list[str], width: int) -> str:
+    """ "running: a, b, c" within width columns: as many ids as fit, then "(+N more)"; one id longer than the
+    line is cut with "..." at its end."""
+    width = max(width, 20)
+    head = f"running {len(running)}: " if len(running) > 1 else "running: "
+    for n in range(len(running), 0, -1):
+        more = f" (+{len(running) - n} more)" if n < len(running) else ""
+        line = head + ", ".join(running[:n]) + more
+        if len(line) <= width:
+            return line
+    more = f" (+{len(running) - 1} more)" if len(running) > 1 else ""
+    room = width - len(head) - len(more)
+    return head + running[0][:max(room - 3, 0)] + "..." + more
+
+
 class Progress:
     """Per-check lines as checks start (only when stdout is not a terminal: a hang in a CI log shows what
     hung) and end (in selection order)."""
@@ -49,15 +70,25 @@ class Progress:
                                soft_wrap=True)
             return
         self.running[i] = check.id
-        self.status.update(escape("running: " + ", ".join(self.running.values())))
+        self._show()
         self.status.start()
+
+    def _show(self) -> None:
+        """The live line: the checks running now (never finished ones), cut to the terminal's width (at most
+        MAX_STATUS columns, less the spinner's)."""
+        if not self.running:
+            self.status.update("")
+            return
+        self.status.update(escape(status_line(list(self.running.values()),
+                                              min(self.console.width, MAX_STATUS) - STATUS_MARGIN)))
 
     def close(self) -> None:
         if self.status is not None:
             self.status.stop()
 
     def done(self, i: int, rec: Record) -> None:
-        self.running.pop(i, None)
+        if self.running.pop(i, None) is not None and self.status is not None:
+            self._show()
         res = rec.result
         st = res.status
         r = ratio(res)
@@ -76,7 +107,7 @@ class Progress:
 def print_summary(records: list[Record], console: Console, wall_seconds: float, interrupted: bool = False) -> None:
     families: dict[str, dict[str, int]] = {}
     for r in records:
-        fam = ".".join(r.id.split(".")[:2])
+        fam = CheckId.parse(r.id).section
         families.setdefault(fam, {s: 0 for s in STATUSES})[r.result.status] += 1
     table = Table(title="verify summary")
     table.add_column("family")
@@ -88,10 +119,7 @@ def print_summary(records: list[Record], console: Console, wall_seconds: float, 
     table.add_row("[bold]total", *(f"[bold]{total[s]}" for s in STATUSES))
     console.print(table)
     _print_findings([r for r in records if r.result.status == "xfail"], console)
-    for r in records:
-        if r.result.status == "pass" and NOT_REPRODUCED in r.result.message:
-            console.print(f"[yellow]expected failure not reproduced[/] {r.id} (check verify/expected_failures.toml)",
-                          highlight=False)
+    _print_not_reproduced(records, console)
     skipped = [r for r in records if r.result.kind in ("not_run", "interpreter_gap", "unsupported")]
     for kind in ("not_run", "interpreter_gap", "unsupported"):
         of_kind = [r for r in skipped if r.result.kind == kind]
@@ -100,12 +128,29 @@ def print_summary(records: list[Record], console: Console, wall_seconds: float, 
                    "interpreter_gap": "not verifiable on the CPU interpreter (they run on a GPU)",
                    "unsupported": "not applicable (a variant the kernel package or the device does not offer)"}[kind]
             console.print(f"[yellow]{len(of_kind)} check(s) skipped: {why}[/] (first: {of_kind[0].id}: "
-                          f"{escape(of_kind[0].result.message)})", highlight=False, soft_wrap=True)
+                          f"{escape(_without_id(of_kind[0]))})", highlight=False, soft_wrap=True)
     for r in records:
         if r.result.status in ("fail", "error"):
             console.print(f"[red]{r.result.status.upper()}[/] {r.id}" + (f" ({r.result.kind})" if r.result.kind else "")
                           + f"\n    {escape(r.result.message)}\n    reproduce: {r.repro}", highlight=False, soft_wrap=True)
     console.print(f"{'interrupted after' if interrupted else 'total wall time'} {wall_seconds:.1f} s", highlight=False)
+
+
+def _without_id(rec: Record) -> str:
+    """The record's message without a leading "<its id>: " (the line that prints it names the check)."""
+    return rec.result.message.removeprefix(f"{rec.id}: ")
+
+
+def _print_not_reproduced(records: list[Record], console: Console) -> None:
+    """One line for the listed checks that passed where their entry says the defect reproduces (a fix, or a
+    list to update); a listed pass elsewhere in the entry's scope is no news and is only in its message."""
+    ids = list(dict.fromkeys(r.id for r in records if r.result.status == "pass"
+                             and (r.result.details.get("expected_failure") or {}).get("expected_here")
+                             and NOT_REPRODUCED in r.result.message))
+    if ids:
+        shown = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
+        console.print(f"[yellow]{len(ids)} expected failure(s) not reproduced[/] where the list records them failing: "
+                      f"{shown} (fixed? update verify/run/expected_failures.toml)", highlight=False, soft_wrap=True)
 
 
 def _print_findings(xfailed: list[Record], console: Console) -> None:
@@ -116,7 +161,7 @@ def _print_findings(xfailed: list[Record], console: Console) -> None:
     for r in xfailed:
         findings.setdefault(r.result.details["expected_failure"]["cause"], []).append(r)
     console.print(f"[yellow]{len(xfailed)} expected failure(s), {len(findings)} finding(s) "
-                  "(listed in verify/expected_failures.toml):")
+                  "(listed in verify/run/expected_failures.toml):")
     for cause, recs in findings.items():
         what = recs[0].id if len(recs) == 1 else f"{recs[0].id} and {len(recs) - 1} more"
         console.print(f"  {what}: {escape(cause)}", highlight=False, soft_wrap=True)

@@ -1,27 +1,40 @@
-"""The expected-failure list (verify/expected_failures.toml): which entries apply to a run, and what a listed
+"""The expected-failure list (verify/run/expected_failures.toml): which entries apply to a run, and what a listed
 check's result becomes.
 
-An entry applies to a scope: the kernel package identity (`packages`, required for kernel.* checks: "fla 0.6.0",
-or "fla 0.6.0@<commit>" for a git checkout), the device class (`devices`: "cpu", "cuda" for every GPU, or
+An entry applies to a scope: the kernel package identity (`packages`, required for kernel.* checks: "fla 0.6.0"
+names every tree whose fla/__init__.py says __version__ 0.6.0, the installed fla-core 0.6.0 and any --kernel-root
+checkout or copy of it alike; "fla 0.6.0@<commit prefix>" names one git checkout), optionally narrowed by
+`commits` (ranges "<sha>..<sha>", both ends included, either end may be left out: a git checkout applies only
+when its HEAD lies in one; a tree without git is judged by its version alone) and `trees` (content hashes, see
+:func:`tree_hash`: the tree must be one of them, git or not), the device class (`devices`: "cpu", "cuda" for every GPU, or
 "cuda:<device name>") and the profile (`profiles`); a field left out means every value.  A listed check that
 fails the known way (a failure kind in `kinds` and, where `ratios` records the spread for the run's
 device/profile, a ratio error/budget within `bound`) becomes xfail; one that fails worse stays a failure
-"WORSE THAN THE KNOWN DEFECT" with both numbers; one that passes stays a pass marked NOT REPRODUCED.
+"WORSE THAN THE KNOWN DEFECT" with both numbers; one that passes stays a pass.  A pass is news (marked NOT
+REPRODUCED, and recapped in the run's summary) only where the entry says the defect reproduces: `reproduces`
+(device classes, or "<device class>/<profile>" keys), else the keys of `ratios` whose smallest ratio exceeds 1
+(measured failing on every seed); elsewhere in its scope the entry keeps the exit status the same on every
+machine, and a pass there (a marginal regime, a smaller profile, another CPU's rounding) is only noted in the
+check's message.
 
-The runner calls `judge(check_id, result, scope)` for every result and `describe(scope)` once.
+The runner calls `apply(check_id, result, scope)` for every result and `describe(scope)` once.  They read the
+built-in list (EXPECTED_FAILURES_FILE) unless given a path, or unless a run named another one (`--xfails FILE`:
+:func:`use`).
 """
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 import re
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verify import environment
-from verify.errors import UsageError
-from verify.registry import DEVICE_LOST, PROFILES, Result
+from verify.core import environment
+from verify.core.errors import UsageError
+from verify.core.registry import DEVICE_LOST, PROFILES, Result
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -34,7 +47,24 @@ EXPECTED_FAILURES_FILE = Path(__file__).with_name("expected_failures.toml")
 FAILURE_KINDS = ("over_budget", "non_finite", "exception", "cuda_fatal", "crashed", "timeout")  # failing KINDS
 MIN_FACTOR = 10.0    # the bound is at least ten times the largest ratio measured (one decade)
 FIELDS = {"id", "ids", "packages", "devices", "profiles", "kinds", "exception", "ratios", "compare_ratio",
-          "regime", "measured", "cause"}
+          "reproduces", "regime", "measured", "cause", "commits", "trees"}
+COMMIT_RANGE = re.compile(r"(?:[0-9a-f]{7,40})?(?:\.\.(?:[0-9a-f]{7,40})?)?")   # "a..b", "a..", "..b", "a"
+_ACTIVE: list[Path] = []     # the list named by --xfails FILE for this run (see use)
+
+
+def use(path: str | Path | None) -> Path | None:
+    """Make `path` (validated: a malformed file is a one-line UsageError) the list that apply / describe /
+    applicable read when given no path, or with None go back to the built-in list; returns the one before."""
+    before = _ACTIVE[0] if _ACTIVE else None
+    if path is not None:
+        load(path)
+    _ACTIVE[:] = [Path(path)] if path is not None else []
+    return before
+
+
+def list_file(path: str | Path | None = None) -> Path:
+    """The list to read: `path`, else the one a run named (use), else the built-in list."""
+    return Path(path or (_ACTIVE[0] if _ACTIVE else EXPECTED_FAILURES_FILE))
 
 
 @dataclass(frozen=True)
@@ -43,6 +73,7 @@ class Scope:
     package: str | None     # "fla 0.6.0", "fla 0.3.2@1a2b3c4d5e6f"; None when no kernel package is importable
     device: str             # "cpu" | "cuda:<device name>"
     profile: str
+    root: str | None = None   # the kernel package's directory (.../fla): where `commits` and `trees` are looked up
 
     @property
     def key(self) -> str:
@@ -66,12 +97,41 @@ class Entry:
     exception: str | None = None      # the exception type, for kind "exception"
     ratios: dict = field(default_factory=dict)   # "<device>/<profile>" -> {min, max, seeds}
     compare_ratio: bool = True        # False: the check's measured/budget is not an error ratio
+    reproduces: tuple[str, ...] | None = None   # where a pass is news (None: the ratios keys failing on every seed)
+    commits: tuple[str, ...] | None = None      # git checkouts: HEAD within one of these "<sha>..<sha>" ranges
+    trees: tuple[str, ...] | None = None        # content hashes (tree_hash) of the trees it applies to
 
     def applies(self, scope: Scope) -> bool:
         dev = scope.device
-        return ((self.packages is None or scope.package in self.packages)
+        return ((self.packages is None or (any(package_matches(p, scope.package) for p in self.packages)
+                                           and self.tree_matches(scope)))
                 and (self.devices is None or dev in self.devices or dev.split(":")[0] in self.devices)
                 and (self.profiles is None or scope.profile in self.profiles))
+
+    def tree_matches(self, scope: Scope) -> bool:
+        """`commits`: a git checkout's HEAD lies in one of the ranges (a tree without git, the installed package
+        included, is judged by its version alone); `trees`: the tree's content hash is one of them."""
+        commit = _split(scope.package)[2] if scope.package else None
+        if self.commits is not None and commit is not None and (
+                scope.root is None or not any(in_range(scope.root, commit, r) for r in self.commits)):
+            return False
+        if self.trees is not None:
+            h = tree_hash(scope.root) if scope.root else None
+            if h is None or not any(h.startswith(t) for t in self.trees):
+                return False
+        return True
+
+    def reproduces_in(self) -> tuple[str, ...]:
+        """Where the entry says the defect reproduces: `reproduces` as written, else the "<device>/<profile>"
+        keys of `ratios` whose smallest ratio is above 1 (it failed at every recorded seed there)."""
+        if self.reproduces is not None:
+            return self.reproduces
+        return tuple(k for k, r in self.ratios.items() if r["min"] > 1)
+
+    def expected_to_reproduce(self, scope: Scope) -> bool:
+        """Whether a pass of a listed check in this scope is news (NOT REPRODUCED) rather than a known margin."""
+        dev, cls = scope.device, scope.device.split(":")[0]
+        return any(w in (dev, cls, scope.key, f"{cls}/{scope.profile}") for w in self.reproduces_in())
 
     def bound(self, scope: Scope) -> float | None:
         """The largest ratio that still counts as the known defect: max * max(MIN_FACTOR, max / min) over the
@@ -85,21 +145,29 @@ class Entry:
 
 def load(path: Path | None = None) -> list[Entry]:
     """Every entry of the list, validated (a bad file is a one-line UsageError naming the entry)."""
-    path = Path(path or EXPECTED_FAILURES_FILE)
+    path = list_file(path)
     try:
         with open(path, "rb") as f:
             raw = tomllib.load(f).get("xfail", [])
     except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise UsageError(f"{path}: {exc}") from None
-    entries, seen = [], {}     # check id -> the device classes its entries so far name (None: every device)
+        raise UsageError(f"{path}: {exc}".splitlines()[0]) from None
+    if not isinstance(raw, list) or not all(isinstance(e, dict) for e in raw):
+        raise UsageError(f"{path}: xfail must be an array of tables ([[xfail]] entries)")
+    name = path.name if path == EXPECTED_FAILURES_FILE else str(path)
+    entries, seen = [], {}     # check id -> the (devices, profiles) scopes of its entries so far (None: every one)
     for e in raw:
-        entry = _entry(e, path.name)
-        for cid in entry.ids:     # a check may be listed again only for other, named devices (one finding each)
-            if cid in seen and (seen[cid] is None or entry.devices is None or seen[cid] & set(entry.devices)):
-                raise UsageError(f"{path.name}: {cid} is listed twice")
-            seen[cid] = None if entry.devices is None else seen.get(cid, set()) | set(entry.devices)
+        entry = _entry(e, name)
+        for cid in entry.ids:     # a check may be listed again only for other devices or other profiles
+            if any(_overlap(d, entry.devices) and _overlap(p, entry.profiles) for d, p in seen.get(cid, [])):
+                raise UsageError(f"{name}: {cid} is listed twice for the same device and profile")
+            seen.setdefault(cid, []).append((entry.devices, entry.profiles))
         entries.append(entry)
     return entries
+
+
+def _overlap(a, b) -> bool:
+    """Whether two scopes (a list of names, or None for every one) share a member."""
+    return a is None or b is None or bool(set(a) & set(b))
 
 
 def _entry(e: dict, name: str) -> Entry:
@@ -122,12 +190,30 @@ def _entry(e: dict, name: str) -> Entry:
     for p in e.get("profiles", ()):
         if p not in PROFILES:
             raise UsageError(f"{where}: unknown profile {p!r}")
+    if "reproduces" in e and not (isinstance(e["reproduces"], list)
+                                  and all(isinstance(w, str) and w for w in e["reproduces"])):
+        raise UsageError(f"{where}: reproduces must be a list of device classes or \"<device>/<profile>\" keys")
+    for f in ("commits", "trees"):
+        if f in e and "packages" not in e:
+            raise UsageError(f"{where}: {f} narrows packages: give packages too")
+        if f in e and not (isinstance(e[f], list) and e[f] and all(isinstance(w, str) and w for w in e[f])):
+            raise UsageError(f"{where}: {f} must be a non-empty list of strings")
+    for r in e.get("commits", ()):
+        if r in ("", "..") or not COMMIT_RANGE.fullmatch(r):
+            raise UsageError(f"{where}: commits {r!r} is not \"<sha>..<sha>\" (7 to 40 lowercase hex digits each)")
+    for t in e.get("trees", ()):
+        if not re.fullmatch(r"sha256:[0-9a-f]{12,64}", t):
+            raise UsageError(f"{where}: trees {t!r} is not \"sha256:<12 to 64 hex digits>\" (see `verify xfails`)")
+    for p in e.get("packages", ()):
+        if not isinstance(p, str) or not re.fullmatch(r"\S+ \S+?(@[0-9a-f]{7,40})?", p):
+            raise UsageError(f"{where}: packages {p!r} is not \"<name> <version>\" or \"<name> <version>@<commit>\"")
     for key, r in e.get("ratios", {}).items():
         if set(r) != {"min", "max", "seeds"} or not 0 < r["min"] <= r["max"] < math.inf:
             raise UsageError(f"{where}: ratios.{key} must be {{min, max, seeds}} with 0 < min <= max")
     tup = lambda k: tuple(e[k]) if k in e else None
     return Entry(ids, tuple(e["kinds"]), e["regime"], e["measured"], e["cause"], tup("packages"), tup("devices"),
-                 tup("profiles"), e.get("exception"), dict(e.get("ratios", {})), e.get("compare_ratio", True))
+                 tup("profiles"), e.get("exception"), dict(e.get("ratios", {})), e.get("compare_ratio", True),
+                 tup("reproduces"), tup("commits"), tup("trees"))
 
 
 def expected_failures(path: Path | None = None) -> dict[str, Entry]:
@@ -137,7 +223,7 @@ def expected_failures(path: Path | None = None) -> dict[str, Entry]:
 
 def applicable(scope: Scope, path: Path | None = None) -> dict[str, Entry]:
     """check id -> the entry that applies to this scope."""
-    path = Path(path or EXPECTED_FAILURES_FILE)
+    path = list_file(path)
     return _applicable(scope, path, path.stat().st_mtime_ns if path.exists() else 0)
 
 
@@ -147,27 +233,47 @@ def _applicable(scope: Scope, path: Path, mtime_ns: int) -> dict[str, Entry]:
 
 
 def describe(scope: Scope, path: Path | None = None) -> str:
-    """One line for the run's header: which list applied to which scope."""
-    path = Path(path or EXPECTED_FAILURES_FILE)
-    n, total = len(applicable(scope, path)), len(expected_failures(path))
-    return f"expected failures: {n} of the {total} checks listed in {path.name} apply to {scope}"
+    """One line for the run's header: how many entries of which list apply to which scope, and which packages
+    the list was measured on."""
+    path = list_file(path)
+    entries = load(path)
+    n = len({id(e) for e in applicable(scope, path).values()})
+    measured = sorted({p for e in entries for p in e.packages or ()})
+    where = "" if path == EXPECTED_FAILURES_FILE else f" (from {path})"
+    return (f"expected failures: {n} of {len(entries)} entries apply to {scope} (measured on "
+            f"{', '.join(measured) or 'no kernel package'}){where}")
 
 
 def scope_json(scope: Scope) -> dict:
     """The run's scope and which list applied, for the JSON environment (read back by `xfails --update`)."""
-    return {"scope": {"package": scope.package, "device": scope.device, "profile": scope.profile},
-            "applied": describe(scope)}
+    return {"scope": {"package": scope.package, "device": scope.device, "profile": scope.profile,
+                      "root": scope.root},
+            "applied": describe(scope), "file": str(list_file())}
 
 
-def judge(check_id: str, result: Result, scope: Scope, path: Path | None = None) -> Result:
+def apply(check_id: str, result: Result, scope: Scope, path: Path | None = None) -> Result:
     """A failure of a listed check that fails the known way becomes xfail; one that fails worse stays a
-    failure saying so with both numbers; a listed pass is marked NOT REPRODUCED (marginal regimes pass on
-    some draws).  Other results are returned unchanged."""
+    failure saying so with both numbers.  A listed pass is marked NOT REPRODUCED where the entry says the
+    defect reproduces (Entry.expected_to_reproduce); elsewhere its message only notes that the listed defect
+    did not show at this device/profile.  Other results are returned unchanged."""
     entry = applicable(scope, path).get(check_id)
+    name = list_file(path).name
     if entry is None or result.status not in ("pass", "fail"):
         return result
     if result.status == "pass":
-        result.message += f" [listed in expected_failures.toml but {NOT_REPRODUCED} in this run]"
+        expected = entry.expected_to_reproduce(scope)
+        where = entry.reproduces_in()
+        if expected:
+            result.message += (f" [expected failure {NOT_REPRODUCED} at {scope.key}, where {name} "
+                               f"records it failing" + (f" (ratios {spread(entry.ratios[scope.key])})"
+                                                        if scope.key in entry.ratios else "") + "]")
+        else:
+            result.message += (f" [listed in {name}; not reproduced at {scope.key}, which the entry "
+                               "allows: " + (f"it reproduces at {', '.join(where)}]" if where else
+                                             "it records no device/profile where it always reproduces]"))
+        result.details["expected_failure"] = {"ids": list(entry.ids), "cause": entry.cause, "listed": entry.measured,
+                                              "scope": str(scope), "verdict": "not_reproduced",
+                                              "expected_here": expected}
         return result
     kind, exc_type = failure_kind(result)
     r, bound = ratio(result), entry.bound(scope)
@@ -180,7 +286,7 @@ def judge(check_id: str, result: Result, scope: Scope, path: Path | None = None)
         result.details["expected_failure"] = {**listed, "verdict": "worse"}
     elif kind == "over_budget" and bound is not None and r > bound:
         result.message += (f" [{WORSE}: ratio {r:.3g} above the bound {bound:.3g} recorded for {scope.key} "
-                           f"(ratios {_spread(entry.ratios[scope.key])})]")
+                           f"(ratios {spread(entry.ratios[scope.key])})]")
         result.details["expected_failure"] = {**listed, "verdict": "worse"}
     else:
         within = ("kind only: no ratios recorded for " + scope.key if bound is None and entry.compare_ratio
@@ -191,7 +297,7 @@ def judge(check_id: str, result: Result, scope: Scope, path: Path | None = None)
     return result
 
 
-def _spread(r: dict) -> str:
+def spread(r: dict) -> str:
     return f"{r['min']:.3g}..{r['max']:.3g} over {r['seeds']} seeds"
 
 
@@ -230,6 +336,57 @@ def identity(package: dict | None) -> str | None:
     return f"{package['name']} {package['version']}" + (f"@{commit[:12]}" if commit else "")
 
 
+def _split(package: str) -> tuple[str, str, str | None]:
+    """ "fla 0.6.0@1a2b3c" -> ("fla", "0.6.0", "1a2b3c"); the commit is None for a tree without git."""
+    name, _, rest = package.partition(" ")
+    version, _, commit = rest.partition("@")
+    return name, version, commit or None
+
+
+def package_matches(listed: str, package: str | None) -> bool:
+    """Whether an entry's package ("fla 0.6.0", or "fla 0.6.0@<commit prefix>") names the run's package
+    identity: the same name and __version__, and where the entry names a commit, a checkout at that commit."""
+    if package is None:
+        return False
+    (n, v, c), (pn, pv, pc) = _split(listed), _split(package)
+    return (n, v) == (pn, pv) and (c is None or (pc is not None and (pc.startswith(c) or c.startswith(pc))))
+
+
+@functools.lru_cache(maxsize=256)
+def in_range(root: str, commit: str, span: str) -> bool:
+    """Whether `commit` of the git checkout holding `root` lies in `span` ("a..b": a descendant of a, or a itself,
+    and an ancestor of b, or b itself; "a": that commit).  A commit git cannot resolve there (a shallow clone,
+    another repository) is not in the range."""
+    lo, dots, hi = span.partition("..")
+    if not dots:
+        lo = hi = span
+
+    def git(*a: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", root, *a], capture_output=True, text=True, timeout=30,
+                              check=False)
+    try:
+        return all(git("merge-base", "--is-ancestor", a, b).returncode == 0
+                   for a, b in ((lo, commit), (commit, hi)) if a and b)
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+@functools.lru_cache(maxsize=16)
+def tree_hash(root: str) -> str | None:
+    """ "sha256:<hex>" over the relative path and bytes of every .py file of the kernel package at `root` (its
+    fla/ directory), in sorted order: the same for a copy of the same code wherever it lies, git or not."""
+    base = Path(root)
+    if not base.is_dir():
+        return None
+    h = hashlib.sha256()
+    for f in sorted(p for p in base.rglob("*.py") if "__pycache__" not in p.parts):
+        rel = f.relative_to(base).as_posix().encode()
+        h.update(len(rel).to_bytes(4, "little") + rel)
+        data = f.read_bytes()
+        h.update(len(data).to_bytes(8, "little") + data)
+    return "sha256:" + h.hexdigest()
+
+
 def kernel_package(origin: str | None) -> dict | None:
     """{name, version, git_commit} of the package whose __init__.py is `origin`: its __version__, and the
     commit when that file is tracked in a git checkout."""
@@ -237,7 +394,7 @@ def kernel_package(origin: str | None) -> dict | None:
         return None
     init = Path(origin)
     m = re.search(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", init.read_text(errors="replace"), re.M)
-    return {"name": init.parent.name, "version": m.group(1) if m else None,
+    return {"name": init.parent.name, "version": m.group(1) if m else None, "path": str(init.parent.resolve()),
             "git_commit": environment.git_commit(init)}
 
 
@@ -255,10 +412,11 @@ def current_scope(device: str, profile: str) -> Scope:
     if device == "cuda":
         import torch
         name = torch.cuda.get_device_name(0)
-    return Scope(identity(kernel_package(spec.origin if spec else None)), device_class(device, name), profile)
+    pkg = kernel_package(spec.origin if spec else None)
+    return Scope(identity(pkg), device_class(device, name), profile, pkg and pkg["path"])
 
 
-# ------------------------------------------------------------------------------- `verify xfails`
+# ------------------------------------------------- `verify xfails` (the command: verify/commands/xfails.py)
 
 
 def run_scope(doc: dict) -> Scope:
@@ -270,7 +428,7 @@ def run_scope(doc: dict) -> Scope:
     if not doc.get("kernel_package"):
         raise UsageError("the result names no kernel package (written by an older verify); rerun it")
     return Scope(identity(doc["kernel_package"]), device_class(env.get("device", "cpu"), env.get("device_name")),
-                 env.get("profile", "ci"))
+                 env.get("profile", "ci"), doc["kernel_package"].get("path"))
 
 
 def measured_ratios(records: list[dict], entries: dict[str, Entry]) -> dict[int, list[float]]:
@@ -292,7 +450,7 @@ def update(run_json: str, path: Path | None = None) -> list[str]:
     """Rewrite the `ratios` line of every entry that applies to the run's scope and whose checks it ran,
     for that scope's key; ids, kinds, prose and every other line stay as they are.  Returns what changed."""
     import json
-    path = Path(path or EXPECTED_FAILURES_FILE)
+    path = list_file(path)
     try:
         doc = json.loads(Path(run_json).read_text())
         scope, records = run_scope(doc), doc["checks"]
@@ -315,7 +473,7 @@ def update(run_json: str, path: Path | None = None) -> list[str]:
                                         for k, r in sorted(ratios.items())) + "}"
         blocks[n] = (re.sub(r"(?m)^ratios = .*$", line, block) if re.search(r"(?m)^ratios = ", block)
                      else re.sub(r"(?m)^regime = ", line + "\nregime = ", block, count=1))
-        changed.append(f"{', '.join(ids)}: {scope.key} ratios {_spread(ratios[scope.key])}")
+        changed.append(f"{', '.join(ids)}: {scope.key} ratios {spread(ratios[scope.key])}")
     text = "".join(blocks)
     for e in tomllib.loads(text).get("xfail", []):     # the rewritten file must still load
         _entry(e, path.name)
@@ -323,41 +481,3 @@ def update(run_json: str, path: Path | None = None) -> list[str]:
     tmp.write_text(text)
     tmp.replace(path)
     return changed
-
-
-def add_parser(sub) -> None:
-    p = sub.add_parser("xfails", help="list the expected failures that apply here, or update their measured ratios",
-                       description="Without --update: the entries of verify/expected_failures.toml that apply to "
-                                   "this kernel package, device and profile.  --update RUN.json: rewrite the "
-                                   "measured ratios of the entries that RUN.json ran (for a maintainer after an "
-                                   "intended change; ids, kinds and causes are never touched).")
-    p.add_argument("--update", metavar="RUN.json", help="a `verify ... --json` result (a --repeat 20 run: one "
-                                                         "spread over 20 seeds)")
-    p.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda when available, else cpu")
-    p.add_argument("--profile", choices=PROFILES, default="ci")
-    p.add_argument("--kernel-root", metavar="PATH", help="the kernel package (fla) in this checkout")
-    p.add_argument("--file", metavar="TOML", help="another expected-failure file (default: the package's)")
-    p.add_argument("--debug", action="store_true")
-
-
-def run(args) -> int:
-    path = Path(args.file) if args.file else EXPECTED_FAILURES_FILE
-    if args.update:
-        for line in update(args.update, path) or ["nothing to update: the run measured no listed check of its scope"]:
-            print(line)
-        return 0
-    from verify import environment
-    from verify.kernel_root import validate_kernel_root
-    device = environment.resolve_device(args.device)
-    scope = current_scope(device, args.profile)
-    if args.kernel_root:
-        init = Path(validate_kernel_root(args.kernel_root)) / "fla" / "__init__.py"
-        scope = Scope(identity(kernel_package(str(init))), scope.device, scope.profile)
-    print(describe(scope, path))
-    for cid, e in applicable(scope, path).items():
-        bound = e.bound(scope)
-        how = (f"ratio <= {bound:.3g} ({_spread(e.ratios[scope.key])})" if bound is not None
-               else "kind only" + ("" if not e.compare_ratio else f" (no ratios for {scope.key})"))
-        kinds = ", ".join(f"exception {e.exception}" if k == "exception" else k for k in e.kinds)
-        print(f"{cid}  {kinds}; {how}")
-    return 0

@@ -29,9 +29,9 @@ import sys
 import torch
 
 from references import mdn as MDN
-from verify.inputs import as_oracle, floats_as
-from verify.localize.stages import Stage
-from verify.precision import Precision
+from verify.core.inputs import as_oracle, floats_as
+from verify.core.precision import Precision
+from verify.stages import Stage
 
 FUNCTION = "chunk_momentum_delta_rule_ref"
 ONCE = ("log_a_cum", "log_m_cum", "log_ct", "b_t", "gamma_mask_q", "gamma_mask", "attn", "attn_inv", "u_c", "y_c",
@@ -79,12 +79,12 @@ def run_forward(x: dict, chunk: int) -> dict:
     return seen
 
 
-def stages(x: dict, dtype: str, chunk: int) -> list[Stage]:
-    """Run fla's chunk MDN on x and return its stages in the order the function computes them."""
-    from verify.ops import OPS
+def stages(x: dict, dtype: str, chunk: int, dot: str) -> list[Stage]:
+    """Run fla's chunk MDN on x and return its stages in the order the function computes them (fp32 dots in
+    the format `dot`)."""
     seen = run_forward(x, chunk)
     f = seen["once"]
-    prec = Precision.of(dtype, OPS[f"mdn_chunk{chunk}"].dot)
+    prec = Precision.of(dtype, dot)
     S = {n: Stage(n, local, prec) for n, local in STAGES}    # the locals of FUNCTION
     x64, x32 = as_oracle(x), floats_as(x, torch.float32)
     k_hat = prec.store(x32["eta"][..., None] * x32["k"])

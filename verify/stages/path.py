@@ -34,9 +34,9 @@ import torch
 from kernels import fla_ops
 from references import path_attn as P
 from verify import same_dtype
-from verify.inputs import as_oracle, floats_as
-from verify.localize.stages import Stage, recording
-from verify.precision import Precision
+from verify.core.inputs import as_oracle, floats_as
+from verify.core.precision import Precision
+from verify.stages import Stage, recording
 
 FORWARD = ("chunk_global_cumsum", "chunk_scaled_dot_kkt_fwd", "solve_tril", "intra_chunk_preprocess_fwd_fn",
            "parallel_path_fwd_fn")
@@ -48,10 +48,11 @@ LN2 = math.log(2.0)
 def run(x: dict, scale: float, do: torch.Tensor | None) -> tuple[dict, dict]:
     """fla's parallel_path_attn on x, forward (and backward with upstream do), every stage call recorded.
     Returns ({function: (args, kwargs, outputs)}, {input name: gradient} or {})."""
-    from verify.checks.kernels import grads_of
+    from verify.core.engine import grads_of
     mod = fla_ops._import("fla.ops.path_attn.parallel")
     names = FORWARD + (BACKWARD if do is not None else ())
-    kernel = lambda **a: mod.parallel_path_attn(a["q"], a["k"], a["v"], a["w"], a["beta"], a["g"], scale,
+    entry = getattr(mod, "parallel_path_attn", None) or mod.parallel_path_attention    # the name before fla 0.3.2
+    kernel = lambda **a: entry(a["q"], a["k"], a["v"], a["w"], a["beta"], a["g"], scale,
                                                 a["cu_seqlens"])[0]
     with recording(mod, names) as calls:
         if do is None:
@@ -187,7 +188,7 @@ def stages(x: dict, dtype: str, fp32_dot: str, backward: bool = False) -> list[S
 
 def _gradients(stage: Stage, x64: dict, x32: dict, grads: dict, do, prec: Precision, scale: float) -> None:
     """The kernel's input gradients against autograd of the oracle and of the same-dtype implementation."""
-    from verify.checks.kernels import grads_of
+    from verify.core.engine import grads_of
     leaves = list(grads)
     oracle = grads_of(lambda **kw: P.path_attn(**{**x64, **kw}, scale=scale, gate_scaled=True),
                       {n: x64[n] for n in leaves}, lambda outs: [do])

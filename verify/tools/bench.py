@@ -1,4 +1,4 @@
-"""Oracle timings: `python -m verify.bench` (float64 literal PaTH walk, one head, this machine's CPU).
+"""Oracle timings: `python -m verify.tools.bench` (float64 literal PaTH walk, one head, this machine's CPU).
 
 The walk is O(T^2 d); the printed ratios t(2T)/t(T) show it (4 for pure T^2 scaling).
 """

@@ -1,0 +1,76 @@
+"""Boundary cases derived from each op record's kernel structure (verify.core.boundaries): a covering array of
+strength 2 (every pair of levels of any two factors in some case, but the pairs the cost rule excludes), the
+same cases on every call, each case given to a check of its dtype whose regime keeps what the case covers,
+and the quick profile left without them."""
+import itertools
+
+import pytest
+
+from verify import ops
+from verify.core import boundaries as B
+
+STRUCTURED = [(op.name, p) for op in ops.OPS.values() if op.structure
+              for p in (*op.passes, *(("decode",) if op.decode else ())) if B.t_levels(op.structure, p, "ci")]
+
+
+def _wrong_pairs(fs, rows, costly):
+    """Pairs of levels that are uncovered, or covered though the cost rule excludes them."""
+    out = []
+    for (fa, la), (fb, lb) in itertools.combinations(fs, 2):
+        for a, b in itertools.product(la, lb):
+            pair = {fa: a, fb: b}
+            excluded = pair.get("T", 0) > costly and (pair.get("dims") == "equal" or pair.get("varlen") == "at_block")
+            covered = any(all(r.get(k) == v for k, v in pair.items()) for r in rows)
+            if covered == excluded:
+                out.append(pair)
+    return out
+
+
+@pytest.mark.parametrize("name, pass_", STRUCTURED)
+def test_every_pair_of_levels_is_covered(name, pass_):
+    op = ops.OPS[name]
+    fs = B.factors(op.structure, op.dtypes, pass_, "ci")
+    rows = B.covering(op.structure, op.dtypes, pass_, "ci")
+    costly = op.structure.costly.get("ci", 1 << 30)
+    assert _wrong_pairs(fs, rows, costly) == []
+    assert len(rows) < len(list(itertools.product(*(lv for _, lv in fs))))      # fewer than the product
+    # negative control: any one case dropped leaves some pair uncovered (the array has no spare row)
+    assert any(_wrong_pairs(fs, rows[:i] + rows[i + 1:], costly) for i in range(len(rows)))
+
+
+@pytest.mark.parametrize("name, pass_", STRUCTURED)
+def test_the_cases_are_the_same_on_every_call_and_reach_their_levels(name, pass_):
+    op = ops.OPS[name]
+    first = B.cases(op, pass_, "ci")
+    assert first == B.cases(op, pass_, "ci") and B.cases(op, pass_, "quick") == []
+    levels = B.t_levels(op.structure, pass_, "ci")
+    assert sorted({c.T for _, c in first}) == levels
+    reached = B.reached(op, pass_, "ci", [c for _, c in first])
+    assert all(not f["missing"] for f in reached.values()), reached
+
+
+@pytest.mark.parametrize("name, pass_", STRUCTURED)
+def test_each_case_goes_to_a_check_that_keeps_its_options(name, pass_):
+    op = ops.OPS[name]
+    regimes = {r: op.regimes[r] for r in op.decode.regimes} if pass_ == "decode" else op.regimes
+    assigned = B.assign(op, pass_, "ci", regimes)
+    flat = [c for cases in assigned.values() for c in cases]
+    assert len(flat) == len(B.cases(op, pass_, "ci"))
+    for (dtype, regime), cs in assigned.items():
+        for c in cs:
+            assert B.apply_regime(c, regimes[regime]) == c        # the regime's fixed fields hold
+    for (dtype, case), placed in zip(B.cases(op, pass_, "ci"), _placement(assigned, B.cases(op, pass_, "ci"), regimes)):
+        assert placed[0] == dtype and op.structure.present(placed[1]) == op.structure.present(case)
+
+
+def _placement(assigned, cases, regimes):
+    """(dtype, assigned case) for each case, matched by seed (each boundary case has its own seed)."""
+    by_seed = {c.seed: (d, c) for (d, _), cs in assigned.items() for c in cs}
+    return [by_seed[c.seed] for _, c in cases]
+
+
+def test_a_missing_level_is_named(registry):
+    op = ops.OPS["path_attn"]
+    some = [c for _, c in B.cases(op, "bwd", "ci") if c.T < 500]
+    reached = B.reached(op, "bwd", "ci", some)
+    assert set(reached["T"]["missing"]) == {"513", "1026"}

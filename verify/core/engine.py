@@ -1,0 +1,169 @@
+"""The comparison engine: run one kernel op, its float64 oracle and its same-dtype implementation on the same
+inputs and judge every output or gradient under the budget rule (verify.core.budget, with the op's budget
+factor c).  The kernel check family (verify.checks.kernels), `verify compare`, localize, the sanitizer,
+bisect and the report all measure through here; nothing here registers a check.
+
+Each declared convention is measured here too (`convention_result`): the kernel must agree with the oracle
+under the declared convention (within its forward budget) and disagree with the alternative by more than
+10x that budget.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from kernels import fla_ops
+from verify.core.budget import OracleFailed, Verdict, verdict, worst
+from verify.core.errors import UsageError
+from verify.core.inputs import as_oracle, floats_as
+from verify.core.metrics import rel_err
+from verify.core.precision import Precision
+from verify.core.records import KernelOp, as_tuple, scale_of
+from verify.core.registry import Context, Result
+from verify.core.search import Probe
+from verify.core.timing import phase, time_compilations
+
+
+def prepare(ctx: Context) -> None:
+    """On the CPU, install the interpreter fidelity layer before any kernel module is imported, and
+    make fla pick the H200's tile sizes.  On every device, memory that torch allocates without writing
+    (torch.empty) is filled with NaN, so a kernel that leaves part of its output unwritten fails as
+    non-finite every time instead of returning whatever the allocator reused (a verdict that would
+    change from run to run, and that hypothesis reports as flaky)."""
+    if ctx.device == "cpu":
+        from verify.core import fidelity
+        fidelity.prepare_cpu_kernels(ctx.fp32_dot)
+    else:
+        time_compilations()
+    # after the fidelity layer (this imports triton); fills torch.empty through fill_uninitialized_memory
+    torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+def call_kernel(fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except fla_ops.KernelUnavailable as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def grads_of(fn, leaves: dict, upstream) -> dict:
+    """Gradients of sum_i <out_i, u_i> with respect to every leaf, u = upstream(outputs of fn)."""
+    live = {n: t.detach().clone().requires_grad_() for n, t in leaves.items()}
+    outs = as_tuple(fn(**live))
+    torch.autograd.backward(list(outs), [u.to(o.dtype) for o, u in zip(outs, upstream(outs))])
+    return {n: torch.zeros_like(t) if t.grad is None else t.grad for n, t in live.items()}   # unused: zero
+
+
+def _upstream(like: torch.Tensor, dtype, seed: int) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed + 7919)
+    return torch.randn(like.shape, generator=gen, dtype=torch.float64).to(dtype).to(like.device)
+
+
+def measure(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int) -> list[Verdict]:
+    """fwd: judge each output of op; bwd: judge the gradient of every present input in op.grad_inputs, for
+    one random upstream gradient (in the kernel dtype, the same values for kernel, oracle and the same-dtype
+    implementation).  The kernel runs first: a variant it does not offer stops before the oracle's cost."""
+    c = op.budget_factor[pass_]
+    s = scale_of(x)
+    kernel = lambda **a: op.kernel(**a, scale=s)
+    oracle = _guarded("float64 oracle", lambda **a: op.oracle(**a, scale=s))
+    same_dtype = _guarded("same-dtype implementation", lambda **a: op.same_dtype(**a, prec=prec, scale=s))
+    x64 = as_oracle(x)
+    x32 = floats_as(x, torch.float32)
+    dev = x[op.required[0]].device.type
+    if pass_ == "fwd":
+        with torch.no_grad():
+            with phase("kernel", dev):
+                outs = as_tuple(call_kernel(kernel, **x))
+            with phase("oracle", dev):
+                expected = as_tuple(oracle(**x64))
+            with phase("same_dtype", dev):
+                same = as_tuple(same_dtype(**x32))
+        scale = max(float(o.abs().max()) if o.numel() else 0.0 for o in expected)
+        with phase("oracle", dev):      # the summed |terms| of the budget's floor, from the same float64 inputs
+            terms = op.terms(**x64, scale=s) if op.terms else {}
+        return [verdict(n, o, r64, r, prec, c, scale, terms.get(n))
+                for n, o, r64, r in zip(op.outputs, outs, expected, same)]
+    ups = lambda outs: [_upstream(o, prec.torch_dtype, seed + i) for i, o in enumerate(outs)]
+    leaves = [n for n in op.grad_inputs if x.get(n) is not None]
+    with phase("kernel", dev):
+        g_k = call_kernel(kernel_grads, lambda **kw: kernel(**{**x, **kw}), {n: x[n] for n in leaves}, ups)
+    with phase("oracle", dev):
+        g_o = grads_of(lambda **kw: oracle(**{**x64, **kw}), {n: x64[n] for n in leaves}, ups)
+    with phase("same_dtype", dev):
+        g_r = grads_of(lambda **kw: same_dtype(**{**x32, **kw}), {n: x32[n] for n in leaves}, ups)
+    scale = max(float(g.abs().max()) if g.numel() else 0.0 for g in g_o.values())
+    return [verdict("d" + n, g_k[n], g_o[n], g_r[n], prec, c, scale) for n in leaves]
+
+
+def _guarded(what: str, fn):
+    """fn, with any exception it raises turned into OracleFailed naming the inputs' shapes."""
+    def call(**x):
+        try:
+            return fn(**x)
+        except Exception as exc:
+            shapes = ", ".join(f"{n} {tuple(t.shape)}" for n, t in x.items() if isinstance(t, torch.Tensor))
+            raise OracleFailed(f"the {what} raised on inputs {shapes}: {type(exc).__name__}: {exc}"
+                               .splitlines()[0]) from exc
+    return call
+
+
+def kernel_grads(fn, leaves: dict, upstream) -> dict:
+    """grads_of for the kernel; the package's own missing backward is a variant it does not offer."""
+    try:
+        return grads_of(fn, leaves, upstream)
+    except NotImplementedError as exc:
+        reason = fla_ops.missing_backward(exc)
+        if reason:
+            raise fla_ops.VariantUnsupported(reason) from exc
+        raise
+
+
+def probe(op: KernelOp, case, dtype: str, pass_: str, ctx: Context) -> Probe:
+    """One evaluation of a kernel check: the worst tensor verdict, the case and every tensor's verdict."""
+    prec = Precision.of(dtype, op.dot or ctx.fp32_dot)
+    verdicts = measure(op, pass_, op.inputs(case, prec.torch_dtype, ctx.device), prec, case.seed)
+    return Probe(worst(verdicts), case.label(), {"tensors": [v.record() for v in verdicts]})
+
+
+def decode_probe(op: KernelOp, case, dtype: str, ctx: Context) -> Probe:
+    prec = Precision.of(dtype, op.dot or ctx.fp32_dot)
+    x = op.inputs(case, prec.torch_dtype, ctx.device)
+    d = op.decode
+    with phase("kernel", ctx.device):
+        out = call_kernel(d.kernel, **x, scale=scale_of(x))
+    with phase("oracle", ctx.device):
+        expected = d.oracle(**as_oracle(x))
+    with phase("same_dtype", ctx.device):
+        same = d.same_dtype(**floats_as(x, torch.float32), prec=prec)
+    v = verdict(d.output, out, expected, same, prec, op.budget_factor["decode"])
+    return Probe(v, case.label(), {"tensors": [v.record()]})
+
+
+def saved_inputs(op: KernelOp, case, dtype: str, pass_: str) -> tuple[dict, list[str]]:
+    """What `--save-failing` writes for a failing case: the op's inputs as `verify compare` loads them, and
+    the compare arguments that replay the check (the upstream gradient of bwd comes from the case's seed)."""
+    x = {n: t for n, t in op.inputs(case, Precision.of(dtype, "ieee").torch_dtype, "cpu").items() if t is not None}
+    return x, ["--op", op.name, "--dtype", dtype, "--pass", pass_, "--seed", str(case.seed)]
+
+
+def convention_result(op: KernelOp, p, ctx: Context) -> Result:
+    """In fp32 where the op takes it (the smallest budget), else in its first dtype."""
+    prec = Precision.of("fp32" if "fp32" in op.dtypes else op.dtypes[0], op.dot or ctx.fp32_dot)
+    x = op.inputs(p.case, prec.torch_dtype, ctx.device)
+    x64, s = as_oracle(x), scale_of(x)
+    i = op.outputs.index(p.output)
+    out = as_tuple(call_kernel(op.kernel, **x, scale=None if p.kernel_scale_none else s))[i]
+    declared = as_tuple(op.oracle(**x64, scale=s))[i]
+    other = as_tuple(p.alternative(op, x64, s))[i]
+    same = as_tuple(op.same_dtype(**floats_as(x, torch.float32), prec=prec, scale=s))[i]
+    v = verdict(p.output, out, declared, same, prec, op.budget_factor["fwd"])
+    other_ratio = rel_err(out, other) / v.budget_rel
+    ok = v.ratio <= 1 and other_ratio > 10
+    return Result("pass" if ok else "fail", v.measured, v.budget,
+                  f"declared convention: {v.summary()}; alternative ({p.what_else}): rel error "
+                  f"{rel_err(out, other):.2e} = {other_ratio:.0f}x the relative budget -> "
+                  + ("declared convention confirmed" if ok else "DECLARED CONVENTION NOT CONFIRMED"),
+                  details={"tensors": [v.record()], "alternative_ratio": other_ratio if math.isfinite(other_ratio) else None},
+                  kind=None if ok else "over_budget", measure=v.decided_by)

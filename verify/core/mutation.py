@@ -1,0 +1,80 @@
+"""Planted bugs: source patches applied to a temporary copy of the kernel package (fla), which the checks
+then verify through --kernel-root in a fresh subprocess.  A mutant is killed when one of its checks fails.
+
+Each mutant is one real kind of mistake in these kernels, registered once here; adding one is a few lines.
+A patch whose target text is not found exactly `count` times raises: the mutant is out of date, which is
+an error, never a silent survivor.  Killers are checks that take seconds at the quick and ci profiles and
+are green on the unmodified kernels; the mutant.* checks (verify/checks/mutants.py) run them, and
+`verify mutants` prints which one killed each mutant.  A bug that hides while K == V needs a case with
+D != Dv: the PaTH and FoX convention checks use D = 16, Dv = 32.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from verify.core.ids import op_of
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    description: str
+    path: str                    # file inside the fla package, e.g. "ops/path_attn/parallel_path_fwd.py"
+    old: str
+    new: str
+    killers: tuple[str, ...]     # check ids expected to turn red
+    count: int = 1               # occurrences of `old` the patch replaces
+
+    @property
+    def ops(self) -> set[str]:
+        """The kernel ops (verify.ops.OPS names) whose checks kill this mutant."""
+        return {op_of(k) for k in self.killers}
+
+
+
+
+def fla_package_dir() -> Path:
+    spec = importlib.util.find_spec("fla")
+    if spec is None or spec.origin is None:
+        raise RuntimeError("the fla package (fla-core) is not installed")
+    return Path(spec.origin).parent
+
+
+def materialize(mutant: Mutant, dest: Path, source: Path | None = None) -> Path:
+    """Copy the fla package into dest/fla with the mutant's patch applied; returns dest (a kernel root)."""
+    source = source or fla_package_dir()
+    shutil.copytree(source, dest / "fla", ignore=shutil.ignore_patterns("__pycache__"))
+    target = dest / "fla" / mutant.path
+    text = target.read_text()
+    found = text.count(mutant.old)
+    if found != mutant.count:
+        raise RuntimeError(f"mutant {mutant.name}: expected {mutant.count} occurrence(s) of its target in "
+                           f"{mutant.path}, found {found}; the kernel source changed, update the mutant")
+    target.write_text(text.replace(mutant.old, mutant.new))
+    return dest
+
+
+def run_checks(kernel_root: Path | str | None, ids: tuple[str, ...], profile: str = "quick", seed: int = 0,
+               device: str = "cpu", extra: tuple[str, ...] = ()) -> tuple[int, dict]:
+    """Run `verify all --id ...` in a fresh interpreter; returns (exit status, JSON document)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "out.json"
+        cmd = [sys.executable, "-m", "verify", "all", "--device", device, "--profile", profile,
+               "--seed", str(seed), "--json", str(out), *extra]
+        for i in ids:
+            cmd += ["--id", i]
+        if kernel_root is not None:
+            cmd += ["--kernel-root", str(kernel_root)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
+        doc = json.loads(out.read_text()) if out.exists() else {}
+    if not doc:
+        raise RuntimeError(f"verify exited {proc.returncode} without results:\n{proc.stderr[-2000:]}")
+    return proc.returncode, doc
