@@ -99,7 +99,8 @@ def test_oracle_failure_is_a_usage_error_naming_the_input(capsys, tmp_path, monk
         raise ValueError("planted oracle failure")
     monkeypatch.setattr(MDN, "recurrence", broken)
     inputs = sample_file(tmp_path, OPS["mdn_recurrent"])
-    code, err, out = compare(capsys, tmp_path, "mdn_recurrent", inputs)
+    # in this process (--in-child: the comparison the parent would run in a child), where the oracle is planted
+    code, err, out = compare(capsys, tmp_path, "mdn_recurrent", inputs, "--in-child")
     assert_usage_error(code, err, f"--inputs {inputs}", "float64 oracle", "planted oracle failure", json_path=out)
 
 

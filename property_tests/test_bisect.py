@@ -109,7 +109,7 @@ def test_bisect_names_the_planted_commit(history, tmp_path, capsys, fixed):
     text = capsys.readouterr().out
     assert status == 0, text
     doc = json.loads(out.read_text())
-    first, parent, skipped, why = (("revert", "renamed", "unnamed", "unexpected keyword argument 'use_cache'") if fixed
+    first, parent, skipped, why = (("revert", "renamed", "unnamed", "takes no use_cache") if fixed
                                    else ("plant", "base", "break", "SyntaxError"))
     assert doc["first"]["commit"] == shas[first]
     assert doc["first"]["files"] == (["fla/" + MUTANT.path])

@@ -69,7 +69,7 @@ def test_forward_checks_leave_the_backward_kernels_unrun(tmp_path, capsys):
 
 def test_a_selection_without_kernel_checks_is_exit_2(capsys):
     assert cli.main(["coverage", "-k", "oracle.path"]) == 2
-    assert "no kernel.fla check" in capsys.readouterr().err
+    assert "no kernel check" in capsys.readouterr().err
 
 
 def _line_of(rel: str, text: str) -> int:

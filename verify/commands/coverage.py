@@ -50,15 +50,17 @@ def families(names: set[str] | None = None) -> dict[str, tuple[str, tuple[str, .
     from verify.ops import OPS
     by_package: dict[tuple, list] = {}
     for op in OPS.values():
-        if op.package and (names is None or op.name in names):
+        if op.package:
             by_package.setdefault(op.package, []).append(op)
     out = {}
     for package, group in by_package.items():
-        label = os.path.commonprefix([op.name for op in group]).rstrip("_")
+        prefix = os.path.commonprefix([op.name for op in group]).rstrip("_")
+        label = lambda op: prefix if len(prefix) >= 3 else op.name      # noqa: E731 (no shared prefix: the op's name)
         dirs = tuple(m.split(".", 1)[1].replace(".", "/") for m in package)
-        excluded = {k: v for op in group for k, v in op.not_reached.items()}
         for op in group:
-            out[op.name] = (label if len(label) >= 3 else group[0].name, dirs, excluded)
+            if names is None or op.name in names:
+                excluded = {k: v for o in group if label(o) == label(op) for k, v in o.not_reached.items()}
+                out[op.name] = (label(op), dirs, excluded)
     return out
 
 

@@ -229,13 +229,6 @@ PATH_FWD, PATH_PRE, PATH_API = ("ops/path_attn/parallel_path_fwd.py", "ops/path_
 FOX_FILE = "ops/attn/parallel.py"
 PATH_MUTANTS = (
     # PaTH (Triton)
-    # structural: reached only by the boundary cases (verify.core.boundaries); each survives the checks without them
-    Mutant("path_bwd_superblock_dk_offset", "PaTH backward: the cross-super-block dk kernel offsets dk by the value "
-           "head dim V instead of K (the twin of fla's own dv defect: wrong only past 512 tokens, with K != V, for a "
-           "head or sequence other than the first)", "ops/path_attn/parallel_path_bwd_inter_dkv.py",
-           "    dk += (bos * HQ + i_hq) * K\n", "    dk += (bos * HQ + i_hq) * V\n",
-           # the killer is listed for fla's dv defect (xfail at 9.67x); the mutant's dk error exceeds its ratchet
-           ("kernel.fla.path_attn.bwd.bf16.w_aligned", "kernel.fla.path_attn.bwd.fp32.gate_strong")),
     Mutant("path_zero_mask", "PaTH forward: a zero causal mask instead of -inf inside the diagonal block", PATH_FWD,
            'b_s = tl.where(m_s[:, None], b_s * sm_scale, float("-inf"))',
            "b_s = tl.where(m_s[:, None], b_s * sm_scale, 0.0)",
