@@ -105,6 +105,12 @@ def test_a_toy_op_gets_every_command_from_its_record_alone(tmp_path):
     assert covered.returncode == 0 and list(cov["ops"]) == ["toy_scalar_gate"], covered.stdout[-3000:]
     assert cov["ops"]["toy_scalar_gate"]["executed"] > 0
 
+    reported = _verify(tmp_path, "report", "--profile", "quick", "-k", "toy_scalar_gate and fwd and fp32",
+                       "--device", "cpu", "--workers", "1", "--out", "rep")
+    rep = json.loads((tmp_path / "rep" / "report.json").read_text())
+    assert reported.returncode == 0 and rep["points"], reported.stdout[-2000:] + reported.stderr[-2000:]
+    assert all(pt["id"].split(".")[1] == "toy_scalar_gate" and pt["status"] == "pass" for pt in rep["points"])
+
     # the toy's mutant applies to the installed kernels and its killer turns red on it (green above)
     mutant = ops.mutants().get("toy_scalar_gate_gate_scaled") or toy_op.TOY.mutants[0]
     root = materialize(mutant, tmp_path / "mutant")

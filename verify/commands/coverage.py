@@ -145,7 +145,7 @@ def run(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from verify.core import results
+    from verify.core import configs, results
     from verify.core.mutation import fla_package_dir
     from verify.core.registry import Context, select
     from verify.run import runner
@@ -193,7 +193,9 @@ def run(args) -> int:
         result[op] = {"checks": [c.id for c in op_checks], "dirs": list(dirs),
                       **analyse(report, package, dirs, excluded),
                       "structure": structure_reached([r for r in records if op_of(r.id) in
-                                                      {op_of(c.id) for c in op_checks}], args.profile)}
+                                                      {op_of(c.id) for c in op_checks}], args.profile),
+                      "configs": configs.summary(ctx.configs, [r for r in records if op_of(r.id) in
+                                                               {op_of(c.id) for c in op_checks}])}
     table = Table(title=f"kernel coverage per op ({args.profile} profile, CPU interpreter)")
     for col in ("op", "checks", "lines run", "kernels run", "launcher branches never taken", "lines excluded"):
         table.add_column(col)
@@ -209,6 +211,9 @@ def run(args) -> int:
                 for item in r[what]:
                     console.print(f"  {item}", highlight=False, soft_wrap=True)
     for op, r in result.items():
+        for kernel, v in r["configs"]["kernels"].items():
+            unrun = f" (unrun: {v['unrun']})" if v["unrun"] else ""
+            console.print(f"{op}: tile configs run {v['ran']} of {kernel}{unrun}", highlight=False)
         for name, passes in r["structure"].items():
             for pass_, fs in passes.items():
                 line = "; ".join(f"{f} {len(v['reached'])}/{len(v['declared'])}" for f, v in fs.items())

@@ -104,8 +104,12 @@ def inputs(point: Point, dtype: torch.dtype, device: str) -> dict:
     (e -> 0: consecutive w parallel; with beta = 2 the UT system's condition grows to ~1e4 at T = 64);
     gate_shift s: g = log sigmoid(s + z);
     log_mu m: log mu = m everywhere.  (A state-tracking point's knob, sequences, is its sample size.)"""
+    from verify import ops
     case = point.case
-    x = (mdn_inputs if isinstance(case, MdnCase) else path_inputs)(case, dtype, device)
+    if point.op in ops.OPS:      # a kernel op: its record's own input builder (a plug-in op's inputs too)
+        x = ops.OPS[point.op].make_inputs(case, dtype, device)
+    else:                        # a reference form of references/mdn.py
+        x = (mdn_inputs if isinstance(case, MdnCase) else path_inputs)(case, dtype, device)
     if point.knob is None:
         return x
     name, value = point.knob
@@ -203,7 +207,8 @@ def points(profile: str, seed: int = 0) -> list[Point]:
             out += [Point("align", op.key, "fwd", dtype, e, replace(at, beta="two"), ("w_align", e)) for e in p.align]
         for op in (o for o in attention if dtype in o.dtypes):
             at = replace(pc, T=p.T_regime)      # the gate sweep sets g itself: every family on the same case
-            out += [Point("gate", op.key, "fwd", dtype, s, at, ("gate_shift", s)) for s in p.gate_shifts]
+            if "g" in op.record.required + op.record.optional:     # the sweep sets the op's forget gate g
+                out += [Point("gate", op.key, "fwd", dtype, s, at, ("gate_shift", s)) for s in p.gate_shifts]
             out += [Point("magnitude", op.key, "fwd", dtype, gain, replace(at, logit_gain=gain)) for gain in p.gains]
     mm = replace(case_of["mdn"], T=p.T_mdn_map)
     out += [Point("mdn_map", op.key, "fwd", op.dtypes[0], m, mm, ("log_mu", m))
