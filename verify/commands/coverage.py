@@ -46,7 +46,7 @@ def families(names: set[str] | None = None) -> dict[str, tuple[str, tuple[str, .
     """Check-id op -> (family label, folders of the kernel package that are its own code, the lines its
     records exclude), from the op records' `package`: the ops (of `names`, default all) sharing a package are
     one family, named by their names' common prefix (mdn_chunk16 ... mdn_recurrent -> mdn; gdn_chunk,
-    gdn_recurrent -> gdn), or by the first name when they share none."""
+    gdn_recurrent -> gdn), or each by its own name when they share none."""
     from verify.ops import OPS
     by_package: dict[tuple, list] = {}
     for op in OPS.values():
