@@ -7,7 +7,9 @@ one autotune key, the configs read back from the outputs must be the ones the co
 the documented rotation, include all three that fit, record the fourth as unfit (and :func:`coverage` say
 3/4 ran, 1 unfit, none unrun), and repeat exactly under the same check id and seed.  Under first every
 launch runs the first config; with the assignment off (negative control) Triton's own choice decides: one
-config for every launch (the first, on the CPU).  A hypothesis search that fails only under one config
+config for every launch (the first, on the CPU).  Under all, an example of two launches run through
+`every_config` runs in 3 rounds (the kernel's 3 configs that fit), round r running BLOCK r mod 3 on both
+launches, and the worst round's result comes back with every round's.  A hypothesis search that fails only under one config
 must name that config and must not be reported flaky (the final replay of the failing example gets the
 configs its first run had).
 
@@ -88,7 +90,8 @@ def _replay(torch, dev, seed: int) -> tuple[str, dict]:
 
 
 @check(CHECK_ID, "--configs cover runs every config of an autotuned kernel (read back from its outputs), "
-                 "deterministically; first / off run one; an unfit config is recorded, a replay is not flaky")
+                 "deterministically; all runs each example under each; first / off run one; an unfit config is "
+                 "recorded, a replay is not flaky")
 def configs_cover(ctx: Context) -> Result:
     from verify.checks.interpreter import _setup
     from verify.core import configs
@@ -134,6 +137,12 @@ def configs_cover(ctx: Context) -> Result:
     if off != want_off or st is not None:
         problems.append(f"off: ran {off}, expected {want_off} (one config; the first on the CPU)")
 
+    kern, declared = _tuned()
+    with configs.scope(CHECK_ID, "all", ctx.seed):
+        rounds = configs.every_config(lambda: _launches(torch, dev, kern, 2))
+    if rounds != [[b, b] for b in BLOCKS]:
+        problems.append(f"all: the rounds ran {rounds}, not {[[b, b] for b in BLOCKS]} (every config on the example)")
+
     with configs.scope(CHECK_ID, "cover", ctx.seed):
         outcome, last = _replay(torch, dev, ctx.seed)
     named = last.get("block_kernel", [])
@@ -141,7 +150,7 @@ def configs_cover(ctx: Context) -> Result:
         problems.append(f"a search failing only under BLOCK=32: {outcome}, its last example ran {named}")
 
     msg = (f"cover ran BLOCK {seen} over {times} launches (all 3 that fit, the unfit one recorded), the "
-           f"same twice; first ran {first}; off ran {off}; a BLOCK=32-only failure was found, not flaky")
+           f"same twice; first ran {first}; off ran {off}; all ran rounds {rounds}; a BLOCK=32-only failure was found, not flaky")
     if problems:
         return Result("fail", float(len(problems)), 0.0, "; ".join(problems), kind="over_budget",
                       details={"cover": runs, "first": first, "off": off})

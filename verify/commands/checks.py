@@ -24,6 +24,8 @@ FAMILIES = {
     "oracles": (("oracle.",), "float64 oracles against mpmath and against each other, with negative controls"),
     "symbolic": (("symbolic.",), "sympy proofs of the PaTH and MDN identities, with negative controls"),
     "kernels": (("env.interpreter.", "kernel."), "production Triton kernels against the float64 oracles"),
+    "layers": (("layer.",), "the model layers users call (flash-linear-attention's fla.layers: PaTH, FoX, MDN, "
+                            "GDN) against float64 literals of the same layers"),
     "mutants": (("mutant.",), "mutation self-test: planted bugs in a copy of the kernels, each must turn one of "
                               "its killer checks red (minutes)"),
 }
@@ -33,7 +35,7 @@ OPT_IN = "mutant."
 
 
 def add_parser(sub) -> None:
-    """The five check-running commands and `verify list`."""
+    """The check-running commands and `verify list`."""
     for name, (_, help_) in FAMILIES.items():
         _common(sub.add_parser(name, help=help_, description=help_))
     lst = sub.add_parser("list", help="print every check id with its one-line description",
@@ -94,8 +96,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="which tile config each autotuned kernel runs: cover (default) rotates every kernel's configs "
                         "over its launches, deterministically from check id and seed, so that a run covers each "
                         "config (the results say which ran and any left unrun); first: always the first config "
-                        "(the CPU's old behaviour); autotune: Triton's timing (GPU only); all: every config on every "
-                        "example (not implemented yet)")
+                        "(the CPU's old behaviour); autotune: Triton's timing (GPU only); all: every example again "
+                        "under each config of each kernel (round r: config r mod n; the worst round decides, a failure "
+                        "names the rounds that failed; costs as many times as the most configs a kernel has)")
     p.add_argument("--kernel-root", metavar="PATH",
                    help="import the kernel package (fla) from this checkout instead of the installed one")
     p.add_argument("--xfails", metavar="FILE",
@@ -178,9 +181,8 @@ def _run(args, command: list[str]) -> int:
     if args.kernel_root:
         args.kernel_root = activate(args.kernel_root)
     device = environment.resolve_device(args.device)
-    if args.configs == "all" or (args.configs == "autotune" and device == "cpu"):
-        raise UsageError("--configs all: not implemented yet (use cover)" if args.configs == "all" else
-                         "--configs autotune: Triton's timing needs a GPU; on the cpu every config ties (use cover)")
+    if args.configs == "autotune" and device == "cpu":
+        raise UsageError("--configs autotune: Triton's timing needs a GPU; on the cpu every config ties (use cover)")
     for path, flag in ((args.json, "--json"), (args.junit, "--junit")):
         results.check_writable(path, flag)
     chosen = _selection(args)

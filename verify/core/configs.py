@@ -17,7 +17,11 @@ first use, on both devices):
             unrun: never assumed).
   first     always the first config left after pruning (today's CPU behaviour; on a GPU: no timing).
   autotune  Triton's own timing (GPU only: on the CPU every config ties).
-  all       every config on every example: not implemented (the CLI refuses it with exit status 2).
+  all       every config on every example: the example runs in rounds r = 0, 1, ... until every kernel's
+            configs that fit ran, round r launching config r mod n of each autotuned kernel (n: its configs
+            left after pruning; an unfit one passes to the next); the example's verdict is its worst round's, and a failing check names the rounds
+            that failed and those that passed (:func:`every_config`).  Deterministic, so a replay sees the
+            same configs.
 
 A generated hypothesis example that failed is replayed at the end of the search; the replay must see
 the same configs or hypothesis calls the test flaky.  So an assignment is remembered by the example's
@@ -70,6 +74,8 @@ class _CheckState:
     example: object = None                          # marker of the example being run
     example_launches: list = field(default_factory=list)   # (kernel, index) of the current example
     ordinal: dict = field(default_factory=dict)     # kernel -> launches in the current example
+    round: int = 0                                  # --configs all: the round being run
+    width: dict = field(default_factory=dict)       # --configs all: kernel -> configs left after pruning
 
 
 _state: _CheckState | None = None
@@ -172,6 +178,10 @@ def _choose(st: _CheckState, tuner, kernel: str, pruned: list):
     if st.mode == "first":
         return pruned, key
     n = len(pruned)
+    if st.mode == "all":
+        st.width[kernel] = n
+        start = st.round % n
+        return pruned[start:] + pruned[:start], None
     if key is not None and key in st.memo:
         start = next((p for p, c in enumerate(pruned) if index.get(id(c)) == st.memo[key]), 0)
     else:
@@ -256,6 +266,29 @@ def install() -> None:
     if not getattr(Autotuner.run, "_verify_configs", False):
         Autotuner.run = _make_run(Autotuner.run)
     _installed[0] = True
+
+
+def every_config(fn) -> list:
+    """[fn()] once per round under --configs all (module docstring: round r runs config r mod n of every
+    autotuned kernel, until the kernel with the most configs that fit ran each), else [fn()].  A round that
+    launched the same configs as an earlier one (its own fell through as unfit) is left out."""
+    st = _state
+    if st is None or st.mode != "all":
+        return [fn()]
+    out, seen = [], set()
+    fitting = lambda: max((n - len(st.unfit.get(k, {})) for k, n in st.width.items()), default=1)
+    try:
+        while st.round < fitting():
+            start = len(st.log)
+            value = fn()
+            launched = tuple(st.log[start:])
+            if launched not in seen:
+                seen.add(launched)
+                out.append(value)
+            st.round += 1
+    finally:
+        st.round = 0
+    return out
 
 
 def collected() -> dict:

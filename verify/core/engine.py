@@ -14,6 +14,7 @@ import math
 import torch
 
 from kernels import fla_ops
+from verify.core import configs
 from verify.core.budget import OracleFailed, Verdict, verdict, worst
 from verify.core.errors import UsageError
 from verify.core.inputs import as_oracle, floats_as
@@ -121,24 +122,42 @@ def kernel_grads(fn, leaves: dict, upstream) -> dict:
 
 
 def probe(op: KernelOp, case, dtype: str, pass_: str, ctx: Context) -> Probe:
-    """One evaluation of a kernel check: the worst tensor verdict, the case and every tensor's verdict."""
+    """One evaluation of a kernel check: the worst tensor verdict, the case and every tensor's verdict (under
+    --configs all, of the worst config round: `_rounds`)."""
     prec = Precision.of(dtype, op.dot or ctx.fp32_dot)
-    verdicts = measure(op, pass_, op.inputs(case, prec.torch_dtype, ctx.device), prec, case.seed)
-    return Probe(worst(verdicts), case.label(), {"tensors": [v.record() for v in verdicts]})
+    x = op.inputs(case, prec.torch_dtype, ctx.device)
+    return _rounds(configs.every_config(lambda: measure(op, pass_, x, prec, case.seed)), case.label())
 
 
 def decode_probe(op: KernelOp, case, dtype: str, ctx: Context) -> Probe:
     prec = Precision.of(dtype, op.dot or ctx.fp32_dot)
     x = op.inputs(case, prec.torch_dtype, ctx.device)
     d = op.decode
-    with phase("kernel", ctx.device):
-        out = call_kernel(d.kernel, **x, scale=scale_of(x))
-    with phase("oracle", ctx.device):
-        expected = d.oracle(**as_oracle(x))
-    with phase("same_dtype", ctx.device):
-        same = d.same_dtype(**floats_as(x, torch.float32), prec=prec)
-    v = verdict(d.output, out, expected, same, prec, op.budget_factor["decode"])
-    return Probe(v, case.label(), {"tensors": [v.record()]})
+
+    def once() -> list[Verdict]:
+        with phase("kernel", ctx.device):
+            out = call_kernel(d.kernel, **x, scale=scale_of(x))
+        with phase("oracle", ctx.device):
+            expected = d.oracle(**as_oracle(x))
+        with phase("same_dtype", ctx.device):
+            same = d.same_dtype(**floats_as(x, torch.float32), prec=prec)
+        return [verdict(d.output, out, expected, same, prec, op.budget_factor["decode"])]
+    return _rounds(configs.every_config(once), case.label())
+
+
+def _rounds(rounds: list[list[Verdict]], label: str) -> Probe:
+    """The Probe of the worst round; with several rounds (--configs all) the label names the rounds that
+    failed and that passed, so a config-dependent failure says which configs."""
+    worsts = [worst(vs) for vs in rounds]
+    r = max(range(len(rounds)), key=lambda i: worsts[i].ratio)
+    details = {"tensors": [v.record() for v in rounds[r]]}
+    if len(rounds) > 1:
+        failed = [i for i, w in enumerate(worsts) if w.ratio > 1]
+        details["config_rounds"] = {"rounds": len(rounds), "failed": failed, "worst": r}
+        if failed and len(failed) < len(rounds):
+            label += (f" [--configs all: fails in config rounds {failed}, passes in the other "
+                      f"{len(rounds) - len(failed)} of {len(rounds)}; round r runs config r mod n of each kernel]")
+    return Probe(worsts[r], label, details)
 
 
 def saved_inputs(op: KernelOp, case, dtype: str, pass_: str) -> tuple[dict, list[str]]:
