@@ -7,6 +7,7 @@ FAMILY_MODULES = [
     "verify.checks.spectra",
     "verify.checks.symbolic",
     "verify.checks.kernels",
+    "verify.checks.layers",
     "verify.checks.state_tracking",
     "verify.checks.interpreter",
     "verify.checks.configs",

@@ -22,11 +22,16 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from verify import ops
+from verify import layers, ops
 from verify.core.mutation import Mutant, materialize, run_checks
 from verify.core.registry import RUN_DIR_ENV, Context, Result, register
 
 _CLEAN: dict[tuple, dict[str, dict]] = {}   # run settings -> killer id -> its JSON record on the unmodified kernels
+
+
+def every() -> dict:
+    """name -> Mutant: the op records' and the layer records' planted bugs."""
+    return {**ops.mutants(), **layers.mutants()}
 
 
 def _options(ctx: Context) -> tuple[str, ...]:
@@ -42,7 +47,7 @@ def _clean(ctx: Context) -> dict[str, dict]:
     """Every killer's record on the unmodified kernels (ctx.kernel_root, or the installed package)."""
     key = (ctx.kernel_root, ctx.profile, ctx.seed, ctx.device, _options(ctx))
     if key not in _CLEAN:
-        ids = tuple(sorted({i for m in ops.mutants().values() for i in m.killers}))
+        ids = tuple(sorted({i for m in every().values() for i in m.killers}))
         _CLEAN[key] = _once_per_run(repr(key), lambda: _run(ctx.kernel_root, ids, ctx))
     return _CLEAN[key]
 
@@ -107,7 +112,7 @@ def table(records) -> Table:
         res = r.result
         killer = res.details.get("killed_by", {"fail": "SURVIVED", "error": "ERROR"}.get(res.status, res.status))
         numbers = f"{res.measured:.3g} vs {res.budget:.3g}" if res.measured is not None and res.budget is not None else ""
-        t.add_row(r.id.removeprefix("mutant."), escape(ops.mutants()[r.id.removeprefix("mutant.")].description),
+        t.add_row(r.id.removeprefix("mutant."), escape(every()[r.id.removeprefix("mutant.")].description),
                   escape(killer), numbers)
     return t
 

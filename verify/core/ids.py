@@ -5,11 +5,12 @@ An id is dotted words (letters, digits, _ and -), the first, lower-case, naming 
     kernel.<impl>.<op>.<pass>.<dtype>.<regime>    pass fwd | bwd | decode: a search over the regime's cases
     kernel.<impl>.<op>.convention.<name>          a declared convention of the op, measured
     kernel.<impl>.<op>.<name>.<dtype>             another check of one op (state_tracking)
+    layer.<impl>.<layer>.<variant>.<dtype>.<comparison>   a model layer (verify.layers) against its literal
     oracle.<...>, symbolic.<...>, env.<...>, mutant.<name>
 
 `<op>` names a record of verify.ops (`verify.ops.record(check_id)` resolves it); `<impl>` is the kernel
 package (fla).  The group of an id (`group`) is kernel.<impl>.<op> for a kernel check, the checks that share
-the op's compiled kernels, and its section, <family>.<first word>, otherwise.
+the op's compiled kernels (layer.<impl>.<layer> likewise), and its section, <family>.<first word>, otherwise.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ class CheckId:
     parts: tuple[str, ...]              # the words after the family
 
     @classmethod
-    def parse(cls, text: str) -> "CheckId":
+    def parse(cls, text: str) -> CheckId:
         words = text.split(".")
         if len(words) < 2 or not _FAMILY.fullmatch(words[0]) or not all(_WORD.fullmatch(w) for w in words):
             raise UsageError(f"{text!r}: not a check id (a lower-case family, then dotted words, e.g. kernel.fla.path_attn.fwd.bf16."
@@ -40,10 +41,12 @@ class CheckId:
                                        or (cid.dtype is not None and cid.dtype not in DTYPES)):
             raise UsageError(f"{text!r}: a kernel check id reads kernel.<impl>.<op>.<fwd|bwd|decode>.<bf16|fp32>."
                              "<regime>, kernel.<impl>.<op>.convention.<name> or kernel.<impl>.<op>.<name>.<dtype>")
+        if cid.family == "layer" and (len(words) != 6 or words[4] not in DTYPES):
+            raise UsageError(f"{text!r}: a layer check id reads layer.<impl>.<layer>.<variant>.<bf16|fp32>.<comparison>")
         return cid
 
     @classmethod
-    def kernel(cls, impl: str, op: str, pass_: str, *rest: str) -> "CheckId":
+    def kernel(cls, impl: str, op: str, pass_: str, *rest: str) -> CheckId:
         return cls.parse(".".join(("kernel", impl, op, pass_, *rest)))
 
     def __str__(self) -> str:
@@ -73,7 +76,18 @@ class CheckId:
         return self.is_kernel and self.pass_ in PASSES
 
     @property
+    def is_layer(self) -> bool:
+        return self.family == "layer"
+
+    @property
+    def layer(self) -> str | None:
+        """The layer record's name (layer checks only)."""
+        return self.parts[1] if self.is_layer else None
+
+    @property
     def dtype(self) -> str | None:
+        if self.is_layer:
+            return self.parts[3]
         if not self.is_kernel or self.pass_ == "convention":
             return None
         return self.parts[3]
@@ -89,7 +103,7 @@ class CheckId:
 
     @property
     def group(self) -> str:
-        return ".".join((self.family, *self.parts[:2])) if self.is_kernel else self.section
+        return ".".join((self.family, *self.parts[:2])) if self.is_kernel or self.is_layer else self.section
 
     @property
     def section(self) -> str:

@@ -185,8 +185,8 @@ def _entry(e: dict, name: str) -> Entry:
         raise UsageError(f"{where}: kinds {bad or '[]'} not among {FAILURE_KINDS}")
     if ("exception" in e) != ("exception" in e["kinds"]):
         raise UsageError(f"{where}: kind 'exception' and the field exception (its type) go together")
-    if any(i.startswith("kernel.") for i in ids) != ("packages" in e):
-        raise UsageError(f"{where}: kernel.* entries, and only they, name their kernel packages")
+    if any(i.startswith(("kernel.", "layer.")) for i in ids) != ("packages" in e):
+        raise UsageError(f"{where}: kernel.* and layer.* entries, and only they, name their kernel packages")
     for p in e.get("profiles", ()):
         if p not in PROFILES:
             raise UsageError(f"{where}: unknown profile {p!r}")

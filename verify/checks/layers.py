@@ -1,0 +1,35 @@
+"""layer.<impl>.<layer>.<variant>.<dtype>.<comparison>: the model layers users call (verify.layers records)
+against float64 literals of the same layers.  Registration is cheap (no fla import); a check imports the layer
+when it runs, after the interpreter fidelity layer is installed.  Without flash-linear-attention every check is
+a skip whose message says how to install it.  The records' mutants are declared here with their layers."""
+from __future__ import annotations
+
+from verify import layers
+from verify.checks import mutants
+from verify.core import engine
+from verify.core.registry import Context, Result, register
+from verify.layers import LayerCase
+from verify.layers.common import LayerMissing, LayerRaised
+
+
+def run_layer(rec, variant: str, dtype: str, comparison: str, ctx: Context) -> Result:
+    engine.prepare(ctx)
+    case = LayerCase(ctx, rec, variant, dtype)
+    try:
+        return rec.comparisons[comparison][1](case)
+    except LayerMissing as exc:
+        return Result("skip", message=str(exc), kind="unsupported")
+    except LayerRaised as exc:
+        return Result("fail", message=f"the layer raised {exc}", kind="exception")
+
+
+def declare(rec) -> None:
+    for cid, variant, dtype, comparison in rec.ids():
+        desc = f"{rec.cls} ({variant}, {dtype}): {rec.comparisons[comparison][0]}"
+        register(cid, desc, lambda ctx, r=rec, v=variant, d=dtype, c=comparison: run_layer(r, v, d, c, ctx))
+    for m in rec.mutants:
+        mutants.declare(m)
+
+
+for _rec in layers.load().values():
+    declare(_rec)
