@@ -35,7 +35,7 @@ def run_child(code: str, timeout: float = 300) -> dict:
 # canaries, layer on and each part off
 
 PARTS = ("bf16_dot", "bf16_round", "autotune", "tf32", "dot_order", "numpy_index", "loop_index", "bf16_arith",
-         "bf16_scalar", "tl_alias", "torch_cpu_device", "bf16_guard")
+         "bf16_scalar", "tl_alias", "torch_cpu_device", "lang_cache", "bounds", "bf16_guard")
 # which canaries must turn red when a part is off
 RED_WHEN_OFF = {
     "bf16_dot": ["env.interpreter.bf16_dot"],
@@ -49,6 +49,8 @@ RED_WHEN_OFF = {
     "bf16_scalar": ["env.interpreter.bf16_scalar"],
     "tl_alias": ["env.interpreter.tl_alias"],
     "torch_cpu_device": ["env.interpreter.torch_cpu_device"],
+    "lang_cache": ["env.interpreter.lang_cache"],
+    "bounds": ["env.interpreter.bounds"],
     "bf16_guard": ["env.interpreter.bf16_guard"],
 }
 

@@ -74,6 +74,8 @@ def test_kinds_read_from_results():
     assert xfails.failure_kind(fail(math.inf, details={DEVICE_LOST: True})) == ("cuda_fatal", None)
     raised = Result("fail", math.inf, 1.0, "x: minimal failing example [T=1]: kernel raised OutOfResources: out of")
     assert xfails.failure_kind(raised) == ("exception", "OutOfResources")
+    wrapped = Result("fail", math.inf, 1.0, "x: [T=514]: kernel raised InterpreterError: OutOfBoundsAccess('kernel k')")
+    assert xfails.failure_kind(wrapped) == ("exception", "OutOfBoundsAccess")     # the interpreter's wrapper skipped
     assert xfails.failure_kind(fail(math.nan)) == ("non_finite", None)
     assert xfails.failure_kind(fail(3.0, kind="timeout")) == ("timeout", None)
     assert xfails.ratio(fail(3.0, 2.0, details={"worst_ratio": 40.0})) == 40.0

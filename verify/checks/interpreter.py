@@ -745,3 +745,122 @@ def upstream_bf16_scalar(ctx: Context) -> Result:
     if len(raised) == len(SCALAR):
         return Result("pass", message="raw interpreter still raises AttributeError get_bf16 (keep bf16_scalar)")
     return Result("fail", message=f"raw interpreter now builds bf16 constants ({out}): bf16_scalar may go")
+
+
+# ------------------------------------------------------------------------------------------------
+# bounds: every address a launch touches lies in one of its tensor arguments
+
+_BOUNDS_KERNELS: dict = {}
+
+
+def _bounds_kernels():
+    if not _BOUNDS_KERNELS:
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def shifted_copy(x_ptr, o_ptr, load_shift, add_shift, limit, N: tl.constexpr):
+            """o[r] = x[load_shift + r] for r < limit, then o[add_shift + r] += 1 atomically for r < limit."""
+            r = tl.arange(0, N)
+            m = r < limit
+            tl.store(o_ptr + r, tl.load(x_ptr + load_shift + r, mask=m, other=0.0), mask=m)
+            tl.atomic_add(o_ptr + add_shift + r, tl.full([N], 1.0, tl.float32), mask=m, sem="relaxed")
+
+        _BOUNDS_KERNELS["copy"] = shifted_copy
+    return _BOUNDS_KERNELS
+
+
+def _bounds_run(ctx: Context, raw: bool = False) -> dict:
+    """shifted_copy on 32-element tensors that are views of 64-element numpy buffers (so an out-of-bounds
+    access lands in memory this canary owns, never in the heap): in bounds (shifts 0); out of bounds by 16
+    elements but masked off (limit 16); a load of x[32:48]; an atomic add to o[32:48].  Per case: "ran" or the exception's type, and whether the buffers' hidden tails
+    were written."""
+    import numpy as np
+    torch, _ = _setup(ctx)
+    kern = _bounds_kernels()["copy"]
+    out = {}
+    for name, load_shift, add_shift, limit in (("inside", 0, 0, 32), ("masked", 16, 16, 16), ("load", 16, 0, 32),
+                                               ("atomic", 0, 16, 32)):
+        xb, ob = np.arange(64, dtype=np.float32), np.zeros(64, dtype=np.float32)
+        x, o = torch.from_numpy(xb[:32]), torch.from_numpy(ob[:32])
+        try:
+            _launch(ctx, raw, kern, (1,), x, o, load_shift, add_shift, limit, 32)
+            status = "ran"
+        except Exception as exc:
+            cause = exc
+            while cause.__cause__ is not None:
+                cause = cause.__cause__
+            status = type(cause).__name__
+        out[name] = {"status": status, "tail_written": bool(ob[32:].any())}
+    return out
+
+
+@check("env.interpreter.bounds",
+       "an out-of-bounds load / atomic of a launch raises OutOfBoundsAccess before touching memory; in-bounds and "
+       "masked-off accesses run", devices=("cpu",))
+def bounds(ctx: Context) -> Result:
+    out = _bounds_run(ctx)
+    want = {"inside": {"status": "ran", "tail_written": False}, "masked": {"status": "ran", "tail_written": False},
+            "load": {"status": "OutOfBoundsAccess", "tail_written": False},
+            "atomic": {"status": "OutOfBoundsAccess", "tail_written": False}}
+    bad = {k: v for k, v in out.items() if v != want[k]}
+    if bad:
+        return Result("fail", float(len(bad)), 0.0, f"bounds: {bad} (expected {want})", details=out)
+    return Result("pass", 0.0, 0.0, "in bounds and masked off ran; 16 elements past the end raised "
+                  "OutOfBoundsAccess with nothing written", details=out, measure="problems")
+
+
+@check("env.interpreter.upstream_bug.bounds",
+       "raw interpreter still reads and writes past a launch's tensors unchecked: keep bounds", devices=("cpu",))
+def upstream_bounds(ctx: Context) -> Result:
+    out = _bounds_run(ctx, raw=True)["atomic"]
+    if out == {"status": "ran", "tail_written": True}:
+        return Result("pass", message="raw interpreter wrote 16 elements past the end of a tensor without a "
+                                      "word (keep bounds)")
+    return Result("fail", message=f"raw interpreter now checks bounds ({out}): bounds may go")
+
+
+# ------------------------------------------------------------------------------------------------
+# lang_cache: tl's builtins found once, not on every launch
+
+def _lang_cache_run(ctx: Context) -> dict:
+    """Launch the bounds canary's kernel three times; count inspect.getmembers calls during the last two,
+    compare its outputs, and check that tl, tl.math and tl.tensor hold their own builtins again afterwards."""
+    import inspect
+
+    import numpy as np
+    import triton.language as tl
+    torch, _ = _setup(ctx)
+    kern = _bounds_kernels()["copy"]
+    modules = (tl, tl.math, tl.tensor)
+    before = [dict(vars(m)) for m in modules]
+    calls = [0]
+    original = inspect.getmembers
+
+    def counting(obj, *a, **kw):
+        calls[0] += obj in modules or obj is tl.core
+        return original(obj, *a, **kw)
+    outs = []
+    for i in range(3):
+        x, o = torch.arange(32, dtype=torch.float32), torch.zeros(32, dtype=torch.float32)
+        if i:
+            inspect.getmembers = counting
+        try:
+            _launch(ctx, False, kern, (1,), x, o, 0, 0, 32, 32)
+        finally:
+            inspect.getmembers = original
+        outs.append(o.numpy().copy())
+    restored = all(vars(m).get(k) is v for m, b in zip(modules, before) for k, v in b.items())
+    return {"getmembers_after_first": calls[0], "right": all(np.array_equal(v, np.arange(32) + 1) for v in outs),
+            "restored": restored}
+
+
+@check("env.interpreter.lang_cache",
+       "a launch after the first finds tl's builtins without inspect.getmembers, computes the same, and leaves "
+       "tl's builtins restored", devices=("cpu",))
+def lang_cache(ctx: Context) -> Result:
+    out = _lang_cache_run(ctx)
+    ok = out == {"getmembers_after_first": 0, "right": True, "restored": True}
+    return Result("pass" if ok else "fail", float(out["getmembers_after_first"]), 0.0,
+                  f"lang_cache: {out} (want no getmembers after the first launch, right outputs, builtins restored)",
+                  details=out, kind=None if ok else "over_budget", measure="problems")

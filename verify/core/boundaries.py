@@ -37,7 +37,7 @@ def t_levels(structure, pass_: str, profile: str) -> list[int]:
     out = []
     for name, c in structure.lengths.get(pass_, {}).items():
         levels = structure.levels.get(name, {}).get(profile, ("c-1", "c", "c+1", "2c+2"))
-        out += [{"c-1": c - 1, "c": c, "c+1": c + 1, "2c+2": 2 * c + 2}[lv] for lv in levels]
+        out += [{"c-1": c - 1, "c": c, "c+1": c + 1, "c+2": c + 2, "2c+2": 2 * c + 2}[lv] for lv in levels]
     return sorted(set(out))
 
 

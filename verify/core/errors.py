@@ -27,6 +27,13 @@ def is_device_fatal(exc: BaseException) -> bool:
     return False
 
 
+class OutOfBoundsAccess(RuntimeError):
+    """Raised (inside the interpreter) by verify.core.fidelity's part bounds: a kernel loaded, stored or
+    atomically updated an address outside every tensor argument of its launch.  A kernel bug, not an
+    interpreter gap: on a GPU it is an illegal memory access or a silent write into a neighbouring
+    allocation; unchecked, the interpreter writes into the CPU heap and the process may die later."""
+
+
 class Bf16ArithmeticNotEmulated(NotImplementedError):
     """Raised (inside the interpreter, so it arrives wrapped in InterpreterError) by verify.core.fidelity's bf16_guard."""
 

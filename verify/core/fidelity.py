@@ -29,6 +29,13 @@ Patch points (triton 3.6, ``triton/runtime/interpreter.py`` and ``triton/runtime
               are bound to the interpreter too)
   torch_cpu_device  torch.cpu.device      (added where torch lacks it: a no-op device context, as fla
               forks call getattr(torch, backend).device(index))
+  lang_cache  interpreter._patch_builtin     (replaced: the builtins of tl, tl.math, tl.tensor... and their
+              interpreter wrappers are found once per module, not on every launch by inspect.getmembers: about
+              an eighth of a PaTH backward's time; the same wrappers, set and restored as before)
+  bounds      GridExecutor.__call__ and InterpreterBuilder.create_masked_load / create_masked_store /
+              create_atomic_rmw / create_atomic_cas (wrapped: every unmasked address of a launch must lie in
+              the storage of one of its tensor arguments, else OutOfBoundsAccess; compute-sanitizer's
+              memcheck for the interpreter, which otherwise reads and writes the CPU heap unchecked)
   bf16_guard  InterpreterBuilder.binary_op / unary_op / ternary_op / create_fma, ReduceOps.apply,
               ScanOps.apply  (same wrappers: raise on any other bf16 arithmetic, which the raw
               interpreter does on the uint16 bit patterns; a loud refusal, not an emulation)
@@ -46,10 +53,10 @@ from verify.core.bits import (
     f64_to_bf16_bits,
     truncate_tf32,
 )
-from verify.core.errors import Bf16ArithmeticNotEmulated, UsageError
+from verify.core.errors import Bf16ArithmeticNotEmulated, OutOfBoundsAccess, UsageError
 
 PARTS = ("bf16_dot", "bf16_round", "autotune", "tf32", "dot_order", "numpy_index", "loop_index", "bf16_arith",
-         "bf16_scalar", "tl_alias", "torch_cpu_device", "bf16_guard")
+         "bf16_scalar", "tl_alias", "torch_cpu_device", "lang_cache", "bounds", "bf16_guard")
 FP32_DOT_MODES = ("tf32", "ieee")
 TESTED_TRITON = ("3.6.",)          # version prefixes the patches were written and measured against
 ALLOW_UNTESTED_ENV = "VERIFY_ALLOW_UNTESTED_TRITON"
@@ -383,6 +390,99 @@ def _get_bf16(self, value):
 # ------------------------------------------------------------------------------------------------
 # activation
 
+_lang_members: dict = {}     # lang_cache: (id(module), id(builder)) -> [(name, interpreter wrapper)]
+
+
+def _patch_builtin_cached(pkg, builder, scope) -> None:
+    """lang_cache: interpreter._patch_builtin with the module's builtins and their wrappers built once (the
+    wrappers are interpreter._patch_attr's: member(*args, _semantic=TritonSemantic(builder)))."""
+    import inspect
+
+    import triton.language as tl
+    from triton.language.semantic import TritonSemantic
+    key = (id(pkg), id(builder))
+    if key not in _lang_members:
+        semantic = TritonSemantic(builder)
+        _lang_members[key] = [
+            (name, lambda *args, member=member, **kwargs: member(
+                *args, **{k: v for k, v in kwargs.items() if k != "_semantic"}, _semantic=semantic))
+            for name, member in inspect.getmembers(pkg) if tl.core.is_builtin(member)]
+    for name, wrapper in _lang_members[key]:
+        scope.set_attr(pkg, name, wrapper)
+
+
+_launch: list = []          # bounds: (kernel name, sorted starts, ends) of each running launch, innermost last
+
+
+def _storages(arg, out: dict) -> None:
+    """The storages (data_ptr -> nbytes) of the tensors in a launch argument (tensors, tuples, descriptors)."""
+    if isinstance(arg, (tuple, list)):
+        for a in arg:
+            _storages(a, out)
+    elif hasattr(arg, "untyped_storage"):
+        st = arg.untyped_storage()
+        out[st.data_ptr()] = st.nbytes()
+    elif hasattr(arg, "base") and hasattr(arg.base, "untyped_storage"):      # a TensorDescriptor
+        _storages(arg.base, out)
+
+
+def _make_grid_call(original):
+    """bounds: record the launch's argument storages while its programs run."""
+    import numpy as np
+
+    def call(self, *args, **kwargs):
+        if _bypass:
+            return original(self, *args, **kwargs)
+        found: dict = {}
+        _storages(list(args) + list(kwargs.values()), found)
+        starts = np.array(sorted(found), dtype=np.uint64)
+        ends = starts + np.array([found[s] for s in sorted(found)], dtype=np.uint64)
+        _launch.append((getattr(self.fn, "__name__", "kernel"), starts, ends))
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            _launch.pop()
+    return call
+
+
+def _check_bounds(what: str, ptrs, mask) -> None:
+    """bounds: raise OutOfBoundsAccess when an address that mask keeps lies outside every argument storage."""
+    import numpy as np
+    if _bypass or not _launch:
+        return
+    name, starts, ends = _launch[-1]
+    addr = np.asarray(ptrs.data, dtype=np.uint64)
+    if mask is not None:
+        addr = addr[np.broadcast_to(np.asarray(mask.data, dtype=bool), addr.shape)]
+    addr = addr.ravel()
+    if addr.size == 0:
+        return
+    size = np.uint64(_element_size(ptrs))
+    i = np.searchsorted(starts, addr, side="right").astype(np.int64) - 1
+    inside = (i >= 0) & (addr + size <= ends[np.maximum(i, 0)])
+    if not inside.all():
+        bad = addr[~inside]
+        j = int(i[~inside][0])
+        where = (f"{int(bad[0] + size - ends[j])} bytes past the end of argument storage {j}" if j >= 0
+                 else "below every argument storage")
+        raise OutOfBoundsAccess(f"kernel {name}: out-of-bounds {what} of {bad.size} of {addr.size} elements "
+                                f"(the first {where}); on a GPU an illegal memory access or a silent write "
+                                "into a neighbouring allocation")
+
+
+def _element_size(ptrs) -> int:
+    from triton.runtime.interpreter import _get_np_dtype
+    return _get_np_dtype(ptrs.get_element_ty()).itemsize
+
+
+def _make_bounds(method, what: str, ptr_at: int, mask_at: int | None):
+    """bounds: method(self, *args) with args[ptr_at] the pointers and args[mask_at] the mask (None: all)."""
+    def wrapped(self, *args, **kwargs):
+        _check_bounds(what, args[ptr_at], args[mask_at] if mask_at is not None else None)
+        return method(self, *args, **kwargs)
+    return wrapped
+
+
 def _kernels_defined_without_interpreter() -> list[str]:
     """Modules that already hold a compiled-mode @triton.jit function (defined before TRITON_INTERPRET
     was set): those functions cannot run on the CPU, and Triton's own tl.softmax & co. are among them
@@ -462,7 +562,9 @@ def activate(fp32_dot: str = "tf32", parts=PARTS, allow_untested_triton: bool | 
               (interpreter, "_patch_lang_tensor"), (interpreter, "interpreter_semantic"),
               (interpreter, "_patch_lang"), (interpreter, "_patch_attr"), (interpreter, "interpreter_builder"),
               (interpreter.ASTTransformer, "visit_Assign"), (builder, "binary_op"), (builder, "unary_op"),
-              (builder, "ternary_op"), (builder, "create_fma")]
+              (builder, "ternary_op"), (builder, "create_fma"), (interpreter.GridExecutor, "__call__"),
+              (builder, "create_masked_load"), (builder, "create_masked_store"), (builder, "create_atomic_rmw"),
+              (builder, "create_atomic_cas"), (interpreter, "_patch_builtin")]
     needed += [(getattr(interpreter, c, None), "apply") for c in ("ReduceOps", "ScanOps")]
     for owner, name in needed:
         if owner is None or getattr(owner, name, None) is None:
@@ -502,6 +604,14 @@ def activate(fp32_dot: str = "tf32", parts=PARTS, allow_untested_triton: bool | 
                                                   "bf16_guard" in parts))
     if "bf16_scalar" in parts:
         install(builder, "get_bf16", _get_bf16)
+    if "lang_cache" in parts:
+        install(interpreter, "_patch_builtin", _patch_builtin_cached)
+    if "bounds" in parts:
+        install(interpreter.GridExecutor, "__call__", _make_grid_call(interpreter.GridExecutor.__call__))
+        for name, what, ptr_at, mask_at in (("create_masked_load", "load", 0, 1), ("create_masked_store", "store", 0, 2),
+                                            ("create_atomic_rmw", "atomic update", 1, 3),
+                                            ("create_atomic_cas", "atomic compare-and-swap", 0, None)):
+            install(builder, name, _make_bounds(getattr(builder, name), what, ptr_at, mask_at))
     _state = {"installed": parts, "fp32_dot": fp32_dot, "triton": version, "tested": tested}
     return active_parts()
 

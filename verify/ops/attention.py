@@ -165,15 +165,16 @@ def _boundary_case(T, D, Dv, HQ, H, cu_seqlens, seed, g=True):
 # BT = 128 (the query and key blocks of the parallel loops), S = 512 (the backward's super-block, NUM_BLOCKS =
 # cdiv(T, S) transformed query copies); the decode cache (prepare_k_cache.py) walks the later BS-blocks.
 # The gate g switches USE_G / USE_GATE in every kernel, cu_seqlens IS_VARLEN, HQ > H the GQA reduction.
-# At ci the super-block gets T = 513 and 1026 (one and two boundaries crossed; 511 and 512 stay inside one
-# super-block, whose 128-token blocks the other levels cover): each PaTH backward past 512 tokens costs
-# 10-25 s under the interpreter.
+# At ci the super-block gets one level, T = 514: one boundary crossed, and the varlen batch (0, 1, 514) has a
+# long sequence of 513 tokens, past it too (511 and 512 stay inside one super-block, whose 128-token blocks
+# the other levels cover).  A PaTH backward at T = 1026 costs 15-25 s under the interpreter, 4x one at 514:
+# 2c + 2 runs at full (on a GPU).
 PATH_STRUCTURE = Structure(
     lengths={"fwd": {"chunk": 64, "block": 128}, "bwd": {"chunk": 64, "block": 128, "super_block": 512},
              "decode": {"chunk": 64, "block": 128}},
     dims={"quick": (16, 32), "ci": (16, 32), "full": (64, 128)}, build=_boundary_case,
     present=lambda case: {"g": case.gate != "none"}, options={"fwd": ("g",), "bwd": ("g",)},
-    heads=((1, 1), (2, 1)), levels={"super_block": {"ci": ("c+1", "2c+2")}}, costly={"ci": 300, "full": 600})
+    heads=((1, 1), (2, 1)), levels={"super_block": {"ci": ("c+2",)}}, costly={"ci": 300, "full": 600})
 # FoX (fla/ops/attn/parallel.py on hopper): query block BT = 128, key block BS = 64 in the forward and the
 # backward; g is required (the forget gate), cu_seqlens switches IS_VARLEN.
 FOX_STRUCTURE = Structure(
@@ -281,6 +282,14 @@ PATH_MUTANTS = (
            "read the queries transformed to the wrong super-block (idx_j for idx_j + 1; runs only for T > 512)",
            "ops/path_attn/parallel_path_bwd_inter_dqh.py", "(bos.to(tl.int64) * NUM_BLOCKS + idx_j + 1) * HQ",
            "(bos.to(tl.int64) * NUM_BLOCKS + idx_j) * HQ", ("kernel.fla.path_attn.bwd.fp32.gate_weak",)),
+    # structural: reached only by the boundary cases (no forget gate AND T > 512: the ungated specialisation of
+    # the kernel that adds later super-blocks' queries to dk, dv; the T = 576 regression case has a gate)
+    Mutant("path_bwd_ungated_superblock_unnormalised", "PaTH backward, no forget gate: the later super-blocks' "
+           "attention in dk, dv not normalised by the query's log-sum-exp (USE_GATE False only; runs only for T > 512)",
+           "ops/path_attn/parallel_path_bwd_inter_dkv.py",
+           "b_A_softmax = tl.math.exp2(b_A * sm_scale - b_l[None, :])",
+           "b_A_softmax = tl.math.exp2(b_A * sm_scale - (b_l[None, :] if USE_GATE else 0.0))",
+           ("kernel.fla.path_attn.bwd.bf16.w_aligned",)),
     Mutant("path_decode_varlen_ignored", "PaTH decode cache: cu_seqlens ignored (one sequence: the keys of a "
            "sequence updated by the next sequence's tokens)", "ops/path_attn/prepare_k_cache.py",
            "'IS_VARLEN': lambda args: args['offsets'] is not None,", "'IS_VARLEN': lambda args: False,",

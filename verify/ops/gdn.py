@@ -186,6 +186,14 @@ GDN_MUTANTS = (
            "chunk's gate (only the first 64-row block is)", "ops/common/chunk_delta_h.py",
            "            if K > 64:\n                b_h2 *= b_g_last\n", "",
            ("kernel.fla.gdn_chunk.fwd.fp32.initial_state", "kernel.fla.gdn_chunk.fwd.bf16.gate_near0")),
+    # structural: a long sequence in a varlen batch (its states' slots must start after the earlier sequences'
+    # chunks; i_n * NT is right only while every sequence has as many chunks as this one)
+    Mutant("gdn_chunk_varlen_state_offset", "GDN chunk, varlen: sequence n's chunk states stored and read from slot "
+           "n * NT (its own chunk count) instead of the earlier sequences' chunk total (hides while the sequences "
+           "have equal chunk counts)", "ops/common/chunk_delta_h.py",
+           "        boh = tl.load(chunk_offsets + i_n).to(tl.int64)\n", "        boh = (i_n * NT).to(tl.int64)\n",
+           # the boundary cases (0, 1, 130): a 129-token sequence of 3 chunks after a 1-chunk one
+           ("kernel.fla.gdn_chunk.fwd.fp32.beta_near1", "kernel.fla.gdn_chunk.fwd.bf16.gate_near1"), count=2),
     Mutant("gdn_recurrent_gate_base2", "GDN fused recurrent: the state decayed by 2^g instead of e^g (fla's chunk "
            "kernels work in base 2; the recurrent one takes g = ln alpha)", "ops/gated_delta_rule/fused_recurrent.py",
            "            b_h *= exp(b_g)\n", "            b_h *= tl.exp2(b_g)\n",

@@ -306,7 +306,8 @@ def failure_kind(result: Result) -> tuple[str, str | None]:
     from what it reports (a fatal device error, a kernel that raised, a non-finite or an excessive error)."""
     exc = result.details.get("exception")
     if exc is None:
-        m = re.search(r"kernel raised (\w+)", result.message)
+        # the interpreter wraps a kernel's own exception: InterpreterError: OutOfBoundsAccess(...) names the latter
+        m = re.search(r"kernel raised (?:InterpreterError: )?(\w+)", result.message)
         exc = m.group(1) if m else None
     if result.kind is not None:
         return result.kind, exc if result.kind == "exception" else None
