@@ -1,14 +1,14 @@
-"""Proof of teeth: every planted bug of the op records (verify.ops) applies to the installed kernels and names registered
+"""Proof of teeth: every planted bug of the op and layer records (verify.ops, verify.layers) applies to the installed kernels and names registered
 killer checks, and `verify mutants` kills every one at the ci profile; `verify all` leaves the family out
 unless it is named; --repeat reports per check how many seeds failed."""
 import pytest
 from helpers import ids, load, run_cli
 
 from verify import cli
+from verify.checks.mutants import every
 from verify.core.mutation import fla_package_dir, materialize
-from verify.ops import mutants as _mutants
 
-MUTANTS = _mutants()
+MUTANTS = every()      # the op records' and the layer records' planted bugs
 
 pytestmark = pytest.mark.slow     # end to end: subprocesses over copies of fla (the slow tier)
 

@@ -186,7 +186,7 @@ def _run(args, command: list[str]) -> int:
     for path, flag in ((args.json, "--json"), (args.junit, "--junit")):
         results.check_writable(path, flag)
     chosen = _selection(args)
-    kernels = any(c.id.startswith(("kernel.", "env.interpreter.", OPT_IN)) for c in chosen)
+    kernels = any(c.id.startswith(("kernel.", "layer.", "env.interpreter.", OPT_IN)) for c in chosen)
     if kernels:
         check_fla_version()
     n_workers = min(runner.worker_count(args.workers, device), max(1, len(chosen)))   # a worker per check at most

@@ -68,11 +68,11 @@ def add(record: LayerRecord) -> LayerRecord:
 
 
 def mutants() -> dict:
-    """name -> Mutant, over every layer record."""
-    return {m.name: m for r in LAYERS.values() for m in r.mutants}
+    """name -> Mutant, over every layer record (the built-in modules loaded first)."""
+    return {m.name: m for r in load().values() for m in r.mutants}
 
 
-BUILT_IN_MODULES = ()        # the modules (verify.layers.<family>) whose import adds their records with `add`
+BUILT_IN_MODULES = ("verify.layers.path", "verify.layers.mdn")     # the modules (verify.layers.<family>) whose import adds their records with `add`
 
 
 def load() -> dict[str, LayerRecord]:

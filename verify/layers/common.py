@@ -9,6 +9,7 @@ import importlib
 import torch
 
 from verify.core.budget import Verdict, verdict, worst
+from verify.core.errors import is_interpreter_gap
 from verify.core.precision import Precision
 from verify.core.registry import Result
 from verify.layers import INSTALL, LayerCase
@@ -53,10 +54,13 @@ def params64(layer: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 def call(fn, *args, **kwargs):
-    """fn(*args, **kwargs) where fn is the layer under test: its exception becomes LayerRaised."""
+    """fn(*args, **kwargs) where fn is the layer under test: its exception becomes LayerRaised, except the CPU
+    interpreter's own gap (verify.core.errors.is_interpreter_gap), which the runner makes a skip."""
     try:
         return fn(*args, **kwargs)
     except Exception as exc:
+        if is_interpreter_gap(exc):
+            raise
         raise LayerRaised(f"{type(exc).__name__}: {exc}".splitlines()[0]) from exc
 
 
