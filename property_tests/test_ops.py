@@ -31,10 +31,15 @@ def test_every_id_round_trips_and_resolves_to_its_record(registry):
                 regimes = op.decode.regimes if parsed.pass_ == "decode" else op.regimes
                 assert parsed.pass_ in (*op.passes, "decode") and parsed.regime in regimes
                 assert cid in {op.check_id(parsed.pass_, parsed.dtype, parsed.regime)}
+        if parsed.is_layer:        # layer.<impl>.<layer>.<variant>.<dtype>.<comparison>: a declared combination
+            from verify import layers
+            rec = layers.LAYERS[parsed.layer]
+            assert (cid, *parsed.parts[2:]) in rec.ids(parsed.impl) and parsed.dtype in rec.dtypes
 
 
 @pytest.mark.parametrize("text", ["kernel.fla.path_attn.fwd.bf16", "kernel.fla.path_attn.fwd.fp16.typical",
-                                  "Kernel.fla.x.fwd.bf16.y", "kernel..path_attn.fwd.bf16.y", "oracle"])
+                                  "Kernel.fla.x.fwd.bf16.y", "kernel..path_attn.fwd.bf16.y", "oracle",
+                                  "layer.fla.path.base.fp16.train", "layer.fla.path.base.bf16"])
 def test_malformed_ids_are_refused(text):
     from verify.core.errors import UsageError
     with pytest.raises(UsageError):

@@ -58,7 +58,7 @@ class CheckId:
 
     @property
     def impl(self) -> str | None:
-        return self.parts[0] if self.is_kernel else None
+        return self.parts[0] if self.is_kernel or self.is_layer else None
 
     @property
     def op(self) -> str | None:
