@@ -52,7 +52,9 @@ def _findable(name: str) -> bool:
 def init_obstacle(root: Path | str) -> str | None:
     """Why ROOT/fla/__init__.py cannot run here although the tree has kernels (fla/ops): an unconditional
     import of the model zoo (fla.layers / fla.models) while transformers is not installed, or of any other
-    module that is not installed; None when it can run (or the tree has no fla/ops: nothing to rescue, the
+    module that is not installed, or (fla-core 0.6's `extend_path`) a tree without the model zoo while another
+    fla directory on sys.path has one (flash-linear-attention installed: its layers would run on this tree's
+    ops); None when it can run (or the tree has no fla/ops: nothing to rescue, the
     import error then names the cause)."""
     pkg = Path(root) / "fla"
     if not (pkg / "ops").is_dir():
@@ -68,6 +70,15 @@ def init_obstacle(root: Path | str) -> str | None:
                 return f"fla/__init__.py:{line} imports the model zoo ({module}), which needs transformers (not installed)"
         elif not _findable(words[0]):
             return f"fla/__init__.py:{line} imports {module} (not installed)"
+    text = (pkg / "__init__.py").read_text(errors="replace")
+    if "extend_path" in text:         # fla-core 0.6: the model zoo comes from any other fla directory on sys.path
+        for zoo in MODEL_ZOO:
+            if not (pkg / zoo).is_dir():
+                other = next((Path(p) / "fla" / zoo for p in sys.path if p and (Path(p) / "fla" / zoo).is_dir()
+                              and (Path(p) / "fla").resolve() != pkg.resolve()), None)
+                if other is not None:
+                    return (f"fla/__init__.py extends fla's path to {other.parent}, whose {zoo} would import "
+                            "against this tree's ops")
     return None
 
 

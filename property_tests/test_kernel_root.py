@@ -28,9 +28,13 @@ def _installed_fla() -> Path:
 
 
 def tree(tmp_path: Path, name: str = "tree") -> Path:
-    """A copy of the installed fla package under tmp_path/name (the --kernel-root)."""
+    """A copy of the installed fla-core package under tmp_path/name (the --kernel-root): without the layers and
+    models that flash-linear-attention installs into the same fla directory, which import the ops these tests
+    edit (fla/__init__.py imports them when present)."""
     root = tmp_path / name
     shutil.copytree(_installed_fla(), root / "fla", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for zoo in ("layers", "models"):
+        shutil.rmtree(root / "fla" / zoo, ignore_errors=True)
     return root
 
 
@@ -69,7 +73,14 @@ def ids(*check_ids: str) -> list[str]:
 def test_init_obstacle_reads_fla_init_without_running_it(tmp_path, monkeypatch):
     from kernels import fla_import as kr
     root = tree(tmp_path)
-    assert kr.init_obstacle(root) is None                      # 0.6.0: the model zoo is optional there
+    # fla-core 0.6.0: the model zoo is optional, found through extend_path in any fla directory on sys.path;
+    # a tree without one while the installed fla has one would import the installed layers on its ops
+    zoo_installed = (_installed_fla() / "layers").is_dir()
+    assert ("extends fla's path" in (kr.init_obstacle(root) or "")) == zoo_installed
+    if zoo_installed:
+        for zoo in ("layers", "models"):
+            shutil.copytree(_installed_fla() / zoo, root / "fla" / zoo)
+    assert kr.init_obstacle(root) is None                      # its own model zoo: nothing to rescue
     init = root / "fla" / "__init__.py"
     init.write_text(init.read_text() + "\nfrom fla.layers import ABCAttention\n")
     assert ("model zoo" in (kr.init_obstacle(root) or "")) == (not kr._findable("transformers"))
