@@ -31,7 +31,15 @@ class OutOfBoundsAccess(RuntimeError):
     """Raised (inside the interpreter) by verify.core.fidelity's part bounds: a kernel loaded, stored or
     atomically updated an address outside every tensor argument of its launch.  A kernel bug, not an
     interpreter gap: on a GPU it is an illegal memory access or a silent write into a neighbouring
-    allocation; unchecked, the interpreter writes into the CPU heap and the process may die later."""
+    allocation; unchecked, the interpreter writes into the CPU heap and the process may die later.
+    `fault` names it as verify.run.sanitize names a compute-sanitizer report (kernel, file, line, block,
+    address, access, size, distance)."""
+
+    def __init__(self, fault: dict):
+        super().__init__(f"{fault['kernel']} ({fault['file']}:{fault['line']}, block {fault['block']}): "
+                         f"{fault['what']} at {fault['address']} {fault['problem']}, {fault['distance']}; on a GPU "
+                         "an illegal memory access or a silent write into a neighbouring allocation")
+        self.fault = fault
 
 
 class Bf16ArithmeticNotEmulated(NotImplementedError):

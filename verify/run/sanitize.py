@@ -18,10 +18,11 @@ one example (a saved dict of named tensors, the format of `verify compare`) in f
   ships with the CUDA toolkit and the pip package nvidia-cuda-sanitizer-api-cu12; or set COMPUTE_SANITIZER)
   the result says so and names no access.
 * cpu: Triton's interpreter checks no bounds (measured: a masked-on load 4 elements past a tensor returns
-  the host bytes that lie there, one 10^8 elements past segfaults), so `bounds_checked` adds the check:
-  every masked-on lane of every interpreted load and store (plain, block-pointer and tensor-descriptor
-  ones all end in create_masked_load / create_masked_store; atomics and gathers are not checked) must lie
-  inside the storage of one tensor argument of that launch.  The first that does not raises OutOfBounds with the kernel, file:line (the
+  the host bytes that lie there, one 10^8 elements past segfaults), so the fidelity layer's part `bounds`
+  (verify.core.fidelity, on in every CPU run) adds the check: every masked-on lane of every interpreted load,
+  store and atomic (plain, block-pointer and tensor-descriptor loads and stores all end in create_masked_load /
+  create_masked_store) must lie inside the storage of one tensor argument of that launch.  The first that does
+  not raises verify.core.errors.OutOfBoundsAccess, whose `fault` names the kernel, file:line (the
   interpreter executes the kernel's own source lines), access kind and size.  It judges the CPU's tile
   sizes and layouts (fla on the H200's tiles, verify.core.fidelity), not the GPU's code generation: a fault
   that comes from the compiler (shared memory, a miscompiled layout) stays invisible here.
@@ -33,7 +34,6 @@ lost), appends the verdict's one-line summary to the message and puts the dict i
 """
 from __future__ import annotations
 
-import contextlib
 import glob
 import importlib.util
 import json
@@ -49,7 +49,7 @@ from typing import NoReturn
 from verify import ops
 from verify.core.ids import CheckId
 
-FAULT_EXIT = 3          # the replay's exit status when the kernel faulted (CUDA fatal error or OutOfBounds)
+FAULT_EXIT = 3          # the replay's exit status when the kernel faulted (CUDA fatal error or OutOfBoundsAccess)
 MARK = "OUT_OF_BOUNDS "  # the replay prints the CPU checker's record after this prefix
 SHRINK_TRIES = 12
 TIMEOUT_S = 300          # one replay; compute-sanitizer slows kernels down 10-100x
@@ -120,77 +120,6 @@ def describe(fault: dict) -> str:
     return fault["what"] + where + (f" ({'; '.join(extra)})" if extra else "")
 
 
-# --------------------------------------------------------------------- the CPU interpreter's bounds check
-
-class OutOfBounds(RuntimeError):
-    """A masked-on lane of an interpreted load or store outside every tensor argument of its launch."""
-
-    def __init__(self, fault: dict):
-        super().__init__(describe(fault))
-        self.fault = fault
-
-
-@contextlib.contextmanager
-def bounds_checked():
-    """Check every interpreted load and store against the storages of the launch's tensor arguments
-    (requires TRITON_INTERPRET=1, i.e. verify.core.fidelity active)."""
-    import numpy as np
-    import torch
-    from triton.runtime import interpreter as I
-
-    launch: dict = {}
-    orig_args, orig_load, orig_store = (I.GridExecutor._init_args_hst, I.InterpreterBuilder.create_masked_load,
-                                        I.InterpreterBuilder.create_masked_store)
-
-    def init_args(self, args_dev, kwargs):
-        args_hst, kwargs_hst = orig_args(self, args_dev, kwargs)
-        spans = {}
-        for t in [*args_hst, *kwargs_hst.values()]:
-            if isinstance(t, torch.Tensor):
-                st = t.untyped_storage()
-                spans[st.data_ptr()] = st.data_ptr() + st.nbytes()
-        launch.update(fn=self.fn, spans=sorted(spans.items()))
-        return args_hst, kwargs_hst
-
-    def check(builder, kind, ptrs, mask):
-        size = ptrs.get_element_ty().primitive_bitwidth // 8
-        addr = ptrs.data[np.broadcast_to(mask.data, ptrs.data.shape)].astype(np.uint64)
-        ok = np.zeros(addr.shape, dtype=bool)
-        for lo, hi in launch["spans"]:
-            ok |= (addr >= lo) & (addr + size <= hi)
-        if ok.all():
-            return
-        bad = int(addr[~ok][0])
-        lo, hi = min(launch["spans"], key=lambda s: min(abs(bad - s[0]), abs(bad - s[1])))
-        relation = f"{bad - hi} bytes past the end of" if bad >= hi else f"{lo - bad} bytes before the start of"
-        fn = launch["fn"]
-        frame = sys._getframe()
-        while frame is not None and frame.f_code.co_name != fn.__name__:
-            frame = frame.f_back
-        x, y, z = builder.grid_idx
-        raise OutOfBounds({"what": f"Invalid {kind} of size {size} bytes", "access": kind, "size": size,
-                           "kernel": fn.__name__, "file": fn.__code__.co_filename,
-                           "line": frame.f_lineno if frame else None, "block": f"{x},{y},{z}",
-                           "address": hex(bad), "problem": f"is out of bounds ({int((~ok).sum())} of {ok.size} "
-                                                           "masked-on lanes)",
-                           "distance": f"{relation} the nearest tensor argument at {hex(lo)} of size {hi - lo} bytes"})
-
-    def load(self, ptrs, mask, other, *a, **kw):
-        check(self, "load", ptrs, mask)
-        return orig_load(self, ptrs, mask, other, *a, **kw)
-
-    def store(self, ptrs, value, mask, *a, **kw):
-        check(self, "store", ptrs, mask)
-        return orig_store(self, ptrs, value, mask, *a, **kw)
-    I.GridExecutor._init_args_hst, I.InterpreterBuilder.create_masked_load, I.InterpreterBuilder.create_masked_store = \
-        init_args, load, store
-    try:
-        yield
-    finally:
-        I.GridExecutor._init_args_hst, I.InterpreterBuilder.create_masked_load, \
-            I.InterpreterBuilder.create_masked_store = orig_args, orig_load, orig_store
-
-
 # -------------------------------------------------------------------------------------------- replay
 
 def replay(check_id: str, example_file: str, device: str) -> NoReturn:
@@ -203,7 +132,7 @@ def replay(check_id: str, example_file: str, device: str) -> NoReturn:
 
     from verify.core import examples as example
     from verify.core.engine import prepare
-    from verify.core.errors import is_device_fatal
+    from verify.core.errors import OutOfBoundsAccess, is_device_fatal
     from verify.core.registry import Context
     from verify.ops import scale_of
 
@@ -213,19 +142,18 @@ def replay(check_id: str, example_file: str, device: str) -> NoReturn:
     if cid.pass_ == "bwd":
         x = {n: t.requires_grad_() if t is not None and t.is_floating_point() else t for n, t in x.items()}
     try:
-        with bounds_checked() if device == "cpu" else contextlib.nullcontext():
-            outs = (op.decode.kernel if cid.pass_ == "decode" else op.kernel)(**x, scale=scale_of(x))
-            if cid.pass_ == "bwd":
-                outs = outs if isinstance(outs, tuple) else (outs,)
-                torch.autograd.backward([o for o in outs if o.requires_grad],
-                                        [torch.ones_like(o) for o in outs if o.requires_grad])
-            if device == "cuda":
-                torch.cuda.synchronize()
-    except OutOfBounds as exc:
+        outs = (op.decode.kernel if cid.pass_ == "decode" else op.kernel)(**x, scale=scale_of(x))
+        if cid.pass_ == "bwd":
+            outs = outs if isinstance(outs, tuple) else (outs,)
+            torch.autograd.backward([o for o in outs if o.requires_grad],
+                                    [torch.ones_like(o) for o in outs if o.requires_grad])
+        if device == "cuda":
+            torch.cuda.synchronize()
+    except OutOfBoundsAccess as exc:
         print(MARK + json.dumps(exc.fault), flush=True)
         _exit(FAULT_EXIT)
     except Exception as exc:
-        if isinstance(exc.__cause__, OutOfBounds):       # the interpreter wraps kernel errors
+        if isinstance(exc.__cause__, OutOfBoundsAccess):       # the interpreter wraps kernel errors
             print(MARK + json.dumps(exc.__cause__.fault), flush=True)
             _exit(FAULT_EXIT)
         print(f"{type(exc).__name__}: {exc}".splitlines()[0], flush=True)
@@ -343,7 +271,7 @@ def sanitize(check_id: str, example_file: str, device: str = "cuda") -> dict:
     x = example.load(example_file, ops.record(check_id), CheckId.parse(check_id).dtype, "cpu")
     doc = {"check": check_id, "device": device, "shape": example.shape(x), "faults": [], "errors": 0, "tries": []}
     sanitizer = find_sanitizer() if device == "cuda" else None
-    doc["tool"] = ("interpreter bounds check (verify.run.sanitize.bounds_checked)" if device == "cpu" else
+    doc["tool"] = ("interpreter bounds check (verify.core.fidelity part bounds)" if device == "cpu" else
                    f"{sanitizer} --tool memcheck" if sanitizer else "compute-sanitizer (not found)")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
