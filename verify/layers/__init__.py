@@ -76,8 +76,10 @@ BUILT_IN_MODULES = ("verify.layers.path", "verify.layers.mdn")     # the modules
 
 
 def load() -> dict[str, LayerRecord]:
-    """Import the built-in layer modules (cheap: none imports fla at import time) and return the table."""
+    """Import the built-in layer modules (cheap: none imports fla at import time) and return the table, ordered
+    by layer name (not by which module some caller imported first: check and mutant order is the same in every
+    process)."""
     import importlib
     for name in BUILT_IN_MODULES:
         importlib.import_module(name)
-    return LAYERS
+    return {name: LAYERS[name] for name in sorted(LAYERS)}
