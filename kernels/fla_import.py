@@ -1,8 +1,20 @@
-"""Importing fla from a checkout whose fla/__init__.py cannot run here (it imports the model zoo, fla.layers /
-fla.models, which need `transformers`): fla is registered as a package whose __init__ is not executed, so
-fla.ops.* and fla.utils import from the checkout and the model zoo is never loaded.  A tree whose `import fla`
-works is imported normally.  Nothing here imports fla or the toolkit (verify.core.kernel_root and
-kernels.fla_ops call it).
+"""How fla is imported: its re-exporting packages lazily, and a checkout whose fla/__init__.py cannot run here
+without that __init__.
+
+fla, fla.ops, fla.layers and fla.models have __init__s that only import their subpackages and re-export
+names (fla.ops/__init__.py imports every op: 5 of a check worker's 6 s start on this 2-core CPU, while a
+check needs one op).  Each such package is registered as a *lazy package* (:func:`lazy_package`): importing
+a submodule (`import fla.ops.path_attn`) runs that submodule only; the first use of any other name
+(`from fla.ops import chunk_gla`, `fla.layers.__all__`) runs the package's __init__ in full, so nothing it
+defines is lost, only deferred.  A package qualifies only when its __init__ does nothing but that
+(:func:`only_reexports`: imports, assignments to plain names, function definitions, calls of those
+functions, docstrings; no assignment into another module or os.environ) and imports only what is installed
+(a missing module is the tree's import error, reported at once); any other is imported normally.
+
+A checkout whose fla/__init__.py cannot run here (it imports the model zoo, fla.layers / fla.models, which
+need `transformers`; or fla-core 0.6's extend_path would pull in another fla's zoo) gets a `fla` whose
+__init__ is never executed: fla.ops.* and fla.utils import from the checkout and the model zoo is never
+loaded.  Nothing here imports fla or the toolkit (verify.core.kernel_root and kernels.fla_ops call it).
 """
 from __future__ import annotations
 
@@ -14,6 +26,8 @@ from pathlib import Path
 
 MODEL_ZOO = ("layers", "models")     # the model zoo's subpackages: importing them runs transformers
 SHIM_MARK = "__verify_init_not_executed__"     # attribute of a shimmed `fla`: why its __init__ did not run
+LAZY_MARK = "__verify_lazy_init__"             # attribute of a lazy package whose __init__ has not run yet
+LAZY = ("fla", "fla.ops", "fla.layers", "fla.models")     # the re-exporting packages (module docstring)
 
 
 def read_version(init: Path) -> str | None:
@@ -82,11 +96,86 @@ def init_obstacle(root: Path | str) -> str | None:
     return None
 
 
+def only_reexports(init: Path) -> bool:
+    """Whether a package __init__ only imports and names things (module docstring): then running it later, on
+    the first use of a name it defines, changes nothing but when it runs."""
+    try:
+        tree = ast.parse(init.read_text(errors="replace"))
+    except SyntaxError:
+        return False                                   # imported normally: the import reports it
+    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+
+    def plain(nodes) -> bool:
+        for node in nodes:
+            if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.Pass)):
+                continue
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.Delete)):
+                targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+                if all(isinstance(t, ast.Name) for t in targets):
+                    continue
+                return False
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+                continue                               # a docstring
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) \
+                    and isinstance(node.value.func, ast.Name) and node.value.func.id in defined:
+                continue
+            if isinstance(node, ast.If) and plain(node.body) and plain(node.orelse):
+                continue
+            if isinstance(node, ast.Try) and plain(node.body) and plain(node.orelse) and plain(node.finalbody) \
+                    and all(plain(h.body) for h in node.handlers):
+                continue
+            return False
+        return True
+    return plain(tree.body)
+
+
+def _missing_imports(init: Path) -> list[str]:
+    """The modules outside fla that the __init__ imports unconditionally and that are not installed (its import
+    error is the tree's to report at once, not on first use)."""
+    tree = ast.parse(init.read_text(errors="replace"))
+    return [m for m, _ in _top_level_imports(tree.body) if m.split(".")[0] != "fla" and not _findable(m.split(".")[0])]
+
+
+def lazy_package(name: str, init: Path, never_run: str | None = None):
+    """Register package `name` (its __init__.py at `init`) without running its __init__ (module docstring);
+    never_run: why the __init__ must not run at all (then a name it would define is an AttributeError
+    saying so).  Returns the module."""
+    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(init.parent)])
+    module = importlib.util.module_from_spec(spec)
+    if name == "fla":
+        module.__version__ = read_version(init)         # fla/utils does `from fla import __version__`
+
+    def __getattr__(attr: str):
+        if (init.parent / attr / "__init__.py").is_file() or (init.parent / f"{attr}.py").is_file():
+            return importlib.import_module(f"{name}.{attr}")     # a submodule: only it runs
+        if never_run is not None or (attr.startswith("__") and attr != "__all__"):
+            raise AttributeError(f"module {name!r} has no attribute {attr!r}"
+                                 + (f" (its __init__ is not run here: {never_run})" if never_run else ""))
+        del module.__getattr__, module.__dict__[LAZY_MARK]
+        exec(compile(init.read_text(), str(init), "exec"), module.__dict__)
+        return getattr(module, attr)
+
+    module.__getattr__ = __getattr__
+    setattr(module, LAZY_MARK, True)
+    if never_run is not None:
+        setattr(module, SHIM_MARK, never_run)
+    sys.modules[name] = module
+    parent, _, child = name.rpartition(".")
+    if parent:
+        setattr(sys.modules[parent], child, module)
+    return module
+
+
+def is_lazy(module) -> bool:
+    """A lazy package (lazy_package) whose __init__ has not run: it has defined nothing yet."""
+    return getattr(module, LAZY_MARK, False)
+
+
 def install_import_shim() -> str | None:
-    """Before anything imports fla: if the fla that `import fla` would load is a tree whose __init__ cannot
-    run here (:func:`init_obstacle`), register it as a package whose __init__ is not executed.  Returns the
-    reason when the shim is (or already was) in place, None when fla is imported normally.  Idempotent; never
-    imports fla."""
+    """Before anything imports fla: register fla's re-exporting packages lazily (module docstring), and, if
+    the fla that `import fla` would load is a tree whose __init__ cannot run here (:func:`init_obstacle`),
+    register fla as a package whose __init__ never runs.  Returns that reason when the shim is (or already
+    was) in place, None otherwise.  Idempotent; never imports fla."""
     loaded = sys.modules.get("fla")
     if loaded is not None:
         return getattr(loaded, SHIM_MARK, None)
@@ -98,11 +187,12 @@ def install_import_shim() -> str | None:
         return None
     init = Path(spec.origin)
     why = init_obstacle(init.parent.parent)
-    if why is None:
-        return None
-    shim = importlib.util.spec_from_file_location("fla", init, submodule_search_locations=[str(init.parent)])
-    module = importlib.util.module_from_spec(shim)     # not executed: no model zoo
-    module.__version__ = read_version(init)             # fla/utils (0.5.x) does `from .. import __version__`
-    setattr(module, SHIM_MARK, why)
-    sys.modules["fla"] = module
+    for name in LAZY:
+        path = init.parent.joinpath(*name.split(".")[1:], "__init__.py")
+        deferrable = only_reexports(path) and not _missing_imports(path) if path.is_file() else False
+        if name == "fla" and why is None and not deferrable:
+            return None                                # fla's own __init__ does more: imported normally
+        if name != "fla" and not deferrable:
+            continue
+        lazy_package(name, path, never_run=why if name == "fla" else None)
     return why

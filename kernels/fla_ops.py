@@ -55,7 +55,6 @@ def fla_version() -> str:
     """The version of the fla that `import fla` would load, read from its fla/__init__.py without importing
     it (a --kernel-root checkout has no installed metadata), for the results; KernelUnavailable only if there
     is no fla at all.  Any version is accepted: what a tree offers is probed per entry point."""
-    _install_import_shim()
     spec = importlib.util.find_spec("fla")
     if spec is None or spec.origin is None:
         raise KernelUnavailable("the kernel package fla is not importable: install fla-core or give --kernel-root")
@@ -249,8 +248,10 @@ def emulate_h200_tiles() -> str:
     builds some autotune config lists at import, e.g. chunk_delta_h.py from 0.5)."""
     import os
     import sys
+    from kernels.fla_import import is_lazy
     _install_import_shim()
-    early = sorted(m for m in sys.modules if m == "fla.ops" or m.startswith("fla.ops."))
+    early = sorted(m for m, mod in list(sys.modules.items())
+                   if (m == "fla.ops" or m.startswith("fla.ops.")) and not is_lazy(mod))
     if os.environ.get(EMULATE_TILES_ENV) == "0":
         return f"not emulated: disabled by {EMULATE_TILES_ENV}=0"
     utils, hw, csm = shared_mem_module()

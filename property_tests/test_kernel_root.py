@@ -94,6 +94,38 @@ def test_init_obstacle_reads_fla_init_without_running_it(tmp_path, monkeypatch):
     assert kr.init_obstacle(root) is None
 
 
+LAZY_PROBE = """
+import os, sys
+sys.path.insert(0, sys.argv[1])
+from kernels.fla_import import install_import_shim, is_lazy
+install_import_shim()
+import fla.ops.a                                   # a submodule: runs a only
+print(os.environ["RAN"], is_lazy(sys.modules["fla.ops"]), fla.__version__)
+from fla.ops import f                              # a re-exported name: runs fla.ops/__init__ in full
+print(os.environ["RAN"], is_lazy(sys.modules["fla.ops"]), f())
+"""
+
+
+def test_reexporting_packages_run_their_init_on_first_use_of_a_name(tmp_path):
+    """fla, fla.ops: importing a submodule runs it alone; the first name the package re-exports runs its
+    __init__ (nothing it defines is lost); an __init__ that does more than import and name is run eagerly."""
+    ops = tmp_path / "fla" / "ops"
+    ops.mkdir(parents=True)
+    (tmp_path / "fla" / "__init__.py").write_text('__version__ = "9.9"\nfrom fla.ops import f\n')
+    (ops / "__init__.py").write_text("from .a import f\nfrom .b import g\n__all__ = ['f', 'g']\n")
+    for name in ("a", "b"):
+        (ops / f"{name}.py").write_text(f"import os\nos.environ['RAN'] = os.environ.get('RAN', '') + '{name}'\n"
+                                        f"def {'f' if name == 'a' else 'g'}():\n    return '{name}'\n")
+    run = lambda: subprocess.run([sys.executable, "-c", LAZY_PROBE, str(tmp_path)], capture_output=True, text=True,
+                                 cwd=REPO, env={**os.environ, "RAN": "", "PYTHONPATH": str(REPO)}, check=False)
+    r = run()
+    assert r.returncode == 0 and r.stdout.split("\n")[:2] == ["a True 9.9", "ab False a"], r.stdout + r.stderr
+    # a side effect beyond importing and naming (here: into os.environ) is not deferred
+    (ops / "__init__.py").write_text("import os\nos.environ['RAN'] = 'init'\nfrom .a import f\n")
+    r = run()
+    assert r.returncode == 0 and r.stdout.split("\n")[0].startswith("inita False"), r.stdout + r.stderr
+
+
 def test_keywords_only_when_named():
     """A **kwargs is not a parameter: an old tree's swallows unknown keywords silently; the body reading it is."""
     from kernels import fla_ops

@@ -14,7 +14,8 @@ from verify.core import engine
 from verify.core.errors import is_interpreter_gap
 from verify.core.records import KernelOp
 from verify.core.registry import Context, Result, register
-from verify.core.search import innermost_error, search
+from verify.core.errors import innermost_error
+from verify.core.search import search
 from verify.core.strategies import BWD_MAX_T
 
 

@@ -67,3 +67,13 @@ def is_interpreter_gap(exc: BaseException) -> bool:
                 return True
         exc = exc.__cause__ or exc.__context__
     return False
+
+
+def innermost_error(exc: BaseException) -> str:
+    """ "Type: first line of its message" of the exception that exc was raised from, innermost (the
+    interpreter re-raises a kernel's error as InterpreterError(repr(original)) from it: named once)."""
+    seen = set()
+    while exc.__cause__ is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        exc = exc.__cause__
+    return f"{type(exc).__name__}: {exc}".splitlines()[0]

@@ -539,7 +539,9 @@ def activate(fp32_dot: str = "tf32", parts=PARTS, allow_untested_triton: bool | 
         return active_parts()
 
     if os.environ.get("TRITON_INTERPRET") != "1":
-        early = [m for m in sys.modules if m == "fla.ops" or m.startswith("fla.ops.")]
+        from kernels.fla_import import is_lazy
+        early = [m for m, mod in list(sys.modules.items())
+                 if (m == "fla.ops" or m.startswith("fla.ops.")) and not is_lazy(mod)]
         early += _kernels_defined_without_interpreter()
         if early:
             shown = sorted(set(early))

@@ -26,7 +26,7 @@ from typing import Callable
 from unittest import mock
 
 from verify.core import configs, environment, timing
-from verify.core.errors import UsageError, is_device_fatal, is_interpreter_gap
+from verify.core.errors import UsageError, innermost_error, is_device_fatal, is_interpreter_gap
 from verify.core.ids import CheckId
 from verify.core.registry import (
     DEVICE_LOST,
@@ -37,7 +37,6 @@ from verify.core.registry import (
     Result,
 )
 from verify.core.results import Record
-from verify.core.search import innermost_error
 from verify.run import xfails as xfail_list
 
 # --check-timeout default per profile (seconds): above the slowest check of the profile on a 2-core CPU
