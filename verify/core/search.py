@@ -22,10 +22,16 @@ from hypothesis import strategies as st
 
 from kernels.fla_ops import VariantUnsupported
 from verify.core.budget import OracleFailed, Verdict
-from verify.core.errors import UsageError, is_device_fatal, is_interpreter_gap
+from verify.core.errors import UsageError, innermost_error, is_device_fatal, is_interpreter_gap
 from verify.core.registry import DEVICE_LOST, Context, Result
 
-MAX_EXAMPLES = {"quick": 2, "ci": 3, "full": 5}
+MAX_EXAMPLES = {"quick": 2, "ci": 2, "full": 5}     # drawn examples, after the structural cases (explicit)
+# Kernel evaluations hypothesis may spend shrinking a failure, after the first failing example: a failing
+# PaTH backward under the interpreter costs 3 s an example, and an unbounded shrink of a listed fault spent
+# 11 of them (46 s) without making the case smaller; at quick and ci one try (the run's verdict does not
+# depend on it, and --profile full shrinks further).  Past the limit a case already seen is answered from
+# its first evaluation and a new one counts as passing, unevaluated (counted, so the run is deterministic).
+SHRINK_EVALUATIONS = {"quick": 1, "ci": 1, "full": 12}
 
 
 @dataclass
@@ -38,6 +44,11 @@ class Probe:
 
 class _Exceeded(AssertionError):
     pass
+
+
+def _exceeded(label: str):
+    """Raise _Exceeded from this one line (hypothesis replays a failure and requires the same origin)."""
+    raise _Exceeded(label)
 
 
 class _DeviceLost(BaseException):
@@ -61,9 +72,19 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
     failures: list[tuple[Probe, object]] = []
     n_examples = [0]
     cases: list[str] = []       # every case evaluated, in order (details["cases"]: what verify coverage counts)
+    failed: dict[str, Probe] = {}   # repr(case) -> its probe, for each failing case
+    shrink = {"left": SHRINK_EVALUATIONS[ctx.profile], "skipped": 0}
     t0 = time.perf_counter()
 
     def prop(case):
+        if failures and (key := repr(case)) in failed:     # hypothesis replays its minimal example last
+            failures.append((failed[key], case))
+            _exceeded(failed[key].label)
+        if failures and shrink["left"] <= 0:
+            shrink["skipped"] += 1
+            return
+        if failures:
+            shrink["left"] -= 1
         n_examples[0] += 1
         cases.append(case.label() if hasattr(case, "label") else repr(case))
         try:
@@ -86,7 +107,8 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
             worst[:] = [probe]
         if not ratio <= 1:
             failures.append((probe, case))
-            raise _Exceeded(probe.label)
+            failed[repr(case)] = probe
+            _exceeded(probe.label)
 
     test = given(strategy)(prop)
     for case in explicit:
@@ -112,9 +134,10 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
         p, case = failures[-1]   # hypothesis replays the minimal (shrunk) example last
         v = p.verdict
         repro = _save_failing(ctx, what, case, saved)
+        capped = f", shrinking stopped after {SHRINK_EVALUATIONS[ctx.profile]} tries" if shrink["skipped"] else ""
         return Result("fail", v.measured, v.budget,
                       f"{what}: minimal failing example [{p.label}]: {v.summary()} "
-                      f"({n_examples[0]} examples, {elapsed:.0f}s)" + (f"; repro: {repro}" if repro else ""),
+                      f"({n_examples[0]} examples{capped}, {elapsed:.0f}s)" + (f"; repro: {repro}" if repro else ""),
                       details={"minimal_example": p.label, "worst_ratio": _finite(worst[0].verdict.ratio), "cases": cases,
                                **p.details, **({"compare_command": repro} if repro else {})},
                       kind=v.kind, measure=v.measure)
@@ -124,16 +147,6 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
                   f"{what}: worst of {n_examples[0]} examples [{p.label}]: {v.summary()}",
                   details={"worst_example": p.label, "worst_ratio": v.ratio, "cases": cases, **p.details},
                   measure=v.measure)
-
-
-def innermost_error(exc: BaseException) -> str:
-    """ "Type: first line of its message" of the exception that exc was raised from, innermost (the
-    interpreter re-raises a kernel's error as InterpreterError(repr(original)) from it: named once)."""
-    seen = set()
-    while exc.__cause__ is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        exc = exc.__cause__
-    return f"{type(exc).__name__}: {exc}".splitlines()[0]
 
 
 def _finite(x: float) -> float | None:
