@@ -15,6 +15,7 @@ from pathlib import Path
 
 from verify.core.errors import UsageError
 from verify.core.registry import STATUSES, Result
+from verify.core.timing import run_compilations
 
 SCHEMA_VERSION = 1
 SCHEMA_FILE = Path(__file__).with_name("results.schema.json")
@@ -92,7 +93,7 @@ def document(records: list, *, command: list[str], toolkit: dict, kernel_package
     return {"schema_version": SCHEMA_VERSION, "command": command, "toolkit": toolkit,
             "kernel_package": kernel_package, "environment": finite(environment), "started": iso(started),
             "wall_seconds": round(wall_seconds, 3), "interrupted": interrupted, "checks": checks,
-            "summary": summary(checks)}
+            "summary": summary(checks), "compilations": run_compilations([c["details"] for c in checks])}
 
 
 def summary(checks: list[dict]) -> dict[str, int]:

@@ -1,8 +1,11 @@
 """Where a kernel check's time goes: a result's `details.seconds_in` (JSON).
 
 seconds_in = {kernel, oracle, same_dtype: seconds in each (summed over the check's examples; the kernel's
-includes its Triton compilations and autotuning), compile: seconds in Triton compilations (a compilation
-loaded from Triton's disk cache counts too), compilations: how many}.  The check's own `seconds` minus
+includes its Triton compilations and autotuning), compile: seconds in Triton's in-process cache misses
+(compiling, or loading from Triton's disk cache), compilations: how many specializations Triton compiled
+(not found in its disk cache), cache_loads: how many it loaded from there, compiled: the cache key (hash)
+of each compilation}.  :func:`run_compilations` sums them over a run: a key compiled twice in one run
+(two workers compiling the same kernel specialization at once) is a duplicate, work a run should not do.  The check's own `seconds` minus
 kernel + oracle + same_dtype is hypothesis, input building and judging.  On a GPU each phase ends with a
 synchronize, so that a kernel's time is not charged to the next phase.  One accumulator per process,
 reset by verify.run.runner.execute at the start of each check.
@@ -14,16 +17,28 @@ from collections import Counter
 from contextlib import contextmanager
 
 _spent: Counter = Counter()
+_compiled: list[str] = []     # cache keys the current check compiled
 _compile_started = [0.0]      # when the compilation in progress began (a failed one is overwritten by the next)
 
 
 def reset() -> None:
     _spent.clear()
+    _compiled.clear()
 
 
 def spent() -> dict:
     """What the current check spent so far (empty if it timed no phase)."""
-    return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in _spent.items()}
+    out = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in _spent.items()}
+    return out | ({"compiled": list(_compiled)} if _compiled else {})
+
+
+def run_compilations(details: list[dict]) -> dict:
+    """Over a run's records (their details): compiled (Triton compilations), distinct (cache keys),
+    duplicates (compiled - distinct: should be 0), cache_loads, compile_seconds."""
+    keys = [k for d in details for k in d.get("seconds_in", {}).get("compiled", ())]
+    return {"compiled": len(keys), "distinct": len(set(keys)), "duplicates": len(keys) - len(set(keys)),
+            "cache_loads": sum(d.get("seconds_in", {}).get("cache_loads", 0) for d in details),
+            "compile_seconds": round(sum(d.get("seconds_in", {}).get("compile", 0.0) for d in details), 1)}
 
 
 @contextmanager
@@ -38,18 +53,28 @@ def phase(name: str, device: str):
 
 
 def time_compilations() -> None:
-    """Charge Triton's compilations to `compile` through its JIT hooks (called around each compilation of a
-    kernel specialization the process has not compiled yet), unless the user installed hooks of their own."""
+    """Charge Triton's in-process cache misses to `compile` through its JIT hooks (called around each kernel
+    specialization the process has not loaded yet), and count compilations and disk-cache loads through its
+    compilation listener (told cache_hit), unless the user installed hooks of their own."""
     from triton import knobs
-    if knobs.runtime.jit_cache_hook is not None or knobs.runtime.jit_post_compile_hook is not None:
-        return
+    if knobs.runtime.jit_cache_hook is None and knobs.runtime.jit_post_compile_hook is None:
+        def before(**_):
+            _compile_started[0] = time.perf_counter()
+            return False              # False: compile (True would skip it)
 
-    def before(**_):
-        _compile_started[0] = time.perf_counter()
-        return False              # False: compile (True would skip it)
+        def after(**_):
+            _spent["compile"] += time.perf_counter() - _compile_started[0]
 
-    def after(**_):
-        _spent["compile"] += time.perf_counter() - _compile_started[0]
+        knobs.runtime.jit_cache_hook, knobs.runtime.jit_post_compile_hook = before, after
+    if knobs.compilation.listener is None:
+        knobs.compilation.listener = listen
+
+
+def listen(*, src, metadata: dict, cache_hit: bool, **_) -> None:
+    """Triton's compilation listener: one call per triton.compile, cache_hit when loaded from disk."""
+    if cache_hit:
+        _spent["cache_loads"] += 1
+    else:
         _spent["compilations"] += 1
-
-    knobs.runtime.jit_cache_hook, knobs.runtime.jit_post_compile_hook = before, after
+        name = getattr(getattr(src, "fn", None), "__name__", None) or metadata.get("name", "?")
+        _compiled.append(f"{name}:{metadata.get('hash', '?')}")

@@ -11,6 +11,7 @@ from rich.table import Table
 from verify.core.ids import CheckId
 from verify.core.registry import STATUSES, Check, Result
 from verify.core.results import Record, summary_counts
+from verify.core.timing import run_compilations
 from verify.run.runner import TIME_LIMIT
 from verify.run.xfails import NOT_REPRODUCED
 
@@ -133,6 +134,11 @@ def print_summary(records: list[Record], console: Console, wall_seconds: float, 
         if r.result.status in ("fail", "error"):
             console.print(f"[red]{r.result.status.upper()}[/] {r.id}" + (f" ({r.result.kind})" if r.result.kind else "")
                           + f"\n    {escape(r.result.message)}\n    reproduce: {r.repro}", highlight=False, soft_wrap=True)
+    comp = run_compilations([r.result.details for r in records])
+    if comp["compiled"] or comp["cache_loads"]:
+        console.print(f"Triton compilations: {comp['compiled']} ({comp['duplicates']} duplicate(s) of a key compiled "
+                      f"earlier in this run), {comp['cache_loads']} loaded from its disk cache, "
+                      f"{comp['compile_seconds']:.1f} worker-s compiling and loading", highlight=False)
     console.print(f"{'interrupted after' if interrupted else 'total wall time'} {wall_seconds:.1f} s", highlight=False)
 
 
