@@ -123,3 +123,27 @@ def test_no_compute_sanitizer_is_said_not_guessed(monkeypatch):
     monkeypatch.setattr(sanitize.glob, "glob", lambda pattern: [])
     monkeypatch.setattr(sanitize.importlib.util, "find_spec", lambda name: None)
     assert sanitize.find_sanitizer() is None
+
+
+def test_a_listed_fault_with_its_error_text_is_not_replayed(monkeypatch):
+    """The runner replays a fatal CUDA error under compute-sanitizer unless an applicable entry lists the fault
+    with its error text (`fault`) and the error repeats it; another text is replayed (the control)."""
+    from verify.core.registry import REGISTRY, Context, Result
+    from verify.run import runner, xfails
+    runner.load_checks()
+    cid = "kernel.fla.path_attn.bwd.bf16.gate_weak"     # listed for cuda:NVIDIA H200 with fault = "an illegal ..."
+    monkeypatch.setattr(runner, "scope", lambda ctx, pkg: xfails.Scope("fla 0.6.0", "cuda:NVIDIA H200", "ci", None))
+    monkeypatch.setattr(runner, "_loaded_package", lambda: None)
+    replayed = []
+    monkeypatch.setattr(sanitize, "annotate", lambda check_id, result, device: replayed.append(check_id))
+
+    def fault(text):
+        result = Result("fail", message=f"{cid}: the kernel raised a fatal CUDA error: RuntimeError: {text}",
+                        kind="cuda_fatal", details={"failing_example": "T=1 D=32 seed=0"})
+        runner._sanitize(REGISTRY[cid], result, Context(device="cuda"))
+        return result
+    listed = fault("Triton Error [CUDA]: an illegal memory access was encountered")
+    assert not replayed and "sanitizer replay skipped" in listed.message
+    assert listed.details["sanitizer"]["status"] == "skipped"
+    other = fault("CUDA error: misaligned address")
+    assert replayed == [cid] and "skipped" not in other.message

@@ -47,7 +47,7 @@ EXPECTED_FAILURES_FILE = Path(__file__).with_name("expected_failures.toml")
 FAILURE_KINDS = ("over_budget", "non_finite", "exception", "cuda_fatal", "crashed", "timeout")  # failing KINDS
 MIN_FACTOR = 10.0    # the bound is at least ten times the largest ratio measured (one decade)
 FIELDS = {"id", "ids", "packages", "devices", "profiles", "kinds", "exception", "ratios", "compare_ratio",
-          "reproduces", "regime", "measured", "cause", "commits", "trees"}
+          "reproduces", "regime", "measured", "cause", "commits", "trees", "fault"}
 COMMIT_RANGE = re.compile(r"(?:[0-9a-f]{7,40})?(?:\.\.(?:[0-9a-f]{7,40})?)?")   # "a..b", "a..", "..b", "a"
 _ACTIVE: list[Path] = []     # the list named by --xfails FILE for this run (see use)
 
@@ -100,6 +100,7 @@ class Entry:
     reproduces: tuple[str, ...] | None = None   # where a pass is news (None: the ratios keys failing on every seed)
     commits: tuple[str, ...] | None = None      # git checkouts: HEAD within one of these "<sha>..<sha>" ranges
     trees: tuple[str, ...] | None = None        # content hashes (tree_hash) of the trees it applies to
+    fault: str | None = None          # kind cuda_fatal: text of the listed fault's CUDA error (not replayed)
 
     def applies(self, scope: Scope) -> bool:
         dev = scope.device
@@ -185,6 +186,8 @@ def _entry(e: dict, name: str) -> Entry:
         raise UsageError(f"{where}: kinds {bad or '[]'} not among {FAILURE_KINDS}")
     if ("exception" in e) != ("exception" in e["kinds"]):
         raise UsageError(f"{where}: kind 'exception' and the field exception (its type) go together")
+    if "fault" in e and ("cuda_fatal" not in e["kinds"] or not isinstance(e["fault"], str) or not e["fault"]):
+        raise UsageError(f"{where}: fault (the text of the listed CUDA error) goes with kind 'cuda_fatal'")
     if any(i.startswith(("kernel.", "layer.")) for i in ids) != ("packages" in e):
         raise UsageError(f"{where}: kernel.* and layer.* entries, and only they, name their kernel packages")
     for p in e.get("profiles", ()):
@@ -213,7 +216,7 @@ def _entry(e: dict, name: str) -> Entry:
     tup = lambda k: tuple(e[k]) if k in e else None
     return Entry(ids, tuple(e["kinds"]), e["regime"], e["measured"], e["cause"], tup("packages"), tup("devices"),
                  tup("profiles"), e.get("exception"), dict(e.get("ratios", {})), e.get("compare_ratio", True),
-                 tup("reproduces"), tup("commits"), tup("trees"))
+                 tup("reproduces"), tup("commits"), tup("trees"), e.get("fault"))
 
 
 def expected_failures(path: Path | None = None) -> dict[str, Entry]:
