@@ -318,6 +318,7 @@ def test_a_kernel_check_says_where_its_time_went(monkeypatch):
     assert sum(split.values()) <= record.seconds, (split, record.seconds)
     monkeypatch.setattr(knobs.runtime, "jit_cache_hook", None)
     monkeypatch.setattr(knobs.runtime, "jit_post_compile_hook", None)
+    monkeypatch.setattr(knobs.compilation, "listener", None)
     timing.reset()
     timing.time_compilations()
     from types import SimpleNamespace
@@ -326,11 +327,15 @@ def test_a_kernel_check_says_where_its_time_went(monkeypatch):
         m.setattr(timing, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
         assert knobs.runtime.jit_cache_hook(key=0) is False      # False: Triton goes on and compiles
         knobs.runtime.jit_post_compile_hook(key=0)               # 10 -> 12.5
-        assert timing.spent() == {"compile": 2.5, "compilations": 1}
+        assert timing.spent() == {"compile": 2.5}
         knobs.runtime.jit_cache_hook(key=1)                      # a compilation that failed: no post hook;
         knobs.runtime.jit_cache_hook(key=2)                      # the next one starts the clock again
         knobs.runtime.jit_post_compile_hook(key=2)               # 30 -> 30.25
-        assert timing.spent() == {"compile": 2.75, "compilations": 2}
+        assert timing.spent() == {"compile": 2.75}
+    kernel = SimpleNamespace(fn=SimpleNamespace(__name__="k"))   # what triton.compile tells its listener
+    knobs.compilation.listener(src=kernel, metadata={"hash": "h1"}, metadata_group={}, times=None, cache_hit=False)
+    knobs.compilation.listener(src=kernel, metadata={"hash": "h2"}, metadata_group={}, times=None, cache_hit=True)
+    assert timing.spent() == {"compile": 2.75, "compilations": 1, "cache_loads": 1, "compiled": ["k:h1"]}
     mine = lambda **_: False
     monkeypatch.setattr(knobs.runtime, "jit_cache_hook", mine)
     timing.time_compilations()                               # a user's own hook is left in place

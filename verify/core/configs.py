@@ -38,7 +38,7 @@ Per check, :func:`attach` writes into Result.details:
   configs           {kernel: [indices into the kernel's declared configs that ran]}
   configs_declared  {kernel: number of declared configs}
   configs_unfit     {kernel: [indices that did not fit]}                    (only when some)
-  configs_failing_example  {kernel: ["index: config", ...]} of the last example (failing checks only; the
+  configs_failing_example  {kernel: ["index: config", ...]} of the failing example reported (failing checks only; the
                     last example hypothesis runs is the replay of the minimal failing one), also named in
                     the message.
 Outside a check (begin not called: `verify compare`, the report, tests) and in the env.interpreter.*
@@ -324,7 +324,7 @@ def attach(result) -> None:
     if not found:
         return
     result.details.update(found)
-    if result.status == "fail" and (ex := last_example()):
+    if result.status == "fail" and (ex := result.details.get("configs_failing_example") or last_example()):
         result.details["configs_failing_example"] = ex
         named = "; ".join(f"{k} {', '.join(v)}" for k, v in ex.items())
         result.message += f" [configs of its failing example ({_state.mode}): {named}]"

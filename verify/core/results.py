@@ -196,4 +196,5 @@ def merge(paths: list[str], command: list[str]) -> dict:
             "kernel_package": first["kernel_package"],
             "environment": {**first["environment"], "merged_from": list(paths)},
             "started": min(d["started"] for d in docs), "wall_seconds": max(d["wall_seconds"] for d in docs),
-            "interrupted": any(d["interrupted"] for d in docs), "checks": checks, "summary": summary(checks)}
+            "interrupted": any(d["interrupted"] for d in docs), "checks": checks, "summary": summary(checks),
+            "compilations": run_compilations([c["details"] for c in checks])}

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, Phase, example, given, seed, settings, targe
 from hypothesis import strategies as st
 
 from kernels.fla_ops import VariantUnsupported
+from verify.core import configs
 from verify.core.budget import OracleFailed, Verdict
 from verify.core.errors import UsageError, innermost_error, is_device_fatal, is_interpreter_gap
 from verify.core.registry import DEVICE_LOST, Context, Result
@@ -73,6 +74,7 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
     n_examples = [0]
     cases: list[str] = []       # every case evaluated, in order (details["cases"]: what verify coverage counts)
     failed: dict[str, Probe] = {}   # repr(case) -> its probe, for each failing case
+    launched: dict[str, dict] = {}  # repr(case) -> the tile configs its kernels ran (verify.core.configs)
     shrink = {"left": SHRINK_EVALUATIONS[ctx.profile], "skipped": 0}
     t0 = time.perf_counter()
 
@@ -108,6 +110,7 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
         if not ratio <= 1:
             failures.append((probe, case))
             failed[repr(case)] = probe
+            launched[repr(case)] = configs.last_example()     # a replay from `failed` launches nothing
             _exceeded(probe.label)
 
     test = given(strategy)(prop)
@@ -139,7 +142,9 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
                       f"{what}: minimal failing example [{p.label}]: {v.summary()} "
                       f"({n_examples[0]} examples{capped}, {elapsed:.0f}s)" + (f"; repro: {repro}" if repro else ""),
                       details={"minimal_example": p.label, "worst_ratio": _finite(worst[0].verdict.ratio), "cases": cases,
-                               **p.details, **({"compare_command": repro} if repro else {})},
+                               **p.details, **({"compare_command": repro} if repro else {}),
+                               **({"configs_failing_example": launched[repr(case)]}
+                                  if launched.get(repr(case)) else {})},
                       kind=v.kind, measure=v.measure)
     p = worst[0]
     v = p.verdict

@@ -45,11 +45,13 @@ def run_compilations(details: list[dict]) -> dict:
 def phase(name: str, device: str):
     """Charge the body's wall time to `name` (on cuda, up to the end of the work it queued)."""
     t0 = time.perf_counter()
-    yield
-    if device == "cuda":
-        import torch
-        torch.cuda.synchronize()
-    _spent[name] += time.perf_counter() - t0
+    try:
+        yield
+        if device == "cuda":
+            import torch
+            torch.cuda.synchronize()
+    finally:                      # a kernel that raises spent its time too
+        _spent[name] += time.perf_counter() - t0
 
 
 def time_compilations() -> None:
