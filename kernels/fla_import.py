@@ -7,7 +7,7 @@ check needs one op).  Each such package is registered as a *lazy package* (:func
 a submodule (`import fla.ops.path_attn`) runs that submodule only; the first use of any other name
 (`from fla.ops import chunk_gla`, `fla.layers.__all__`) runs the package's __init__ in full, so nothing it
 defines is lost, only deferred.  A package qualifies only when its __init__ does nothing but that
-(:func:`only_reexports`: imports, assignments to plain names, function definitions, calls of those
+(:func:`deferrable`: imports, assignments to plain names, function definitions, calls of those
 functions, docstrings; no assignment into another module or os.environ) and imports only what is installed
 (a missing module is the tree's import error, reported at once); any other is imported normally.
 
@@ -96,13 +96,19 @@ def init_obstacle(root: Path | str) -> str | None:
     return None
 
 
-def only_reexports(init: Path) -> bool:
-    """Whether a package __init__ only imports and names things (module docstring): then running it later, on
+def deferrable(init: Path) -> bool:
+    """Whether a package __init__ only imports and names things (module docstring), and imports no module
+    outside fla that is missing (its import error is the tree's to report at once): then running it later, on
     the first use of a name it defines, changes nothing but when it runs."""
     try:
         tree = ast.parse(init.read_text(errors="replace"))
     except SyntaxError:
         return False                                   # imported normally: the import reports it
+    missing = [m for m, _ in _top_level_imports(tree.body) if m.split(".")[0] != "fla" and not _findable(m.split(".")[0])]
+    return not missing and _only_reexports(tree)
+
+
+def _only_reexports(tree: ast.Module) -> bool:
     defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
 
     def plain(nodes) -> bool:
@@ -127,13 +133,6 @@ def only_reexports(init: Path) -> bool:
             return False
         return True
     return plain(tree.body)
-
-
-def _missing_imports(init: Path) -> list[str]:
-    """The modules outside fla that the __init__ imports unconditionally and that are not installed (its import
-    error is the tree's to report at once, not on first use)."""
-    tree = ast.parse(init.read_text(errors="replace"))
-    return [m for m, _ in _top_level_imports(tree.body) if m.split(".")[0] != "fla" and not _findable(m.split(".")[0])]
 
 
 def lazy_package(name: str, init: Path, never_run: str | None = None):
@@ -189,10 +188,10 @@ def install_import_shim() -> str | None:
     why = init_obstacle(init.parent.parent)
     for name in LAZY:
         path = init.parent.joinpath(*name.split(".")[1:], "__init__.py")
-        deferrable = only_reexports(path) and not _missing_imports(path) if path.is_file() else False
-        if name == "fla" and why is None and not deferrable:
+        lazy = path.is_file() and deferrable(path)
+        if name == "fla" and why is None and not lazy:
             return None                                # fla's own __init__ does more: imported normally
-        if name != "fla" and not deferrable:
+        if name != "fla" and not lazy:
             continue
         lazy_package(name, path, never_run=why if name == "fla" else None)
     return why

@@ -23,7 +23,12 @@ from hypothesis import strategies as st
 from kernels.fla_ops import VariantUnsupported
 from verify.core import configs
 from verify.core.budget import OracleFailed, Verdict
-from verify.core.errors import UsageError, innermost_error, is_device_fatal, is_interpreter_gap
+from verify.core.errors import (
+    UsageError,
+    innermost_error,
+    is_device_fatal,
+    is_interpreter_gap,
+)
 from verify.core.registry import DEVICE_LOST, Context, Result
 
 MAX_EXAMPLES = {"quick": 2, "ci": 2, "full": 5}     # drawn examples, after the structural cases (explicit)
@@ -73,15 +78,14 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
     failures: list[tuple[Probe, object]] = []
     n_examples = [0]
     cases: list[str] = []       # every case evaluated, in order (details["cases"]: what verify coverage counts)
-    failed: dict[str, Probe] = {}   # repr(case) -> its probe, for each failing case
-    launched: dict[str, dict] = {}  # repr(case) -> the tile configs its kernels ran (verify.core.configs)
+    failed: dict[str, tuple[Probe, dict]] = {}   # repr(case) -> (its probe, the tile configs it ran), per failing case
     shrink = {"left": SHRINK_EVALUATIONS[ctx.profile], "skipped": 0}
     t0 = time.perf_counter()
 
     def prop(case):
         if failures and (key := repr(case)) in failed:     # hypothesis replays its minimal example last
-            failures.append((failed[key], case))
-            _exceeded(failed[key].label)
+            failures.append((failed[key][0], case))
+            _exceeded(failed[key][0].label)
         if failures and shrink["left"] <= 0:
             shrink["skipped"] += 1
             return
@@ -109,8 +113,7 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
             worst[:] = [probe]
         if not ratio <= 1:
             failures.append((probe, case))
-            failed[repr(case)] = probe
-            launched[repr(case)] = configs.last_example()     # a replay from `failed` launches nothing
+            failed[repr(case)] = (probe, configs.last_example())     # a replay from `failed` launches nothing
             _exceeded(probe.label)
 
     test = given(strategy)(prop)
@@ -143,8 +146,7 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
                       f"({n_examples[0]} examples{capped}, {elapsed:.0f}s)" + (f"; repro: {repro}" if repro else ""),
                       details={"minimal_example": p.label, "worst_ratio": _finite(worst[0].verdict.ratio), "cases": cases,
                                **p.details, **({"compare_command": repro} if repro else {}),
-                               **({"configs_failing_example": launched[repr(case)]}
-                                  if launched.get(repr(case)) else {})},
+                               **({"configs_failing_example": ran} if (ran := failed[repr(case)][1]) else {})},
                       kind=v.kind, measure=v.measure)
     p = worst[0]
     v = p.verdict

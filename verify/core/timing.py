@@ -5,8 +5,8 @@ includes its Triton compilations and autotuning), compile: seconds in Triton's i
 (compiling, or loading from Triton's disk cache), compilations: how many specializations Triton compiled
 (not found in its disk cache), cache_loads: how many it loaded from there, compiled: the cache key (hash)
 of each compilation}.  :func:`run_compilations` sums them over a run: a key compiled twice in one run
-(two workers compiling the same kernel specialization at once) is a duplicate, work a run should not do.  The check's own `seconds` minus
-kernel + oracle + same_dtype is hypothesis, input building and judging.  On a GPU each phase ends with a
+(two workers compiling the same kernel specialization at once) is a duplicate, work a run should not do.
+The check's own `seconds` minus kernel + oracle + same_dtype is hypothesis, input building and judging.  On a GPU each phase ends with a
 synchronize, so that a kernel's time is not charged to the next phase.  One accumulator per process,
 reset by verify.run.runner.execute at the start of each check.
 """
@@ -29,7 +29,7 @@ def reset() -> None:
 def spent() -> dict:
     """What the current check spent so far (empty if it timed no phase)."""
     out = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in _spent.items()}
-    return out | ({"compiled": list(_compiled)} if _compiled else {})
+    return out | ({"compilations": len(_compiled), "compiled": list(_compiled)} if _compiled else {})
 
 
 def run_compilations(details: list[dict]) -> dict:
@@ -77,6 +77,5 @@ def listen(*, src, metadata: dict, cache_hit: bool, **_) -> None:
     if cache_hit:
         _spent["cache_loads"] += 1
     else:
-        _spent["compilations"] += 1
         name = getattr(getattr(src, "fn", None), "__name__", None) or metadata.get("name", "?")
         _compiled.append(f"{name}:{metadata.get('hash', '?')}")

@@ -10,6 +10,7 @@ reporting process, by :func:`apply_xfails` (the one place that calls verify.run.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import functools
 import importlib
 import math
 import multiprocessing
@@ -26,7 +27,12 @@ from typing import Callable
 from unittest import mock
 
 from verify.core import configs, environment, timing
-from verify.core.errors import UsageError, innermost_error, is_device_fatal, is_interpreter_gap
+from verify.core.errors import (
+    UsageError,
+    innermost_error,
+    is_device_fatal,
+    is_interpreter_gap,
+)
 from verify.core.ids import CheckId
 from verify.core.registry import (
     DEVICE_LOST,
@@ -142,16 +148,13 @@ def _sanitize(check: Check, result: Result, ctx: Context) -> None:
         result.message += f" [sanitizer not run: {type(exc).__name__}: {exc}]"
 
 
-_package: list = []      # this worker's kernel package (environment.kernel_package), once
-
-
+@functools.cache
 def _loaded_package() -> dict | None:
-    if not _package:
-        try:
-            _package.append(environment.kernel_package())
-        except ImportError:
-            _package.append(None)
-    return _package[0]
+    """This worker's kernel package (environment.kernel_package), once; None when it cannot be imported."""
+    try:
+        return environment.kernel_package()
+    except ImportError:
+        return None
 
 
 def scope(ctx: Context, kernel_package: dict | None) -> xfail_list.Scope:
