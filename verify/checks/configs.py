@@ -109,7 +109,7 @@ def configs_cover(ctx: Context) -> Result:
         if seen != logged:
             problems.append(f"cover: outputs ran BLOCK {seen}, the collector recorded {logged}")
     seen = runs[0]
-    k0 = configs.offset(CHECK_ID, "block_kernel", ctx.seed)
+    k0 = configs.offset(CHECK_ID, "block_kernel", ctx.seed, 4)
     expected = [BLOCKS[i] if (i := (k0 + k) % 4) < 3 else BLOCKS[0] for k in range(times)]
     if seen != expected:
         problems.append(f"cover: ran {seen}, the rotation (offset + k) mod 4 (unfit -> next) gives {expected}")

@@ -7,14 +7,15 @@ the choice, per check, in the process that runs the check (patch on ``Autotuner.
 first use, on both devices):
 
   cover     the k-th fresh launch of kernel K in a check runs config (offset + k) mod n of the configs
-            left after Triton's pruning, offset = sha256(op group, K, seed) + the check's rank among the
-            registered checks of its group (:func:`offset`): deterministic from the check id and seed,
-            independent of the machine, the worker count, the selection and the checks that ran before
-            in the same worker (the state is reset per check by ``begin``).  A check that launches K L
-            times runs min(L, n) of its configs; consecutive checks of an op start one config apart, so
-            a run of R such checks covers min(n, R + L - 1) configs of K; :func:`coverage` measures
-            what a run covered from the configs each check recorded (a run says so when it left some
-            unrun: never assumed).
+            left after Triton's pruning, offset = sha256(op group, K, seed) + r * ceil(n / R), r the
+            check's rank among the R registered checks of its group (:func:`offset`): deterministic from
+            the check id and seed, independent of the machine, the worker count, the selection and the
+            checks that ran before in the same worker (the state is reset per check by ``begin``).  A
+            check that launches K L times runs min(L, n) of its configs; the R checks of an op start
+            ceil(n / R) configs apart, spread over the whole rotation, so a run of them covers
+            min(n, sum of min(L, ceil(n / R))) configs of K; :func:`coverage` measures what a run
+            covered from the configs each check recorded (a run says so when it left some unrun: never
+            assumed).
   first     always the first config left after pruning (today's CPU behaviour; on a GPU: no timing).
   autotune  Triton's own timing (GPU only: on the CPU every config ties).
   all       every config on every example: the example runs in rounds r = 0, 1, ... until every kernel's
@@ -114,31 +115,32 @@ def scope(check_id: str, mode: str, seed: int = 0):
 _ranks: dict = {}            # (number of registered checks, group) -> sorted ids of the group
 
 
-def rank(check_id: str) -> tuple[str, int]:
-    """(group, position of check_id among the registered ids of its group, sorted): the same in every process
-    of one toolkit version, whatever the selection (0 for an id that is not registered)."""
+def rank(check_id: str) -> tuple[str, int, int]:
+    """(group, position of check_id among the registered ids of its group, sorted, and their number): the same
+    in every process of one toolkit version, whatever the selection (0 of 1 for an id that is not registered)."""
     from verify.core.errors import UsageError
     from verify.core.ids import CheckId
     from verify.core.registry import REGISTRY
     try:
         group = CheckId.parse(check_id).group
     except UsageError:
-        return check_id, 0
+        return check_id, 0, 1
     key = (len(REGISTRY), group)
     if key not in _ranks:
         _ranks[key] = sorted(i for i in REGISTRY if CheckId.parse(i).group == group)
     ids = _ranks[key]
-    return group, ids.index(check_id) if check_id in ids else 0
+    return group, ids.index(check_id) if check_id in ids else 0, max(1, len(ids))
 
 
-def offset(check_id: str, kernel: str, seed: int) -> int:
-    """The rotation's start for kernel in check: sha256(group, kernel, seed) + the check's rank in its group.
-    Consecutive checks of one op start at consecutive configs, so R checks that each launch a kernel L >= 1
-    times cover min(n, R + L - 1) of its n configs in a run of the whole op (a hash of the check id alone
-    leaves configs unrun by chance: measured on `verify kernels -k gdn_chunk`, docs in the report)."""
-    group, r = rank(check_id)
+def offset(check_id: str, kernel: str, seed: int, n: int) -> int:
+    """The rotation's start for kernel (n configs) in check: sha256(group, kernel, seed) + r * ceil(n / R), r
+    the check's rank among the R checks of its group.  The group's checks start evenly over the rotation, so
+    they cover min(n, sum of min(L, ceil(n / R))) configs when each launches the kernel L >= 1 times (starts
+    one apart covered only R + L - 1: measured, a kernel of 48 configs shared by PaTH and FoX kept 6 unrun;
+    a hash of the check id alone leaves configs unrun by chance: measured on `verify kernels -k gdn_chunk`)."""
+    group, r, count = rank(check_id)
     digest = hashlib.sha256(f"{group}\0{kernel}\0{seed}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") + r
+    return int.from_bytes(digest[:8], "big") + r * -(-n // count)
 
 
 def short(config) -> str:
@@ -187,7 +189,7 @@ def _choose(st: _CheckState, tuner, kernel: str, pruned: list):
     else:
         k = st.fresh.get(kernel, 0)
         st.fresh[kernel] = k + 1
-        start = (offset(st.check_id, kernel, st.seed) + k) % n
+        start = (offset(st.check_id, kernel, st.seed, n) + k) % n
     return pruned[start:] + pruned[:start], key
 
 
