@@ -297,6 +297,14 @@ PATH_MUTANTS = (
            "sequence updated by the next sequence's tokens)", "ops/path_attn/prepare_k_cache.py",
            "'IS_VARLEN': lambda args: args['offsets'] is not None,", "'IS_VARLEN': lambda args: False,",
            ("kernel.fla.path_attn.decode.fp32.beta_uniform",)),
+    # structural: reached only by the boundary cases (a varlen prefill whose long sequence spans 3 or more
+    # 64-key blocks of the cache: (0, 65, 258), (0, 1, 258); the (0, 70, 160) regression case spans 2)
+    Mutant("path_decode_varlen_far_blocks_dropped", "PaTH decode cache, varlen: a block's keys take the "
+           "Householders of the next 64-key block only (a sequence of 3 or more blocks keeps stale keys)",
+           "ops/path_attn/prepare_k_cache.py", "    for k_block_idx in range(i_t + 1, tl.cdiv(T, BT)):\n",
+           "    NB = tl.cdiv(T, BT)\n    if IS_VARLEN:\n        NB = tl.minimum(NB, (i_t + 2).to(tl.int32))\n"
+           "    for k_block_idx in range(i_t + 1, NB):\n",
+           ("kernel.fla.path_attn.decode.fp32.beta_uniform", "kernel.fla.path_attn.decode.bf16.beta_uniform")),
 )
 
 

@@ -194,6 +194,13 @@ GDN_MUTANTS = (
            "        boh = tl.load(chunk_offsets + i_n).to(tl.int64)\n", "        boh = (i_n * NT).to(tl.int64)\n",
            # the boundary cases (0, 1, 130): a 129-token sequence of 3 chunks after a 1-chunk one
            ("kernel.fla.gdn_chunk.fwd.fp32.beta_near1", "kernel.fla.gdn_chunk.fwd.bf16.gate_near1"), count=2),
+    # structural: reached only by the boundary cases (Dk = 128 with Dv = 32 and an initial state: the state's
+    # second 64-row block masked by the wrong head dim, which hides whenever Dk == Dv; cc4d4d2's ci had Dk <= 32)
+    Mutant("gdn_chunk_initial_state_rows_masked_by_v", "GDN chunk, K > 64: the initial state's rows 64..127 loaded "
+           "under the mask o_k < V instead of o_k < K (read as 0 when Dv < Dk; the same bits when Dk == Dv)",
+           "ops/common/chunk_delta_h.py", "                m_h0_2 = m_k2[:, None] & m_v[None, :]\n",
+           "                m_h0_2 = (o_k2 < V)[:, None] & m_v[None, :]\n",
+           ("kernel.fla.gdn_chunk.fwd.fp32.initial_state", "kernel.fla.gdn_chunk.fwd.fp32.beta_near0")),
     Mutant("gdn_recurrent_gate_base2", "GDN fused recurrent: the state decayed by 2^g instead of e^g (fla's chunk "
            "kernels work in base 2; the recurrent one takes g = ln alpha)", "ops/gated_delta_rule/fused_recurrent.py",
            "            b_h *= exp(b_g)\n", "            b_h *= tl.exp2(b_g)\n",
