@@ -3,7 +3,7 @@ import json
 import xml.etree.ElementTree as ET
 
 import pytest
-from helpers import ids, load, run_cli
+from helpers import id_args, ids, load, run_cli
 
 from verify import cli
 from verify.core.errors import UsageError
@@ -176,3 +176,20 @@ def test_merge_later_record_wins_unless_skip_and_refuses_other_runs(tmp_path):
         results.merge([a, gpu], [])
     (tmp_path / "bad.json").write_text('{"checks": [], "measured": NaN}')
     assert cli.main(["merge", str(tmp_path / "bad.json")]) == 2
+
+
+def test_exitfirst_starts_no_check_after_a_failure(listed, tmp_path):
+    """-x (one worker, registry order pass, fail, xfail): the check after the failure is not run (kind
+    not_run, saying why); expected failures do not stop the run; without -x every check runs (the control)."""
+    out = tmp_path / "r.json"
+
+    def run(*args):
+        code = cli.main(["all", *args, "--workers", "1", "--device", "cpu", "--json", str(out)])
+        return code, {c["id"].removeprefix("test.planted."): (c["status"], c["kind"]) for c in load(out)["checks"]}
+    code, got = run(*id_args("pass", "fail", "xfail"), "-x")
+    assert code == 1 and got["fail"][0] == "fail" and got["xfail"] == ("skip", "not_run")
+    assert "--exitfirst" in load(out)["checks"][2]["message"]
+    code, got = run(*id_args("xfail", "nonfinite", "pass"), "-x")     # registry order: pass, xfail, nonfinite
+    assert code == 0 and [s for s, _ in got.values()] == ["pass", "xfail", "xfail"]
+    code, got = run(*id_args("pass", "fail", "xfail"))
+    assert code == 1 and got["xfail"][0] == "xfail"

@@ -110,6 +110,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time-limit", type=float, metavar="SECONDS",
                    help="start no check after SECONDS; the ones left are skipped (kind not_run) and listed, so "
                         "a time-boxed run still writes its JSON")
+    p.add_argument("-x", "--exitfirst", action="store_true",
+                   help="start no check after one failed or errored (an expected failure does not stop the run); "
+                        "the ones left are skipped (kind not_run) and listed")
     p.add_argument("-v", "--verbose", action="store_true", help="print every check's message, not only failures'")
     p.add_argument("--debug", action="store_true",
                    help="print tracebacks (of a usage error too, and a failing check's in full) and the third-party "
@@ -230,7 +233,12 @@ def _run(args, command: list[str]) -> int:
                 for n, ctx in enumerate(contexts, 1):
                     if len(seeds) > 1:
                         console.rule(f"run {n}/{len(seeds)}: seed {ctx.seed}")
-                    workers.run(chosen, ctx, finished[ctx.seed], timeout, deadline, progress.start, progress.done)
+                    if args.exitfirst and any(r.result.status in ("fail", "error")
+                                              for done in finished.values() for r in done.values()):
+                        finished[ctx.seed] = {i: runner.not_run(c, ctx, runner.EXITFIRST) for i, c in enumerate(chosen)}
+                        continue
+                    workers.run(chosen, ctx, finished[ctx.seed], timeout, deadline, progress.start, progress.done,
+                                args.exitfirst)
             finally:
                 progress.close()
         except runner.Interrupted as exc:

@@ -50,6 +50,7 @@ from verify.run import xfails as xfail_list
 CHECK_TIMEOUT = {"quick": 300.0, "ci": 600.0, "full": 1800.0}
 TIME_LIMIT = "not run: --time-limit reached"
 INTERRUPTED = "not run: the run was interrupted"
+EXITFIRST = "not run: --exitfirst stopped the run at the first failure"
 # Comma-separated modules that register extra checks, imported by the CLI and by every worker (tests plant
 # checks that crash, hang or raise a fatal CUDA error this way).
 EXTRA_CHECKS_ENV = "VERIFY_EXTRA_CHECKS"
@@ -339,9 +340,10 @@ class Workers:
 
     def run(self, checks: list[Check], ctx: Context, finished: dict[int, Record], timeout: float,
             deadline: float | None = None, on_start: Callable[[int, Check], None] = lambda i, c: None,
-            on_done: Callable[[int, Record], None] = lambda i, r: None) -> list[Record]:
+            on_done: Callable[[int, Record], None] = lambda i, r: None, exitfirst: bool = False) -> list[Record]:
         """Run checks (ctx.seed etc. from ctx); fills `finished` (selection index -> judged Record) as they
-        end and calls on_done in selection order.  `deadline` (time.monotonic()): start no check after it."""
+        end and calls on_done in selection order.  `deadline` (time.monotonic()): start no check after it;
+        exitfirst: start none after a check failed or errored (the expected failures applied)."""
         listed = scope(ctx, self.info and self.info["kernel_package"])
         gpu = ctx.device == "cuda"
         pending = interleaved(checks) if gpu else list(range(len(checks)))
@@ -359,6 +361,9 @@ class Workers:
                     pending.remove(i)
                     if deadline is not None and time.monotonic() > deadline:
                         finished[i] = not_run(checks[i], ctx, TIME_LIMIT)
+                        continue
+                    if exitfirst and any(r.result.status in ("fail", "error") for r in finished.values()):
+                        finished[i] = not_run(checks[i], ctx, EXITFIRST)
                         continue
                     if gpu and checks[i].id.startswith("kernel.") and CheckId.parse(checks[i].id).group not in seen:
                         seen.add(CheckId.parse(checks[i].id).group)

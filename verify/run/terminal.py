@@ -12,7 +12,6 @@ from verify.core.ids import CheckId
 from verify.core.registry import STATUSES, Check, Result
 from verify.core.results import Record, summary_counts
 from verify.core.timing import run_compilations
-from verify.run.runner import TIME_LIMIT
 from verify.run.xfails import NOT_REPRODUCED
 
 COLOURS = {"pass": "green", "fail": "red", "error": "red", "xfail": "yellow", "skip": "dim"}
@@ -122,14 +121,15 @@ def print_summary(records: list[Record], console: Console, wall_seconds: float, 
     _print_findings([r for r in records if r.result.status == "xfail"], console)
     _print_not_reproduced(records, console)
     skipped = [r for r in records if r.result.kind in ("not_run", "interpreter_gap", "unsupported")]
-    for kind in ("not_run", "interpreter_gap", "unsupported"):
-        of_kind = [r for r in skipped if r.result.kind == kind]
-        if of_kind:
-            why = {"not_run": "interrupted" if interrupted else TIME_LIMIT.removeprefix("not run: "),
-                   "interpreter_gap": "not verifiable on the CPU interpreter (they run on a GPU)",
-                   "unsupported": "not applicable (a variant the kernel package or the device does not offer)"}[kind]
-            console.print(f"[yellow]{len(of_kind)} check(s) skipped: {why}[/] (first: {of_kind[0].id}: "
-                          f"{escape(_without_id(of_kind[0]))})", highlight=False, soft_wrap=True)
+    whys = {"interpreter_gap": "not verifiable on the CPU interpreter (they run on a GPU)",
+            "unsupported": "not applicable (a variant the kernel package or the device does not offer)"}
+    groups: dict[str, list] = {}       # why -> records, in order; a not-run check says why in its message
+    for r in skipped:
+        why = whys.get(r.result.kind) or ("interrupted" if interrupted else r.result.message.removeprefix("not run: "))
+        groups.setdefault(why, []).append(r)
+    for why, of_kind in groups.items():
+        console.print(f"[yellow]{len(of_kind)} check(s) skipped: {why}[/] (first: {of_kind[0].id}: "
+                      f"{escape(_without_id(of_kind[0]))})", highlight=False, soft_wrap=True)
     for r in records:
         if r.result.status in ("fail", "error"):
             console.print(f"[red]{r.result.status.upper()}[/] {r.id}" + (f" ({r.result.kind})" if r.result.kind else "")
