@@ -1,9 +1,10 @@
 """Hypothesis-driven search for the worst error of a kernel under its budget.
 
-`search` runs a property over a strategy of cases (first the check's explicit regression cases, from its
-op record in verify.ops), tells hypothesis to climb the error/budget ratio (`hypothesis.target`), and turns
-the outcome into a Result: the worst case seen when everything passed, or the minimal failing example
-hypothesis shrank to, with the measured error, the budget and the case (saved for `verify compare` under
+`search` runs a property over a strategy of cases (first the check's explicit cases: the boundary cases of its
+op record's structure and its regression cases, every one of them even after one fails, so that each boundary a
+check is given is reached), tells hypothesis to climb the error/budget ratio (`hypothesis.target`), and turns
+the outcome into a Result: the worst case seen when everything passed, the first explicit case that failed, or
+the minimal failing example hypothesis shrank to, with the measured error, the budget and the case (saved for `verify compare` under
 --save-failing).  A variant the kernel package does not offer, and an operation the Triton interpreter
 cannot run, end the search as a skip (kinds unsupported, interpreter_gap), never a kernel failure.
 The seed comes from the CLI, the example database is off, so a run is reproducible from its repro line.
@@ -82,14 +83,17 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
     shrink = {"left": SHRINK_EVALUATIONS[ctx.profile], "skipped": 0}
     t0 = time.perf_counter()
 
+    structural = {repr(c) for c in explicit}
+
     def prop(case):
         if failures and (key := repr(case)) in failed:     # hypothesis replays its minimal example last
             failures.append((failed[key][0], case))
             _exceeded(failed[key][0].label)
-        if failures and shrink["left"] <= 0:
+        drawn = repr(case) not in structural          # every structural case runs, even after a failure
+        if failures and drawn and shrink["left"] <= 0:
             shrink["skipped"] += 1
             return
-        if failures:
+        if failures and drawn:
             shrink["left"] -= 1
         n_examples[0] += 1
         cases.append(case.label() if hasattr(case, "label") else repr(case))
@@ -120,7 +124,9 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
     for case in explicit:
         test = example(case)(test)
     test = settings(max_examples=ctx.examples or max_examples or MAX_EXAMPLES[ctx.profile], database=None,
-                    deadline=None, derandomize=False, report_multiple_bugs=False, print_blob=False,
+                    # report_multiple_bugs: hypothesis runs every explicit example when one fails (then stops,
+                    # before drawing any); every failure raises from one line, so it still reports one bug
+                    deadline=None, derandomize=False, report_multiple_bugs=True, print_blob=False,
                     suppress_health_check=list(HealthCheck),
                     phases=(Phase.explicit, Phase.generate, Phase.target, Phase.shrink))(seed(ctx.seed)(test))
     try:
@@ -137,7 +143,9 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
                       details={"failing_example": p.label, DEVICE_LOST: True}, kind="cuda_fatal")
     elapsed = time.perf_counter() - t0
     if failures:
-        p, case = failures[-1]   # hypothesis replays the minimal (shrunk) example last
+        # a structural case failed: the first that did (hypothesis then draws nothing); else hypothesis replays
+        # the minimal (shrunk) example last
+        p, case = next((f for f in failures if repr(f[1]) in structural), failures[-1])
         v = p.verdict
         repro = _save_failing(ctx, what, case, saved)
         capped = f", shrinking stopped after {SHRINK_EVALUATIONS[ctx.profile]} tries" if shrink["skipped"] else ""
