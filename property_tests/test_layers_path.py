@@ -100,3 +100,68 @@ def test_a_planted_decode_bug_is_caught(tmp_path):
     _, doc = run_cli("layers", "--id", m.killers[0], "--profile", "quick", "--workers", "1", "--kernel-root", root,
                      "--json", tmp_path / "out.json")
     assert by_id(doc)[m.killers[0]]["status"] == "fail"
+
+
+
+class _AttentionCache:
+    """A stand-in for fla's Cache (no fla import here): one attention-state tensor [rows, t, ...] per layer, with
+    the batch operations and the crop of fla.models.cache_utils (which only the layer checks import)."""
+    def __init__(self):
+        self.state = None
+
+    def __len__(self):
+        return 0 if self.state is None else 1
+
+    def __getitem__(self, i):
+        return {"attn_state": (self.state,)}
+
+    def update(self, attn_state, layer_idx=0):
+        self.state = attn_state[0] if self.state is None else torch.cat([self.state, attn_state[0]], 1)
+
+    def reorder_cache(self, beam_idx):
+        self.state = self.state.index_select(0, beam_idx)
+
+    def batch_repeat_interleave(self, repeats):
+        self.state = self.state.repeat_interleave(repeats, dim=0)
+
+    def crop(self, max_length):
+        self.state = self.state[:, :max_length]
+
+
+def test_cache_ops_judges_each_operation_and_demands_a_refused_crop():
+    """verify.layers.common.cache_ops on a toy layer whose output is the running sum of its tokens, kept in the
+    cache: every operation (reorder, repeat, beam reorder, crop) matches the sums of each row's history;
+    controls: a layer that keeps its sums outside the cache (the operations miss them) fails at the first
+    reorder, and a cache that crops where the record says it must refuse fails."""
+    from verify.core.registry import Context
+    from verify.layers import LayerCase
+    from verify.layers.common import cache_ops, call
+    case = LayerCase(Context(device="cpu", profile="ci"), load()["fox"], "base", "fp32")
+    gen = torch.Generator().manual_seed(0)
+    draw = lambda rows, n: torch.randn(rows, n, 4, generator=gen, dtype=torch.float64).float().double()  # noqa: E731
+    truths = lambda hist: (hist.cumsum(1), hist.float().cumsum(1))  # noqa: E731
+
+    def cached(tokens, cache, length):      # the sum so far is the cache's last entry
+        prev = cache[0]["attn_state"][0][:, -1:] if len(cache) else torch.zeros_like(tokens[:, :1])
+        sums = prev + tokens.cumsum(1)
+        cache.update(attn_state=(sums,))
+        return sums.float()
+    outside = {}
+
+    def elsewhere(tokens, cache, length):   # the same sums, kept outside the cache
+        def layer():
+            sums = outside.get("s", torch.zeros_like(tokens[:, :1])) + tokens.cumsum(1)
+            outside["s"] = sums[:, -1:]
+            cache.update(attn_state=(sums,))
+            return sums.float()
+        return call(layer)
+    prompts = draw(2, 5)
+    good = cache_ops(case, prompts, draw, cached, truths, True, 8.0, 2, _AttentionCache())
+    assert good.status == "pass" and len(good.details["tensors"]) == 4, good.message
+    assert good.details["tensors"][-1]["name"] == "o after crop to 6"
+    bad = cache_ops(case, prompts, draw, elsewhere, truths, True, 8.0, 2, _AttentionCache())
+    first = bad.details["tensors"][0]
+    assert bad.status == "fail" and first["name"] == "o after reorder [1, 0]" and first["ratio"] > 1, bad.message
+    assert "repeat x2 (then decoding) raised" in bad.message, bad.message
+    unrefused = cache_ops(case, prompts, draw, cached, truths, False, 8.0, 2, _AttentionCache())
+    assert unrefused.status == "fail" and "did not refuse" in unrefused.message, unrefused.message

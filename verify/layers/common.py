@@ -76,3 +76,74 @@ def judge(case: LayerCase, tensors: list[tuple], c: float, what: str = "", detai
     return Result("pass" if ok else "fail", w.measured, w.budget, (what + ": " if what else "") + w.summary(),
                   details={**(details or {}), "tensors": [v.record() for v in vs]},
                   kind=None if ok else w.kind, measure=w.decided_by)
+
+
+SWAP, BEAM = (1, 0), (2, 0, 0, 3)    # cache_ops' reorders: the 2 prompts swapped; of 4 rows, row 1 dropped, row 0 doubled
+
+
+def cache_ops(case: LayerCase, prompts, draw, step, truths, crop: bool, c: float, n: int, cache=None) -> Result:
+    """Generation's cache operations against decoding the transformed batch from scratch.  Prefill the 2 prompts
+    (float64 values of the dtype, [2, T0, hidden]) with a fla Cache, then, decoding n new tokens per row after
+    each: reorder_cache(SWAP); batch_repeat_interleave(2) (several return sequences per prompt);
+    reorder_cache(BEAM) (a beam step); crop to T0 + 1 tokens.  Each decoded output against truths(history) (the
+    literal's full forward of each row's token history [rows, t, hidden] -> (truth, same-dtype) outputs).
+    crop False: the layer's cache holds a recurrent or convolution state it cannot roll back, so crop must
+    refuse (NotImplementedError), never decode silently on.  An operation the layer raises on ends the sequence:
+    the outputs so far are judged and the check fails, naming it.  draw(rows, n): new tokens; step(tokens,
+    cache, length): the layer's output on tokens [rows, k, hidden] (float64 values) with the cache, `length`
+    the history length after them; cache: the empty cache to use (default: fla's Cache())."""
+    if cache is None:
+        from fla.models.cache_utils import Cache
+        cache = Cache()
+    hist = prompts
+    keep = prompts.shape[1] + 1
+    tensors, notes = [], []
+
+    def decode(name):
+        nonlocal hist
+        new = draw(hist.shape[0], n)
+        o = torch.cat([step(new[:, j:j + 1], cache, hist.shape[1] + j + 1) for j in range(n)], 1)
+        hist = torch.cat([hist, new], 1)
+        truth, same = truths(hist)
+        tensors.append((f"o after {name}", o, truth[:, -n:], same[:, -n:]))
+
+    def reorder(rows):
+        nonlocal hist
+        call(cache.reorder_cache, torch.tensor(rows, device=case.ctx.device))
+        hist = hist[list(rows)]
+
+    def repeat():
+        nonlocal hist
+        call(cache.batch_repeat_interleave, 2)
+        hist = hist.repeat_interleave(2, 0)
+
+    def cut():
+        nonlocal hist
+        call(cache.crop, keep)
+        hist = hist[:, :keep]
+    operations = [(f"reorder {list(SWAP)}", lambda: reorder(SWAP)), ("repeat x2", repeat),
+                  (f"reorder {list(BEAM)}", lambda: reorder(BEAM))] + ([(f"crop to {keep}", cut)] if crop else [])
+    raised, doing = None, "the prefill"
+    try:
+        step(prompts, cache, prompts.shape[1])
+        for doing, operation in operations:
+            operation()
+            decode(doing)
+    except LayerRaised as exc:
+        raised = f"{doing} (then decoding) raised {exc}"
+    if raised is None and not crop:
+        try:
+            cache.crop(keep)
+        except NotImplementedError as exc:
+            notes.append(f"crop refused as declared ({exc})")
+        else:
+            raised = f"crop({keep}) of a cache with a recurrent or convolution state did not refuse"
+    if not tensors:
+        raise LayerRaised(raised)
+    res = judge(case, tensors, c, f"T0={prompts.shape[1]}, {n} decoded after each operation", {"crop": crop})
+    if raised is not None:
+        res.message += f"; then {raised}"
+        res.status, res.kind = "fail", res.kind or "exception"
+    if notes:
+        res.message += "; " + "; ".join(notes)
+    return res

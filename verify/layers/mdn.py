@@ -28,7 +28,7 @@ from verify.core.mutation import Mutant
 from verify.core.precision import Precision, fixed_order
 from verify.core.registry import Result
 from verify.layers import LayerCase, LayerRecord, add
-from verify.layers.common import build, call, judge, params64, precision
+from verify.layers.common import build, cache_ops, call, judge, params64, precision
 
 C_FWD, C_BWD = 8.0, 16.0      # the sequential budget factors (verify.core.records.BUDGET_FACTOR_SEQUENTIAL)
 OPS = {"mdn": ("chunk_momentum_delta_rule", "fused_recurrent_momentum_delta_rule"),
@@ -213,6 +213,22 @@ def generation(case: LayerCase) -> Result:
     return res
 
 
+def cache_operations(case: LayerCase) -> Result:
+    """verify.layers.common.cache_ops on the layer: repeat and reorder (its cache holds the recurrent state, and
+    the convolutions' with use_short_conv, so its crop must refuse)."""
+    seed = case.ctx.seed
+    T0, n = case.ctx.pick((8, 2), (8, 3), (64, 32))
+    layer, p64, kw = setup(case, seed)
+    drawn = iter(range(seed + 200, seed + 10**6))
+    step = lambda tokens, cache, length: run(layer, tokens, past_key_values=cache, use_cache=True)[0]  # noqa: E731
+
+    def truths(hist):
+        truth, same = literal(case, p64, hist, kw)
+        return truth["o"], same["o"]
+    return cache_ops(case, inputs(case, seed + 100, T0, B=2), lambda rows, k: inputs(case, next(drawn), k, B=rows),
+                     step, truths, crop=False, c=C_FWD, n=n)
+
+
 def mode_switch(case: LayerCase) -> Result:
     seed = case.ctx.seed
     T = case.ctx.pick(16, 64, 64)
@@ -282,6 +298,8 @@ COMMON = {
                  "literal"), backward),
     "generation": (("prefill with a Cache, a continuation, then token-by-token decoding against the literal's full "
                    "forward (per bucket of generated length), and the decode state"), generation),
+    "cache-ops": (("the cache repeated per return sequence and reordered as a beam step, then decoded, against "
+                   "decoding each row's history from scratch; crop must refuse (a recurrent state)"), cache_operations),
     "mode-switch": ("q_len 64 in training mode and in eval with grad on against the literal", mode_switch),
     "convention-output-scale": ("the op's output is scaled by Dk^-1/2 (the paper: S_t^T q_t)",
                                 convention("output-scale", "core", {"scale": 1.0}, "scale 1")),

@@ -30,7 +30,7 @@ from verify.core.precision import Precision
 from verify.core.records import BUDGET_FACTOR_BLOCKWISE as C
 from verify.core.registry import Result
 from verify.layers import LayerCase, LayerRecord, add
-from verify.layers.common import build, call, judge, params64, precision
+from verify.layers.common import build, cache_ops, call, judge, params64, precision
 
 
 class _Store(torch.autograd.Function):
@@ -224,6 +224,50 @@ def generation(case: LayerCase) -> Result:
     return judge(case, tensors, C["decode"], f"T0={T0}, {n} decoded", details)
 
 
+def continuation(case: LayerCase) -> Result:
+    """Prefill T0, then two multi-token calls with the cache (a chunked prefill, a speculative step), then one
+    token at a time: every output against the literal's full forward."""
+    T0, chunks, n = case.ctx.pick((12, (5, 3), 2), (20, (8, 5), 3), (500, (40, 100), 32))
+    layer, p64, p32, spec = setup(case, 0)
+    x, x64 = hidden_states(case, 100, 1, T0 + sum(chunks) + n, layer.hidden_size)
+    from fla.models.cache_utils import Cache
+    cache, cuts = Cache(), [0, T0, T0 + chunks[0], T0 + sum(chunks), T0 + sum(chunks) + n]
+    step = lambda a, b: call(layer, x[:, a:b], attention_mask=_mask(1, b, x.device), past_key_values=cache,  # noqa: E731
+                             use_cache=True)[0]
+    with torch.no_grad():
+        outs = [step(a, b) for a, b in zip(cuts[:3], cuts[1:4])]          # the prefill and the two chunks
+        o = torch.cat(outs + [step(t, t + 1) for t in range(cuts[3], cuts[4])], 1)
+        fwd, _ = literal(case)
+        truth, same = fwd(L.EXACT, p64, x64, spec)[0], fwd(SameDtype(precision(case)), p32, x64.float(), spec)[0]
+    names = (f"prefill {T0}", f"continuation of {chunks[0]}", f"continuation of {chunks[1]}", f"{n} decoded")
+    tensors = [(nm, o[:, a:b], truth[:, a:b], same[:, a:b]) for nm, a, b in zip(names, cuts, cuts[1:])]
+    return judge(case, tensors, C["decode"], f"prefill {T0}, then {chunks[0]} and {chunks[1]} tokens per call, "
+                                             f"then {n} one at a time")
+
+
+def cache_operations(case: LayerCase) -> Result:
+    """verify.layers.common.cache_ops on the layer: repeat, reorder and crop (PaTH's cache holds the w
+    convolution's state, so its crop must refuse)."""
+    T0, n = case.ctx.pick((12, 2), (20, 3), (500, 32))
+    layer, p64, p32, spec = setup(case, 0)
+    prompts = hidden_states(case, 100, 2, T0, layer.hidden_size)[1]
+    fwd, _ = literal(case)
+    drawn = iter(range(200, 10**6))
+
+    def step(tokens, cache, length):
+        x = tokens.to(device=case.ctx.device, dtype=precision(case).torch_dtype)
+        return call(layer, x, attention_mask=_mask(x.shape[0], length, x.device), past_key_values=cache,
+                    use_cache=True)[0]
+
+    def truths(hist):
+        rows = [hist[b:b + 1] for b in range(hist.shape[0])]
+        return (torch.cat([fwd(L.EXACT, p64, r, spec)[0] for r in rows]),
+                torch.cat([fwd(SameDtype(precision(case)), p32, r.float(), spec)[0] for r in rows]))
+    with torch.no_grad():
+        return cache_ops(case, prompts, lambda rows, k: hidden_states(case, next(drawn), rows, k, layer.hidden_size)[1],
+                         step, truths, crop=case.record.name == "fox", c=C["decode"], n=n)
+
+
 def _rows(case, layer, p64, p32, spec, x64, mask, T0=None):
     """Each row's valid tokens through the literal (alone, unpadded): (truth, same) lists of [1, Tb, hidden];
     with T0, prefill of the row's valid prompt tokens then decoding."""
@@ -314,6 +358,11 @@ COMPARISONS = {
                    "bucket; PaTH's key cache against decode_cache)"), generation),
     "padding": ("a left-padded batch prefilled with a Cache then decoded, against each unpadded sequence", padding),
     "mask": ("attention_mask (left and interior padding) without a cache, against each unpadded sequence", mask),
+    "continuation": (("prefill, then multi-token calls with the cache (a chunked prefill, a speculative step), then "
+                      "one token at a time, against the literal's full forward"), continuation),
+    "cache-ops": (("the cache repeated per return sequence, reordered as a beam step and cropped, then decoded, "
+                   "against decoding each row's history from scratch (PaTH's crop must refuse: its cache holds the "
+                   "w convolution's state)"), cache_operations),
 }
 PATH_COMPARISONS = {**COMPARISONS,
                     "convention-silu": ("declared: SiLU after the w short convolution (the paper has none)",
@@ -326,6 +375,8 @@ PATH_DECLARED = {   # comparison -> (variant, dtype) pairs that exist
     "generation": {("base", "bf16"), ("base", "fp32"), ("gate-gqa", "fp32"), ("qknorm", "fp32")},
     "padding": {("base", "fp32")},
     "mask": {("base", "fp32")},
+    "continuation": {("base", "fp32")},
+    "cache-ops": {("base", "fp32")},
     "convention-silu": {("base", "fp32")},
     "convention-gate_scaled": {("gate-gqa", "fp32")},
 }
@@ -334,6 +385,8 @@ FOX_DECLARED = {
     "generation": {("base", "bf16"), ("base", "fp32"), ("window", "fp32")},
     "padding": {("base", "fp32")},
     "mask": {("base", "fp32")},
+    "continuation": {("base", "fp32")},
+    "cache-ops": {("base", "fp32")},
 }
 
 PATH_FILE, FOX_FILE = "layers/path_attn.py", "layers/forgetting_attn.py"
@@ -360,6 +413,11 @@ FOX_MUTANTS = (
            "o = attn_decoding_one_step(q, k, v, f, cu_seqlens=cu_seqlens)",
            "o = attn_decoding_one_step(q, k, v, f, cu_seqlens=cu_seqlens, do_gate_scale=True)",
            ("layer.fla.fox.base.fp32.generation",)),
+    Mutant("layer_cache_repeat_tiled", "fla's Cache: batch_repeat_interleave tiles the batch (rows 0, 1, 0, 1) instead "
+           "of repeating each row in place (0, 0, 1, 1): the return sequences decode from the wrong prompts",
+           "models/cache_utils.py", "value.repeat_interleave(repeats, dim=0)",
+           "value.repeat(repeats, *[1] * (value.dim() - 1))",
+           ("layer.fla.fox.base.fp32.cache-ops", "layer.fla.gdn.default.fp32.cache-ops"), count=2),
 )
 
 PATH = add(LayerRecord(
