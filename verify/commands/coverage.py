@@ -210,6 +210,13 @@ def run(args) -> int:
                 console.print(f"[yellow]{op}: {what.replace('_', ' ')}:[/]")
                 for item in r[what]:
                     console.print(f"  {item}", highlight=False, soft_wrap=True)
+    shared = {k for k in configs.coverage(records) if sum(k in r["configs"]["kernels"] for r in result.values()) > 1}
+    if shared:     # a helper kernel (fla/ops/utils) several ops launch: what the whole selection ran of it
+        run_wide = configs.summary(ctx.configs, records)["kernels"]
+        for kernel in sorted(shared):
+            v = run_wide[kernel]
+            unrun = f" (unrun: {v['unrun']})" if v["unrun"] else ""
+            console.print(f"all selected ops: tile configs run {v['ran']} of {kernel}{unrun}", highlight=False)
     for op, r in result.items():
         for kernel, v in r["configs"]["kernels"].items():
             unrun = f" (unrun: {v['unrun']})" if v["unrun"] else ""
@@ -224,7 +231,8 @@ def run(args) -> int:
     counts = results.summary_counts(records)
     if args.json:
         results.write_text_atomic(args.json, json.dumps({"package": str(package), "profile": args.profile,
-                                                        "seed": args.seed, "checks": counts, "ops": result}, indent=2))
+                                                        "seed": args.seed, "checks": counts, "ops": result,
+                                                        "configs": configs.summary(ctx.configs, records)}, indent=2))
     if args.html:
         console.print(f"HTML: {Path(args.html) / '<op>' / 'index.html'}")
     if counts["fail"] or counts["error"]:
