@@ -112,6 +112,8 @@ def analyse(report: dict, package: Path, dirs: tuple[str, ...], excluded: dict |
             continue
         kernels, launchers = kernels_and_launchers(package / rel)
         body = {n for lo, hi in [*kernels.values(), *launchers.values()] for n in range(lo, hi + 1)}
+        skipped = set(f.get("excluded_lines", []))      # a kernel its record excludes is listed there, not here
+        kernels = {k: span for k, span in kernels.items() if not set(range(span[0], span[1] + 1)) <= skipped}
         ran = set(f["executed_lines"])
         if not kernels and not ran & body:
             continue

@@ -224,6 +224,15 @@ PATH_NOT_REACHED = {
         "exclude", "parallel.py never picks equal tile sizes (BS 64 or 32, BT 128 or 64 with BS < BT)"),
 }
 
+FOX_NOT_REACHED = {
+    r"^def _build_parallel_attn_(fwd|bwd)_kernel\(": (
+        "exclude", "fla's TileLang backend of the attention kernels (ops/attn/backends/tilelang): another backend, "
+                   "which neither the Triton path on CUDA nor the CPU interpreter runs"),
+    r"^def naive_attn_decoding_kernel\(": (
+        "exclude", "the one-step decoding kernel that ForgettingAttention and PaTHAttention call while generating: "
+                   "verified through their layer checks (layer.fla.fox.*.generation, layer.fla.path.*.generation)"),
+}
+
 # Planted bugs (verify.core.mutation.Mutant): each must turn one of its killer checks red (`verify mutants`).
 PATH_FWD, PATH_PRE, PATH_API = ("ops/path_attn/parallel_path_fwd.py", "ops/path_attn/intra_chunk_preprocess_fwd.py",
                                 "ops/path_attn/parallel.py")
@@ -399,4 +408,5 @@ FORGETTING_ATTN = _attention_op(
         # passed only once the same-dtype implementation formed delta from the stored bf16 O; was 1.6x budget
         "bwd.bf16.saturated": [PathCase(T=23, gate="mixed", logit_gain=4.0, seed=0)]},
     device_cases=tuple((dtype, PathCase(T=256, D=64, Dv=64, gate="mixed", seed=3)) for dtype in ("fp32", "bf16")),
-    package=("fla.ops.forgetting_attn", "fla.ops.attn"), report="fox", mutants=FOX_MUTANTS, structure=FOX_STRUCTURE)
+    package=("fla.ops.forgetting_attn", "fla.ops.attn"), report="fox", mutants=FOX_MUTANTS, structure=FOX_STRUCTURE,
+    not_reached=FOX_NOT_REACHED)
