@@ -99,6 +99,11 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "(the CPU's old behaviour); autotune: Triton's timing (GPU only); all: every example again "
                         "under each config of each kernel (round r: config r mod n; the worst round decides, a failure "
                         "names the rounds that failed; costs as many times as the most configs a kernel has)")
+    p.add_argument("--references", choices=("auto", "device", "cpu"), default="auto",
+                   help="where the float64 oracle and the same-dtype implementation run: auto (default: each op "
+                        "record's choice, the CPU for the sequential MDN and GDN recurrences, measured faster there "
+                        "than as many small GPU launches), device (--device) or cpu; the kernel always runs on "
+                        "--device, and the verdicts are the same (fixed-order same-dtype arithmetic)")
     p.add_argument("--kernel-root", metavar="PATH",
                    help="import the kernel package (fla) from this checkout instead of the installed one")
     p.add_argument("--xfails", metavar="FILE",
@@ -201,7 +206,7 @@ def _run(args, command: list[str]) -> int:
         save_failing = str(Path(args.save_failing).resolve())
     contexts = [Context(device=device, profile=args.profile, seed=s, fp32_dot=args.fp32_dot,
                         kernel_root=args.kernel_root, examples=args.examples, save_failing=save_failing,
-                        configs=args.configs)
+                        configs=args.configs, references=args.references)
                 for s in seeds]
     timeout = args.check_timeout or runner.CHECK_TIMEOUT[args.profile]
     deadline = None if args.time_limit is None else time.monotonic() + args.time_limit

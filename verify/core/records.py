@@ -90,6 +90,8 @@ class KernelOp:
     sample_case: object                 # a small valid input (OpInfo's sample inputs), for the bad-input tests
     passes: tuple[str, ...] = ("fwd", "bwd")
     dot: str | None = None              # fp32 dot format the kernel uses (None: the run's --fp32-dot)
+    references: str = "device"          # where the oracle and same-dtype run under --references auto: "device"
+    #                                     (the run's) or "cpu" (measured faster there on a GPU run)
     terms: Callable | None = None       # (**float64 inputs, scale) -> {output: magnitude of its summed terms}
     regression_cases: dict = field(default_factory=dict)   # "<pass>.<dtype>.<regime>" -> [cases]
     probes: tuple[ConventionProbe, ...] = ()

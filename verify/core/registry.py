@@ -41,6 +41,7 @@ class Context:
     examples: int | None = None       # hypothesis examples per kernel check (None: the profile's default)
     save_failing: str | None = None   # directory: save each failing check's minimal example for `verify compare`
     configs: str = "cover"            # which config autotuned kernels run (verify.core.configs.MODES)
+    references: str = "auto"          # where the oracle and same-dtype run: auto (the op record's), device or cpu
 
     def pick(self, quick, ci, full):
         """The value for the current profile."""

@@ -111,6 +111,19 @@ GDN_STRUCTURE = Structure(
     options={"fwd": ("initial_state",), "bwd": ("initial_state",)}, heads=((1, 1), (2, 2)))
 
 
+# The MDN recurrences (GDN's oracle and same-dtype implementation) run on the CPU under --references auto: on one
+# H200 (16 cores, 8 workers, full profile, 2026-12-01, reports/h200-2026-12-01e/refs_*.json) gdn_recurrent.fwd's
+# 14 checks spent 93.8 worker-s in them on the GPU and 41.0 on the CPU (2.3x), with the same statuses.
+REFERENCES_ON = "cpu"
+GDN_NOT_REACHED = {
+    r"^def \w*_npu\w*\(|^def _(g_contig_base|t_block_ptr)\(": (
+        "exclude", "fla's Ascend NPU backend (ops/gated_delta_rule/backends/triton_ascend): another device's kernels"),
+    r"^def gdn_gate_(fwd|bwd|chunk_cumsum_scalar)_kernel\(": (
+        "exclude", "the gate computed in the kernel (use_gate_in_kernel=True with A_log, dt_bias), which "
+                   "GatedDeltaNet passes: verified through the layer checks (layer.fla.gdn.*); the op checks give g"),
+}
+
+
 def validate_inputs(x: dict) -> None:
     """Gated DeltaNet: q, k [B, T, H, Dk]; v [B, T, H, Dv] (the oracle takes as many value heads as key
     heads); g, beta [B, T, H]; S0 [N, H, Dk, Dv] (N sequences); g = log alpha <= 0, beta in [0, 2]."""
@@ -227,7 +240,8 @@ def _gdn_op(name, chunk, budget_factor, passes, dot=None, device_cases=(), struc
         terms=lambda scale, **x: {"o": gdn_as_mdn(MDN.recurrence, **x, scale=scale, abs_output=True)[0]},
         probes=_gdn_probes(name),
         examples={"quick": 1, "ci": 2, "full": 5},     # the CPU interpreter runs GDN token by token: few draws
-        device_cases=device_cases, package=("fla.ops.gated_delta_rule",),
+        device_cases=device_cases, package=("fla.ops.gated_delta_rule",), not_reached=GDN_NOT_REACHED,
+        references=REFERENCES_ON,
         mutants=tuple(m for m in GDN_MUTANTS if op_of(m.killers[0]) == name), structure=structure)
 
 

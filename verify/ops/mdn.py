@@ -220,6 +220,13 @@ def _mdn_structure(chunk: int) -> Structure:
         varlen=False)
 
 
+# The oracle and the same-dtype implementation (sequential recurrences: many small launches on a GPU) run on the
+# CPU under --references auto: on one H200 (16 cores, 8 workers, full profile, 2026-12-01,
+# reports/h200-2026-12-01e/refs_*.json) the 30 checks of mdn_chunk16.bwd and mdn_recurrent.bwd spent 755
+# worker-s in them on the GPU and 424 on the CPU (1.8x), with the same statuses.
+REFERENCES_ON = "cpu"
+
+
 def _mdn_op(name, chunk, conv, budget_factor, regression_cases=None, probes=()):
     return KernelOp(
         name=name, title=name, kernel=lambda scale, **x: fla_ops.mdn(**x, scale=scale, chunk=chunk),
@@ -235,6 +242,7 @@ def _mdn_op(name, chunk, conv, budget_factor, regression_cases=None, probes=()):
         terms=_mdn_terms, regression_cases=regression_cases or {}, probes=probes,
         stages={} if chunk is None else {"fwd": lambda op, x, dtype, fp32_dot: mdn_stages.stages(x, dtype, chunk, op.dot)},
         package=("fla.ops.momentum_delta_rule",), report="mdn", not_reached=MDN_NOT_REACHED,
+        references=REFERENCES_ON,
         mutants=tuple(m for m in MDN_MUTANTS if op_of(m.killers[0]) == name),
         structure=None if chunk is None else _mdn_structure(chunk))
 

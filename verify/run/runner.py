@@ -83,6 +83,8 @@ def repro_command(check_id: str, ctx: Context) -> str:
         parts += ["--kernel-root", ctx.kernel_root]
     if ctx.configs != configs.DEFAULT:
         parts += ["--configs", ctx.configs]
+    if ctx.references != "auto":
+        parts += ["--references", ctx.references]
     return shlex.join(parts)
 
 
