@@ -7,7 +7,7 @@ and device.  A killer must be green on the unmodified kernels (pass, or xfail: a
 expected-failure ratchet turns red when it fails worse), or a red killer proves nothing: that is
 measured once per run for all killers (shared by the run's workers through the run directory, $VERIFY_RUN_DIR),
 and a killer that is not green makes the check an error.  A mutant's own killers run in one
-worker, in their declared order, and none starts after the first that kills it (`--exitfirst`): the run's
+worker, in the registry's order, and none starts after the first that kills it (`--exitfirst`): the run's
 workers already keep the cores busy, and each extra worker costs a torch + fla import.
 `verify all` skips this family unless it is named (verify.commands.checks.OPT_IN); `verify mutants` runs it.
 """
@@ -89,7 +89,7 @@ def check_mutant(mutant: Mutant, ctx: Context) -> Result:
         return Result("error", message="killer not green on the unmodified kernels, so it proves nothing: "
                       + "; ".join(_summary(c) for c in not_green))
     with tempfile.TemporaryDirectory(prefix=f"mutant_{mutant.name}_") as tmp:
-        # one worker, the killers in their declared order, none started after the first that kills (or errs)
+        # one worker, the killers in the registry's order, none started after the first that kills (or errs)
         seen = _run(materialize(mutant, Path(tmp)), mutant.killers, ctx, "--workers", "1", "--exitfirst")
         seen = {i: c for i, c in seen.items() if c.get("kind") != "not_run"}
     details = {"change": mutant.description, "killers": {i: c["status"] for i, c in seen.items()}}

@@ -229,6 +229,55 @@ def cache_operations(case: LayerCase) -> Result:
                      step, truths, crop=False, c=C_FWD, n=n)
 
 
+def _rows_truth(case, p64, kw, x64, mask) -> tuple[list, list]:
+    """Each row's valid tokens (mask 1) through the literal alone: (truth, same-dtype) outputs [1, Tb, hidden]."""
+    truth, same = [], []
+    for b in range(x64.shape[0]):
+        t, s = literal(case, p64, x64[b:b + 1, mask[b].bool()], kw)
+        truth.append(t["o"]), same.append(s["o"])
+    return truth, same
+
+
+def padding(case: LayerCase) -> Result:
+    """A batch of 2 whose second row starts with padding, prefilled with a Cache and its attention_mask, then
+    decoded one token at a time (the mask grown by ones): each row's valid outputs against the literal of its
+    unpadded sequence."""
+    from fla.models.cache_utils import Cache
+    seed = case.ctx.seed
+    T0, n, pad = case.ctx.pick((8, 2, 3), (12, 3, 5), (64, 32, 20))
+    layer, p64, kw = setup(case, seed)
+    x64 = inputs(case, seed + 300, T0 + n, B=2)
+    mask = torch.ones(2, T0 + n, dtype=torch.long)
+    mask[1, :pad] = 0
+    cache, dev = Cache(), case.ctx.device
+    outs = [run(layer, x64[:, :T0], attention_mask=mask[:, :T0].to(dev), past_key_values=cache, use_cache=True)[0]]
+    for t in range(T0, T0 + n):
+        outs.append(run(layer, x64[:, t:t + 1], attention_mask=mask[:, :t + 1].to(dev), past_key_values=cache,
+                        use_cache=True)[0])
+    o = torch.cat([t.to("cpu") for t in outs], 1)
+    truth, same = _rows_truth(case, p64, kw, x64, mask)
+    tensors = [(f"row {b} ({'padded' if b else 'unpadded'})", o[b:b + 1, mask[b].bool()], truth[b], same[b])
+               for b in range(2)]
+    return judge(case, tensors, C_FWD, f"T0={T0} (row 1: {pad} padding tokens), {n} decoded")
+
+
+def mask(case: LayerCase) -> Result:
+    """attention_mask without a cache: row 0 left padding, row 1 interior padding; each row's valid outputs
+    against the literal of its valid tokens alone."""
+    seed = case.ctx.seed
+    T, pad = case.ctx.pick((16, 3), (24, 5), (64, 20))
+    layer, p64, kw = setup(case, seed)
+    x64 = inputs(case, seed + 400, T, B=2)
+    m = torch.ones(2, T, dtype=torch.long)
+    m[0, :pad] = 0
+    m[1, T // 2:T // 2 + pad] = 0
+    o = run(layer, x64, attention_mask=m.to(case.ctx.device))[0].to("cpu")
+    truth, same = _rows_truth(case, p64, kw, x64, m)
+    tensors = [(f"row {b} ({'left' if b == 0 else 'interior'} padding)", o[b:b + 1, m[b].bool()], truth[b], same[b])
+               for b in range(2)]
+    return judge(case, tensors, C_FWD, f"T={T}, {pad} padding tokens per row")
+
+
 def mode_switch(case: LayerCase) -> Result:
     seed = case.ctx.seed
     T = case.ctx.pick(16, 64, 64)
@@ -300,6 +349,9 @@ COMMON = {
                    "forward (per bucket of generated length), and the decode state"), generation),
     "cache-ops": (("the cache repeated per return sequence and reordered as a beam step, then decoded, against "
                    "decoding each row's history from scratch; crop must refuse (a recurrent state)"), cache_operations),
+    "padding": (("a batch with a left-padded row prefilled with a Cache and its attention_mask, then decoded, "
+                 "against each unpadded sequence"), padding),
+    "mask": ("attention_mask (left and interior padding) without a cache, against each row's valid tokens", mask),
     "mode-switch": ("q_len 64 in training mode and in eval with grad on against the literal", mode_switch),
     "convention-output-scale": ("the op's output is scaled by Dk^-1/2 (the paper: S_t^T q_t)",
                                 convention("output-scale", "core", {"scale": 1.0}, "scale 1")),
@@ -319,7 +371,10 @@ def declared(variant: str, dtype: str, comparison: str) -> bool:
     """Conventions in fp32 (the smallest budget), each in the variant that has it; the neg-eig variant (no
     gate, no short convolution: dtype-independent logic) adds only its bf16 forward; mode-switch and floor in
     bf16 (in fp32 MDN's chunk path refuses its inputs, which forward and backward already show, and GDN's fp32
-    chunk path is in forward and backward)."""
+    chunk path is in forward and backward); padding and mask in fp32, the default variant (the unpadding and the
+    per-sequence state logic do not depend on the dtype)."""
+    if comparison in ("padding", "mask"):
+        return variant == "default" and dtype == "fp32"
     if comparison.startswith("convention-"):
         return dtype == "fp32" and (variant == "neg-eig") == (comparison == "convention-neg-eigval")
     if comparison in ("mode-switch", "floor"):
@@ -348,6 +403,12 @@ GDN_MUTANTS = (
            "conv_state=(conv_state_q, conv_state_k, conv_state_v) if self.use_short_conv else None,",
            "conv_state=(conv_state_q, conv_state_q, conv_state_v) if self.use_short_conv else None,",
            ("layer.fla.gdn.default.bf16.generation",)),
+    Mutant("layer_gdn_repad_packed", "GatedDeltaNet: the outputs of a padded batch put back at the first positions of "
+           "the flattened batch instead of each token's own (a padding slip)", "layers/gated_deltanet.py",
+           "o = repad_hidden_states(hidden_states=o, indices=indices, batch_size=batch_size, q_len=q_len)",
+           "o = repad_hidden_states(hidden_states=o, indices=None if indices is None else torch.arange(indices.numel(), "
+           "device=indices.device), batch_size=batch_size, q_len=q_len)",
+           ("layer.fla.gdn.default.fp32.mask", "layer.fla.gdn.default.fp32.padding")),
 )
 
 add(LayerRecord(
