@@ -278,6 +278,26 @@ def mask(case: LayerCase) -> Result:
     return judge(case, tensors, C_FWD, f"T={T}, {pad} padding tokens per row")
 
 
+def mask_reused(case: LayerCase) -> Result:
+    """attention_mask as a buffer the caller refills in place between two calls (the same tensor object, left
+    padding in row 0, then interior padding in row 1): the second call against each row's valid tokens alone
+    (`mask` is the same comparison with a fresh tensor)."""
+    seed = case.ctx.seed
+    T, pad = case.ctx.pick((16, 3), (24, 5), (64, 20))
+    layer, p64, kw = setup(case, seed)
+    x64 = inputs(case, seed + 400, T, B=2)
+    m = torch.ones(2, T, dtype=torch.long, device=case.ctx.device)
+    m[0, :pad] = 0
+    run(layer, x64, attention_mask=m)
+    m.fill_(1)
+    m[1, T // 2:T // 2 + pad] = 0
+    o = run(layer, x64, attention_mask=m)[0].to("cpu")
+    m = m.to("cpu")
+    truth, same = _rows_truth(case, p64, kw, x64, m)
+    tensors = [(f"row {b} (second call)", o[b:b + 1, m[b].bool()], truth[b], same[b]) for b in range(2)]
+    return judge(case, tensors, C_FWD, f"T={T}: the mask refilled in place between two calls")
+
+
 def mode_switch(case: LayerCase) -> Result:
     seed = case.ctx.seed
     T = case.ctx.pick(16, 64, 64)
@@ -373,7 +393,7 @@ def declared(variant: str, dtype: str, comparison: str) -> bool:
     bf16 (in fp32 MDN's chunk path refuses its inputs, which forward and backward already show, and GDN's fp32
     chunk path is in forward and backward); padding and mask in fp32, the default variant (the unpadding and the
     per-sequence state logic do not depend on the dtype)."""
-    if comparison in ("padding", "mask"):
+    if comparison in ("padding", "mask", "mask-reused"):
         return variant == "default" and dtype == "fp32"
     if comparison.startswith("convention-"):
         return dtype == "fp32" and (variant == "neg-eig") == (comparison == "convention-neg-eigval")
@@ -421,4 +441,6 @@ add(LayerRecord(
 add(LayerRecord(
     name="gdn", module="fla.layers.gated_deltanet", cls="GatedDeltaNet",
     description="Gated DeltaNet: the gated delta rule, gates from the hidden states",
-    variants=VARIANTS, comparisons=COMMON, declared=declared, mutants=GDN_MUTANTS))
+    variants=VARIANTS, comparisons={**COMMON, "mask-reused": (
+        "attention_mask refilled in place between two calls (the same tensor object), against each row's valid "
+        "tokens", mask_reused)}, declared=declared, mutants=GDN_MUTANTS))

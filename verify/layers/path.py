@@ -311,6 +311,25 @@ def mask(case: LayerCase) -> Result:
     return judge(case, tensors, C["fwd"], f"T={T}, {pad} padding tokens per row")
 
 
+def mask_reused(case: LayerCase) -> Result:
+    """attention_mask as a buffer the caller refills in place between two calls (the same tensor object, left
+    padding in row 0, then interior padding in row 1): the second call against each unpadded sequence (`mask` is
+    the same comparison with a fresh tensor)."""
+    T, pad = case.ctx.pick((24, 5), (48, 9), (513, 100))
+    layer, p64, p32, spec = setup(case, 0)
+    x, x64 = hidden_states(case, 100, 2, T, layer.hidden_size)
+    m = _mask(2, T, x.device)
+    m[0, :pad] = 0
+    with torch.no_grad():
+        call(layer, x, attention_mask=m)
+        m.fill_(1)
+        m[1, T // 2:T // 2 + pad] = 0
+        o = call(layer, x, attention_mask=m)[0]
+    truth, same = _rows(case, layer, p64, p32, spec, x64, m)
+    tensors = [(f"row {b} (second call)", o[b:b + 1, m[b].bool()], truth[b], same[b]) for b in range(2)]
+    return judge(case, tensors, C["fwd"], f"T={T}: the mask refilled in place between two calls")
+
+
 def _convention(case, name, declared, other, what_else) -> Result:
     """The layer's tensor against the literal under the declared convention (within budget) and under the
     alternative (more than 10x the relative budget away)."""
@@ -360,6 +379,8 @@ COMPARISONS = {
     "mask": ("attention_mask (left and interior padding) without a cache, against each unpadded sequence", mask),
     "continuation": (("prefill, then multi-token calls with the cache (a chunked prefill, a speculative step), then "
                       "one token at a time, against the literal's full forward"), continuation),
+    "mask-reused": (("attention_mask refilled in place between two calls (the same tensor object), against each "
+                     "unpadded sequence"), mask_reused),
     "cache-ops": (("the cache repeated per return sequence, reordered as a beam step and cropped, then decoded, "
                    "against decoding each row's history from scratch (PaTH's crop must refuse: its cache holds the "
                    "w convolution's state)"), cache_operations),
@@ -377,6 +398,7 @@ PATH_DECLARED = {   # comparison -> (variant, dtype) pairs that exist
     "mask": {("base", "fp32")},
     "continuation": {("base", "fp32")},
     "cache-ops": {("base", "fp32")},
+    "mask-reused": set(),          # PaTHAttention refuses a mask without a cache (layer.fla.path.base.fp32.mask)
     "convention-silu": {("base", "fp32")},
     "convention-gate_scaled": {("gate-gqa", "fp32")},
 }
@@ -387,6 +409,7 @@ FOX_DECLARED = {
     "mask": {("base", "fp32")},
     "continuation": {("base", "fp32")},
     "cache-ops": {("base", "fp32")},
+    "mask-reused": {("base", "fp32")},
 }
 
 PATH_FILE, FOX_FILE = "layers/path_attn.py", "layers/forgetting_attn.py"
