@@ -441,6 +441,10 @@ FOX_MUTANTS = (
            "models/cache_utils.py", "value.repeat_interleave(repeats, dim=0)",
            "value.repeat(repeats, *[1] * (value.dim() - 1))",
            ("layer.fla.fox.base.fp32.cache-ops", "layer.fla.gdn.default.fp32.cache-ops"), count=2),
+    Mutant("layer_fox_mask_passed_whole", "ForgettingAttention: the attention_mask handed to unpad_input as the "
+           "caller's object instead of its slice, so fla's identity-keyed tensor_cache answers a refilled mask with "
+           "the previous call's padding", FOX_FILE, "            attention_mask = attention_mask[:, -k.shape[1]:]\n",
+           "", ("layer.fla.fox.base.fp32.mask-reused",)),
 )
 
 PATH = add(LayerRecord(
