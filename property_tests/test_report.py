@@ -334,3 +334,28 @@ def test_compare_reads_the_committed_schema_1_reports():
     assert any("same_dtype" in (p.get("fraction") or {}) for p in old["points"])
     found = diff.changes(old, diff.load(str(old_path)))
     assert found["regressions"] == [] and found["status"] == []
+
+
+def test_decode_error_against_generated_length_from_results(tmp_path):
+    """--results: the layer generation checks' buckets, both record formats (PaTH's equal buckets, MDN's doubling
+    ones, a non-finite error as older results wrote it), become report.json's decode_by_length, a table and a
+    plot; a result without layer checks adds neither."""
+    results = {"checks": [
+        {"id": "layer.fla.path.base.bf16.generation", "status": "pass",
+         "details": {"decode_rel_err_by_generated_length": {"1-32": 3e-3, "33-64": 3.3e-3}, "growth": 1.1}},
+        {"id": "layer.fla.mdn.default.fp32.generation", "status": "fail",
+         "details": {"buckets": [{"tokens": "1-1", "err_rel": 2e-7}, {"tokens": "2-3", "err_rel": "inf"}],
+                     "growth": "inf"}},
+        {"id": "layer.fla.mdn.default.fp32.forward", "status": "pass", "details": {}},
+        {"id": "kernel.fla.path_attn.fwd.fp32.beta_two", "status": "pass", "measured": 1e-6, "budget": 1e-5,
+         "details": {}}]}
+    rows = document.decode_by_length(results)
+    assert [(r["id"].split(".")[2], r["points"]) for r in rows] == [("path", [[32, 3e-3], [64, 3.3e-3]]),
+                                                                   ("mdn", [[1, 2e-7], [3, math.inf]])]
+    assert set(plots.decode_by_length(rows, tmp_path)) == {"decode_by_length.png"}
+    doc = document.build([], {**META, "results_file": "r.json"}, {}, results, {})
+    jsonschema.validate(json.loads(json.dumps(doc)), SCHEMA)
+    assert doc["decode_by_length"][1]["points"][1] == [3, None]          # strict JSON: inf as null
+    assert "Decode error against generated length" in document.markdown(doc)
+    assert document.decode_by_length({"checks": results["checks"][2:]}) == []
+    assert plots.decode_by_length([], tmp_path / "none") == {}

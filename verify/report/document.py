@@ -68,6 +68,26 @@ def checks_of(results: dict | None) -> list[dict]:
     return sorted(keep, key=lambda c: -c["ratio"])
 
 
+def decode_by_length(results: dict | None) -> list[dict]:
+    """The layer checks' decode error against generated length, from a `verify ... --json` result: per
+    layer.*.generation check, [generated tokens (each bucket's last), normwise relative error] and the growth
+    (last bucket / first).  PaTH's and FoX's records keep equal buckets (details
+    decode_rel_err_by_generated_length, "1-32": err), MDN's and GDN's doubling ones (details buckets)."""
+    out = []
+    for c in (results or {}).get("checks", []):
+        d = c.get("details") or {}
+        if not (c["id"].startswith("layer.") and c["id"].endswith(".generation")):
+            continue
+        num = lambda v: float(v) if isinstance(v, str) else v      # noqa: E731 (older results: "inf" as a string)
+        if "decode_rel_err_by_generated_length" in d:
+            pts = [[int(k.split("-")[1]), num(v)] for k, v in d["decode_rel_err_by_generated_length"].items()]
+        else:
+            pts = [[int(b["tokens"].split("-")[1]), num(b["err_rel"])] for b in d.get("buckets", [])]
+        if pts:
+            out.append({"id": c["id"], "status": c["status"], "points": pts, "growth": num(d.get("growth"))})
+    return out
+
+
 def build(records: list[dict], meta: dict, plots: dict[str, str], results: dict | None, xfails: dict) -> dict:
     causes = {}
     for cid, e in xfails.items():
@@ -81,6 +101,7 @@ def build(records: list[dict], meta: dict, plots: dict[str, str], results: dict 
             "plots": [{"file": f, "caption": c} for f, c in plots.items()],
             "points": [point_json(r) for r in records],
             "checks": None if results is None else strict(checks_of(results), "", {}),
+            "decode_by_length": None if results is None else strict(decode_by_length(results), "", {}),
             "expected_failures": list(causes.values())}
 
 
@@ -203,6 +224,14 @@ def markdown(doc: dict) -> str:
                 "| check | status | measured / budget | example | reproduce |", "|---|---|---|---|---|"]
         out += [f"| `{c['id']}` | {c['status']} | {_fmt(c['measured'])} / {_fmt(c['budget'])} | {_cell(c['example'] or '-')} "
                 f"| `{c['repro']}` |" for c in doc["checks"][:WORST_CASES]]
+        out += [""]
+    if doc.get("decode_by_length"):
+        out += ["## Decode error against generated length (the layer checks)", "",
+                f"From `{doc['results_file']}`: each `layer.*.generation` check's decoded outputs against the float64 "
+                "literal, normwise relative error per bucket of generated tokens (the last token of each bucket).", "",
+                "| check | status | growth (last / first bucket) | error by generated tokens |", "|---|---|---|---|"]
+        out += [f"| `{g['id']}` | {g['status']} | {_fmt(g['growth'])} | "
+                + ", ".join(f"{n}: {_fmt(e)}" for n, e in g["points"]) + " |" for g in doc["decode_by_length"]]
         out += [""]
     out += ["## Expected failures (verify/run/expected_failures.toml)", "", "| checks | measured (first listed) | cause |",
             "|---|---|---|"]

@@ -354,10 +354,33 @@ def state_tracking(records: list[dict], out: Path) -> dict[str, str]:
             "line: the largest n at which the kernel decides every sequence correctly"}
 
 
-def all_plots(records: list[dict], out: Path) -> dict[str, str]:
-    """Every plot the records allow: {file name: caption}."""
+def decode_by_length(rows: list[dict], out: Path) -> dict[str, str]:
+    """One panel: each layer generation check's decode error against generated length (verify.report.document
+    .decode_by_length of a --results run), log-log."""
+    rows = [r for r in rows if any(e is not None and e > 0 for _, e in r["points"])]
+    if not rows:
+        return {}
+    fig, axes = _figure(1, 1)
+    ax = axes[0][0]
+    colours = plt.cm.tab20.colors
+    for i, r in enumerate(rows):
+        pts = [(n, e) for n, e in r["points"] if e is not None and e > 0]
+        ax.plot([n for n, _ in pts], [e for _, e in pts], marker="o", color=colours[i % len(colours)],
+                label=r["id"].removeprefix("layer.fla."))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("generated tokens")
+    ax.set_ylabel("normwise relative error of the decoded outputs")
+    _legend(ax)
+    return {_save(fig, out, "decode_by_length.png"): "decode error against generated length, per layer, variant "
+                                                     "and dtype (the layer checks of --results)"}
+
+
+def all_plots(records: list[dict], out: Path, decode: list[dict] | None = None) -> dict[str, str]:
+    """Every plot the records (and the layer checks' decode errors, when given) allow: {file name: caption}."""
     made = versus_T([r for r in records if r["plot"] == "T"], out)
     made |= regimes(records, out)
     made |= mdn_map([r for r in records if r["plot"] == "mdn_map"], out)
     made |= state_tracking([r for r in records if r["plot"] == "state"], out)
+    made |= decode_by_length(decode or [], out)
     return made
