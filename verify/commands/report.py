@@ -102,7 +102,7 @@ def _write(args, device: str, chosen, out: Path, results: dict | None) -> int:
             bar.update(task, advance=int(finished), description=point.id)
         records, facts = measure.run_points(chosen, device, args.fp32_dot, args.workers, progress)
         bar.update(task, completed=len(chosen), description="plots")
-        made = plots.all_plots(records, out)
+        made = plots.all_plots(records, out, document.decode_by_length(results))
     meta = {"command": shlex.join(["verify", "report", *sys.argv[2:]]) if sys.argv[1:2] == ["report"]
             else "verify report", "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "device": device, "profile": args.profile, "seed": args.seed, "fp32_dot": args.fp32_dot,
