@@ -138,8 +138,8 @@ def test_cache_ops_judges_each_operation_and_demands_a_refused_crop():
     from verify.layers.common import cache_ops, call
     case = LayerCase(Context(device="cpu", profile="ci"), load()["fox"], "base", "fp32")
     gen = torch.Generator().manual_seed(0)
-    draw = lambda rows, n: torch.randn(rows, n, 4, generator=gen, dtype=torch.float64).float().double()  # noqa: E731
-    truths = lambda hist: (hist.cumsum(1), hist.float().cumsum(1))  # noqa: E731
+    draw = lambda rows, n: torch.randn(rows, n, 4, generator=gen, dtype=torch.float64).float().double()
+    truths = lambda hist: (hist.cumsum(1), hist.float().cumsum(1))
 
     def cached(tokens, cache, length):      # the sum so far is the cache's last entry
         prev = cache[0]["attn_state"][0][:, -1:] if len(cache) else torch.zeros_like(tokens[:, :1])

@@ -131,7 +131,7 @@ def test_references_run_where_the_record_or_the_option_says():
     from verify.core.engine import reference_device
     from verify.core.registry import Context
     from verify.run.runner import repro_command
-    where = lambda name, choice: reference_device(ops.OPS[name], Context(device="cuda", references=choice), "cuda")  # noqa: E731
+    where = lambda name, choice: reference_device(ops.OPS[name], Context(device="cuda", references=choice), "cuda")
     assert [where(n, "auto") for n in ("mdn_recurrent", "gdn_chunk", "path_attn", "forgetting_attn")] == \
         ["cpu", "cpu", "cuda", "cuda"]
     assert where("mdn_recurrent", "device") == "cuda" and where("path_attn", "cpu") == "cpu"

@@ -83,7 +83,7 @@ def measure(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int, ref: 
     ref = ref or dev
     x64 = on_device(as_oracle(x), ref)
     x32 = on_device(floats_as(x, torch.float32), ref)
-    there = lambda t: t.to(ref)      # noqa: E731  (a kernel tensor, judged where the references are)
+    there = lambda t: t.to(ref)      # a kernel tensor, judged where the references are
     if pass_ == "fwd":
         with torch.no_grad():
             with phase("kernel", dev):

@@ -220,7 +220,7 @@ def cache_operations(case: LayerCase) -> Result:
     T0, n = case.ctx.pick((8, 2), (8, 3), (64, 32))
     layer, p64, kw = setup(case, seed)
     drawn = iter(range(seed + 200, seed + 10**6))
-    step = lambda tokens, cache, length: run(layer, tokens, past_key_values=cache, use_cache=True)[0]  # noqa: E731
+    step = lambda tokens, cache, length: run(layer, tokens, past_key_values=cache, use_cache=True)[0]
 
     def truths(hist):
         truth, same = literal(case, p64, hist, kw)

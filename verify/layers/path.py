@@ -16,6 +16,7 @@ Comparisons (each one check per variant and dtype that `declared` keeps):
 from __future__ import annotations
 
 import importlib
+import itertools
 import math
 from contextlib import contextmanager
 
@@ -232,15 +233,15 @@ def continuation(case: LayerCase) -> Result:
     x, x64 = hidden_states(case, 100, 1, T0 + sum(chunks) + n, layer.hidden_size)
     from fla.models.cache_utils import Cache
     cache, cuts = Cache(), [0, T0, T0 + chunks[0], T0 + sum(chunks), T0 + sum(chunks) + n]
-    step = lambda a, b: call(layer, x[:, a:b], attention_mask=_mask(1, b, x.device), past_key_values=cache,  # noqa: E731
+    step = lambda a, b: call(layer, x[:, a:b], attention_mask=_mask(1, b, x.device), past_key_values=cache,
                              use_cache=True)[0]
     with torch.no_grad():
-        outs = [step(a, b) for a, b in zip(cuts[:3], cuts[1:4])]          # the prefill and the two chunks
+        outs = [step(a, b) for a, b in itertools.pairwise(cuts[:4])]      # the prefill and the two chunks
         o = torch.cat(outs + [step(t, t + 1) for t in range(cuts[3], cuts[4])], 1)
         fwd, _ = literal(case)
         truth, same = fwd(L.EXACT, p64, x64, spec)[0], fwd(SameDtype(precision(case)), p32, x64.float(), spec)[0]
     names = (f"prefill {T0}", f"continuation of {chunks[0]}", f"continuation of {chunks[1]}", f"{n} decoded")
-    tensors = [(nm, o[:, a:b], truth[:, a:b], same[:, a:b]) for nm, a, b in zip(names, cuts, cuts[1:])]
+    tensors = [(nm, o[:, a:b], truth[:, a:b], same[:, a:b]) for nm, (a, b) in zip(names, itertools.pairwise(cuts))]
     return judge(case, tensors, C["decode"], f"prefill {T0}, then {chunks[0]} and {chunks[1]} tokens per call, "
                                              f"then {n} one at a time")
 

@@ -78,7 +78,7 @@ def decode_by_length(results: dict | None) -> list[dict]:
         d = c.get("details") or {}
         if not (c["id"].startswith("layer.") and c["id"].endswith(".generation")):
             continue
-        num = lambda v: float(v) if isinstance(v, str) else v      # noqa: E731 (older results: "inf" as a string)
+        num = lambda v: float(v) if isinstance(v, str) else v      # older results: "inf" as a string
         if "decode_rel_err_by_generated_length" in d:
             pts = [[int(k.split("-")[1]), num(v)] for k, v in d["decode_rel_err_by_generated_length"].items()]
         else:
