@@ -78,6 +78,16 @@ def judge(case: LayerCase, tensors: list[tuple], c: float, what: str = "", detai
                   kind=None if ok else w.kind, measure=w.decided_by)
 
 
+def padded_mask(T: int, pad: int, left: bool, interior: bool) -> torch.Tensor:
+    """A [2, T] attention_mask: `pad` tokens of left padding in row 0 and/or of interior padding in row 1."""
+    m = torch.ones(2, T, dtype=torch.long)
+    if left:
+        m[0, :pad] = 0
+    if interior:
+        m[1, T // 2:T // 2 + pad] = 0
+    return m
+
+
 SWAP, BEAM = (1, 0), (2, 0, 0, 3)    # cache_ops' reorders: the 2 prompts swapped; of 4 rows, row 1 dropped, row 0 doubled
 
 

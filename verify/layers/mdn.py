@@ -28,7 +28,7 @@ from verify.core.mutation import Mutant
 from verify.core.precision import Precision, fixed_order
 from verify.core.registry import Result
 from verify.layers import LayerCase, LayerRecord, add
-from verify.layers.common import build, cache_ops, call, judge, params64, precision
+from verify.layers.common import build, cache_ops, call, judge, padded_mask, params64, precision
 
 C_FWD, C_BWD = 8.0, 16.0      # the sequential budget factors (verify.core.records.BUDGET_FACTOR_SEQUENTIAL)
 OPS = {"mdn": ("chunk_momentum_delta_rule", "fused_recurrent_momentum_delta_rule"),
@@ -261,41 +261,38 @@ def padding(case: LayerCase) -> Result:
     return judge(case, tensors, C_FWD, f"T0={T0} (row 1: {pad} padding tokens), {n} decoded")
 
 
+def _masked(case: LayerCase, masks: list, labels: tuple[str, str], what: str) -> Result:
+    """The layer called without a cache once per mask, all held in one tensor refilled in place between the
+    calls; the last call's valid outputs (row b labelled labels[b]) against the literal of each row's valid
+    tokens alone."""
+    seed = case.ctx.seed
+    layer, p64, kw = setup(case, seed)
+    x64 = inputs(case, seed + 400, masks[0].shape[1], B=2)
+    m = torch.empty_like(masks[0], device=case.ctx.device)
+    for pattern in masks:
+        m.copy_(pattern)
+        o = run(layer, x64, attention_mask=m)[0].to("cpu")
+    m = m.to("cpu")
+    truth, same = _rows_truth(case, p64, kw, x64, m)
+    tensors = [(f"row {b} ({labels[b]})", o[b:b + 1, m[b].bool()], truth[b], same[b]) for b in range(2)]
+    return judge(case, tensors, C_FWD, what)
+
+
 def mask(case: LayerCase) -> Result:
     """attention_mask without a cache: row 0 left padding, row 1 interior padding; each row's valid outputs
     against the literal of its valid tokens alone."""
-    seed = case.ctx.seed
     T, pad = case.ctx.pick((16, 3), (24, 5), (64, 20))
-    layer, p64, kw = setup(case, seed)
-    x64 = inputs(case, seed + 400, T, B=2)
-    m = torch.ones(2, T, dtype=torch.long)
-    m[0, :pad] = 0
-    m[1, T // 2:T // 2 + pad] = 0
-    o = run(layer, x64, attention_mask=m.to(case.ctx.device))[0].to("cpu")
-    truth, same = _rows_truth(case, p64, kw, x64, m)
-    tensors = [(f"row {b} ({'left' if b == 0 else 'interior'} padding)", o[b:b + 1, m[b].bool()], truth[b], same[b])
-               for b in range(2)]
-    return judge(case, tensors, C_FWD, f"T={T}, {pad} padding tokens per row")
+    return _masked(case, [padded_mask(T, pad, True, True)], ("left padding", "interior padding"),
+                   f"T={T}, {pad} padding tokens per row")
 
 
 def mask_reused(case: LayerCase) -> Result:
     """attention_mask as a buffer the caller refills in place between two calls (the same tensor object, left
     padding in row 0, then interior padding in row 1): the second call against each row's valid tokens alone
     (`mask` is the same comparison with a fresh tensor)."""
-    seed = case.ctx.seed
     T, pad = case.ctx.pick((16, 3), (24, 5), (64, 20))
-    layer, p64, kw = setup(case, seed)
-    x64 = inputs(case, seed + 400, T, B=2)
-    m = torch.ones(2, T, dtype=torch.long, device=case.ctx.device)
-    m[0, :pad] = 0
-    run(layer, x64, attention_mask=m)
-    m.fill_(1)
-    m[1, T // 2:T // 2 + pad] = 0
-    o = run(layer, x64, attention_mask=m)[0].to("cpu")
-    m = m.to("cpu")
-    truth, same = _rows_truth(case, p64, kw, x64, m)
-    tensors = [(f"row {b} (second call)", o[b:b + 1, m[b].bool()], truth[b], same[b]) for b in range(2)]
-    return judge(case, tensors, C_FWD, f"T={T}: the mask refilled in place between two calls")
+    return _masked(case, [padded_mask(T, pad, True, False), padded_mask(T, pad, False, True)],
+                   ("second call", "second call"), f"T={T}: the mask refilled in place between two calls")
 
 
 def mode_switch(case: LayerCase) -> Result:

@@ -31,7 +31,7 @@ from verify.core.precision import Precision
 from verify.core.records import BUDGET_FACTOR_BLOCKWISE as C
 from verify.core.registry import Result
 from verify.layers import LayerCase, LayerRecord, add
-from verify.layers.common import build, cache_ops, call, judge, params64, precision
+from verify.layers.common import build, cache_ops, call, judge, padded_mask, params64, precision
 
 
 class _Store(torch.autograd.Function):
@@ -297,19 +297,27 @@ def padding(case: LayerCase) -> Result:
     return judge(case, tensors, C["decode"], f"T0={T0} (row 1: {pad} padding tokens), {n} decoded")
 
 
+def _masked(case: LayerCase, masks: list, labels: tuple[str, str], what: str) -> Result:
+    """The layer called without a cache once per mask (patterns [2, T], from padded_mask), all held in one tensor
+    refilled in place between the calls; the last call's valid tokens (row b labelled labels[b]) against each
+    unpadded sequence."""
+    layer, p64, p32, spec = setup(case, 0)
+    x, x64 = hidden_states(case, 100, 2, masks[0].shape[1], layer.hidden_size)
+    m = _mask(2, masks[0].shape[1], x.device)
+    with torch.no_grad():
+        for pattern in masks:
+            m.copy_(pattern)
+            o = call(layer, x, attention_mask=m)[0]
+    truth, same = _rows(case, layer, p64, p32, spec, x64, m)
+    tensors = [(f"row {b} ({labels[b]})", o[b:b + 1, m[b].bool()], truth[b], same[b]) for b in range(2)]
+    return judge(case, tensors, C["fwd"], what)
+
+
 def mask(case: LayerCase) -> Result:
     """attention_mask without a cache: row 0 left padding, row 1 interior padding."""
     T, pad = case.ctx.pick((24, 5), (48, 9), (513, 100))
-    layer, p64, p32, spec = setup(case, 0)
-    x, x64 = hidden_states(case, 100, 2, T, layer.hidden_size)
-    m = _mask(2, T, x.device)
-    m[0, :pad] = 0
-    m[1, T // 2:T // 2 + pad] = 0
-    o = call(layer, x, attention_mask=m)[0]
-    truth, same = _rows(case, layer, p64, p32, spec, x64, m)
-    tensors = [(f"row {b} ({'left' if b == 0 else 'interior'} padding)", o[b:b + 1, m[b].bool()], truth[b], same[b])
-               for b in range(2)]
-    return judge(case, tensors, C["fwd"], f"T={T}, {pad} padding tokens per row")
+    return _masked(case, [padded_mask(T, pad, True, True)], ("left padding", "interior padding"),
+                   f"T={T}, {pad} padding tokens per row")
 
 
 def mask_reused(case: LayerCase) -> Result:
@@ -317,18 +325,8 @@ def mask_reused(case: LayerCase) -> Result:
     padding in row 0, then interior padding in row 1): the second call against each unpadded sequence (`mask` is
     the same comparison with a fresh tensor)."""
     T, pad = case.ctx.pick((24, 5), (48, 9), (513, 100))
-    layer, p64, p32, spec = setup(case, 0)
-    x, x64 = hidden_states(case, 100, 2, T, layer.hidden_size)
-    m = _mask(2, T, x.device)
-    m[0, :pad] = 0
-    with torch.no_grad():
-        call(layer, x, attention_mask=m)
-        m.fill_(1)
-        m[1, T // 2:T // 2 + pad] = 0
-        o = call(layer, x, attention_mask=m)[0]
-    truth, same = _rows(case, layer, p64, p32, spec, x64, m)
-    tensors = [(f"row {b} (second call)", o[b:b + 1, m[b].bool()], truth[b], same[b]) for b in range(2)]
-    return judge(case, tensors, C["fwd"], f"T={T}: the mask refilled in place between two calls")
+    return _masked(case, [padded_mask(T, pad, True, False), padded_mask(T, pad, False, True)], ("second call", "second call"),
+                   f"T={T}: the mask refilled in place between two calls")
 
 
 def _convention(case, name, declared, other, what_else) -> Result:
