@@ -28,7 +28,15 @@ from verify.core.mutation import Mutant
 from verify.core.precision import Precision, fixed_order
 from verify.core.registry import Result
 from verify.layers import LayerCase, LayerRecord, add
-from verify.layers.common import build, cache_ops, call, judge, padded_mask, params64, precision
+from verify.layers.common import (
+    build,
+    cache_ops,
+    call,
+    judge,
+    padded_mask,
+    params64,
+    precision,
+)
 
 C_FWD, C_BWD = 8.0, 16.0      # the sequential budget factors (verify.core.records.BUDGET_FACTOR_SEQUENTIAL)
 OPS = {"mdn": ("chunk_momentum_delta_rule", "fused_recurrent_momentum_delta_rule"),

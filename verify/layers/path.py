@@ -31,7 +31,15 @@ from verify.core.precision import Precision
 from verify.core.records import BUDGET_FACTOR_BLOCKWISE as C
 from verify.core.registry import Result
 from verify.layers import LayerCase, LayerRecord, add
-from verify.layers.common import build, cache_ops, call, judge, padded_mask, params64, precision
+from verify.layers.common import (
+    build,
+    cache_ops,
+    call,
+    judge,
+    padded_mask,
+    params64,
+    precision,
+)
 
 
 class _Store(torch.autograd.Function):
