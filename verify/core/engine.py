@@ -145,15 +145,16 @@ def decode_probe(op: KernelOp, case, dtype: str, ctx: Context) -> Probe:
     prec = Precision.of(dtype, op.dot or ctx.fp32_dot)
     x = op.inputs(case, prec.torch_dtype, ctx.device)
     d = op.decode
+    ref = reference_device(op, ctx, ctx.device)
 
     def once() -> list[Verdict]:
         with phase("kernel", ctx.device):
             out = call_kernel(d.kernel, **x, scale=scale_of(x))
-        with phase("oracle", ctx.device):
-            expected = d.oracle(**as_oracle(x))
-        with phase("same_dtype", ctx.device):
-            same = d.same_dtype(**floats_as(x, torch.float32), prec=prec)
-        return [verdict(d.output, out, expected, same, prec, op.budget_factor["decode"])]
+        with phase("oracle", ref):
+            expected = d.oracle(**on_device(as_oracle(x), ref))
+        with phase("same_dtype", ref):
+            same = d.same_dtype(**on_device(floats_as(x, torch.float32), ref), prec=prec)
+        return [verdict(d.output, out.to(ref), expected, same, prec, op.budget_factor["decode"])]
     return _rounds(configs.every_config(once), case.label())
 
 
