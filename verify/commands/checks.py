@@ -238,8 +238,7 @@ def _run(args, command: list[str]) -> int:
                 for n, ctx in enumerate(contexts, 1):
                     if len(seeds) > 1:
                         console.rule(f"run {n}/{len(seeds)}: seed {ctx.seed}")
-                    if args.exitfirst and any(r.result.status in ("fail", "error")
-                                              for done in finished.values() for r in done.values()):
+                    if args.exitfirst and runner.any_failed(r for done in finished.values() for r in done.values()):
                         finished[ctx.seed] = {i: runner.not_run(c, ctx, runner.EXITFIRST) for i, c in enumerate(chosen)}
                         continue
                     workers.run(chosen, ctx, finished[ctx.seed], timeout, deadline, progress.start, progress.done,

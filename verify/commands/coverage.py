@@ -212,11 +212,9 @@ def run(args) -> int:
                 console.print(f"[yellow]{op}: {what.replace('_', ' ')}:[/]")
                 for item in r[what]:
                     console.print(f"  {item}", highlight=False, soft_wrap=True)
-    shared = {k for k in configs.coverage(records) if sum(k in r["configs"]["kernels"] for r in result.values()) > 1}
-    if shared:     # a helper kernel (fla/ops/utils) several ops launch: what the whole selection ran of it
-        run_wide = configs.summary(ctx.configs, records)["kernels"]
-        for kernel in sorted(shared):
-            v = run_wide[kernel]
+    run_wide = configs.summary(ctx.configs, records)
+    for kernel, v in run_wide["kernels"].items():      # a helper kernel (fla/ops/utils) several ops launch
+        if sum(kernel in r["configs"]["kernels"] for r in result.values()) > 1:
             unrun = f" (unrun: {v['unrun']})" if v["unrun"] else ""
             console.print(f"all selected ops: tile configs run {v['ran']} of {kernel}{unrun}", highlight=False)
     for op, r in result.items():
@@ -234,7 +232,7 @@ def run(args) -> int:
     if args.json:
         results.write_text_atomic(args.json, json.dumps({"package": str(package), "profile": args.profile,
                                                         "seed": args.seed, "checks": counts, "ops": result,
-                                                        "configs": configs.summary(ctx.configs, records)}, indent=2))
+                                                        "configs": run_wide}, indent=2))
     if args.html:
         console.print(f"HTML: {Path(args.html) / '<op>' / 'index.html'}")
     if counts["fail"] or counts["error"]:

@@ -12,9 +12,9 @@ first use, on both devices):
             the check id and seed, independent of the machine, the worker count, the selection and the
             checks that ran before in the same worker (the state is reset per check by ``begin``).  A
             check that launches K L times runs min(L, n) of its configs; the R checks of an op start
-            ceil(n / R) configs apart, spread over the whole rotation, so a run of them covers
-            min(n, sum of min(L, ceil(n / R))) configs of K; :func:`coverage` measures what a run
-            covered from the configs each check recorded (a run says so when it left some unrun: never
+            ceil(n / R) configs apart, spread over the whole rotation, so a run of them covers every
+            config of K when each launches it at least ceil(n / R) times; :func:`coverage` measures what a
+            run covered from the configs each check recorded (a run says so when it left some unrun: never
             assumed).
   first     always the first config left after pruning (today's CPU behaviour; on a GPU: no timing).
   autotune  Triton's own timing (GPU only: on the CPU every config ties).
@@ -135,8 +135,8 @@ def rank(check_id: str) -> tuple[str, int, int]:
 def offset(check_id: str, kernel: str, seed: int, n: int) -> int:
     """The rotation's start for kernel (n configs) in check: sha256(group, kernel, seed) + r * ceil(n / R), r
     the check's rank among the R checks of its group.  The group's checks start evenly over the rotation, so
-    they cover min(n, sum of min(L, ceil(n / R))) configs when each launches the kernel L >= 1 times (starts
-    one apart covered only R + L - 1: measured, a kernel of 48 configs shared by PaTH and FoX kept 6 unrun;
+    they cover all n configs when each launches the kernel at least ceil(n / R) times (starts one apart
+    covered only R + L - 1: measured, a kernel of 48 configs shared by PaTH and FoX kept 6 unrun;
     a hash of the check id alone leaves configs unrun by chance: measured on `verify kernels -k gdn_chunk`)."""
     group, r, count = rank(check_id)
     digest = hashlib.sha256(f"{group}\0{kernel}\0{seed}".encode()).digest()

@@ -4,8 +4,8 @@
 op record's structure and its regression cases, every one of them even after one fails, so that each boundary a
 check is given is reached), tells hypothesis to climb the error/budget ratio (`hypothesis.target`), and turns
 the outcome into a Result: the worst case seen when everything passed, the first explicit case that failed, or
-the minimal failing example hypothesis shrank to, with the measured error, the budget and the case (saved for `verify compare` under
---save-failing).  A variant the kernel package does not offer, and an operation the Triton interpreter
+the minimal failing example hypothesis shrank to, with the measured error, the budget and the case (saved for
+`verify compare` under --save-failing).  A variant the kernel package does not offer, and an operation the Triton interpreter
 cannot run, end the search as a skip (kinds unsupported, interpreter_gap), never a kernel failure.
 The seed comes from the CLI, the example database is off, so a run is reproducible from its repro line.
 """

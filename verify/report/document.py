@@ -73,12 +73,12 @@ def decode_by_length(results: dict | None) -> list[dict]:
     layer.*.generation check, [generated tokens (each bucket's last), normwise relative error] and the growth
     (last bucket / first).  PaTH's and FoX's records keep equal buckets (details
     decode_rel_err_by_generated_length, "1-32": err), MDN's and GDN's doubling ones (details buckets)."""
+    num = lambda v: float(v) if isinstance(v, str) else v      # older results: "inf" as a string
     out = []
     for c in (results or {}).get("checks", []):
         d = c.get("details") or {}
         if not (c["id"].startswith("layer.") and c["id"].endswith(".generation")):
             continue
-        num = lambda v: float(v) if isinstance(v, str) else v      # older results: "inf" as a string
         if "decode_rel_err_by_generated_length" in d:
             pts = [[int(k.split("-")[1]), num(v)] for k, v in d["decode_rel_err_by_generated_length"].items()]
         else:

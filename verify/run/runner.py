@@ -88,6 +88,11 @@ def repro_command(check_id: str, ctx: Context) -> str:
     return shlex.join(parts)
 
 
+def any_failed(records) -> bool:
+    """Whether a check failed or errored among the records (expected failures applied): --exitfirst stops."""
+    return any(r.result.status in ("fail", "error") for r in records)
+
+
 def not_run(check: Check, ctx: Context, message: str) -> Record:
     return Record(check.id, check.description, Result("skip", message=message, kind="not_run"), 0.0,
                   repro_command(check.id, ctx), seed=ctx.seed)
@@ -364,7 +369,7 @@ class Workers:
                     if deadline is not None and time.monotonic() > deadline:
                         finished[i] = not_run(checks[i], ctx, TIME_LIMIT)
                         continue
-                    if exitfirst and any(r.result.status in ("fail", "error") for r in finished.values()):
+                    if exitfirst and any_failed(finished.values()):
                         finished[i] = not_run(checks[i], ctx, EXITFIRST)
                         continue
                     if gpu and checks[i].id.startswith("kernel.") and CheckId.parse(checks[i].id).group not in seen:
