@@ -35,7 +35,8 @@ def run_child(code: str, timeout: float = 300) -> dict:
 # canaries, layer on and each part off
 
 PARTS = ("bf16_dot", "bf16_round", "autotune", "tf32", "dot_order", "numpy_index", "loop_index", "bf16_arith",
-         "bf16_scalar", "tl_alias", "torch_cpu_device", "lang_cache", "bounds", "bf16_guard")
+         "bf16_scalar", "tl_alias", "torch_cpu_device", "lang_cache", "np_dtypes",
+         "type_names", "bounds", "bf16_guard")
 # which canaries must turn red when a part is off
 RED_WHEN_OFF = {
     "bf16_dot": ["env.interpreter.bf16_dot"],
@@ -50,6 +51,8 @@ RED_WHEN_OFF = {
     "tl_alias": ["env.interpreter.tl_alias"],
     "torch_cpu_device": ["env.interpreter.torch_cpu_device"],
     "lang_cache": ["env.interpreter.lang_cache"],
+    "np_dtypes": ["env.interpreter.np_dtypes"],
+    "type_names": ["env.interpreter.type_names"],
     "bounds": ["env.interpreter.bounds"],
     "bf16_guard": ["env.interpreter.bf16_guard"],
 }
@@ -211,6 +214,30 @@ def test_bf16_constants_as_the_compiler_builds_them():
     out = run_child(BF16_CONSTANTS_CHILD)
     assert out["got"] == out["want"]
     assert out["printed"][0] == 0.0 and out["printed"][1] == 0.0        # std::to_string prints 0.000000
+
+
+def test_performance_canaries_catch_a_wrong_answer():
+    """np_dtypes and type_names are performance patches: their canaries compare with the originals, so a
+    table that answers a wrong dtype, or a name read wrong, turns them red (not only a missing patch)."""
+    out = run_child("""
+        import json, warnings
+        warnings.filterwarnings("ignore")
+        import numpy as np
+        from verify.core import fidelity
+        fidelity.activate()
+        import triton.language as tl
+        from triton.runtime import interpreter
+        import verify.checks.interpreter as canaries
+        from verify.core.registry import Context
+        ctx = Context(device="cpu")
+        good = [canaries.np_dtypes(ctx).status, canaries.type_names(ctx).status]
+        patched = interpreter._get_np_dtype
+        interpreter._get_np_dtype = lambda t: np.dtype(np.float16) if t == tl.bfloat16 else patched(t)
+        tl.core.tuple_type.name = property(lambda self: "[]")
+        bad = [canaries.np_dtypes(ctx).status, canaries.type_names(ctx).status]
+        print(json.dumps({"good": good, "bad": bad}))
+    """)
+    assert out == {"good": ["pass", "pass"], "bad": ["fail", "fail"]}
 
 
 def test_bf16_fma_canary_discriminates():

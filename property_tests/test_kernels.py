@@ -3,8 +3,9 @@ the bug, green without), the search's outcomes, regression cases, bad input."""
 import json
 
 import pytest
+from helpers import run_cli
 
-from verify.core.mutation import materialize, run_checks
+from verify.core.mutation import materialize
 from verify.ops import mutants as _mutants
 
 MUTANTS = _mutants()
@@ -16,12 +17,13 @@ PLANTED = "fox_gate_dropped_offdiag"
 
 def test_planted_bug_turns_its_killer_red_through_kernel_root(tmp_path):
     mutant = MUTANTS[PLANTED]
-    status, doc = run_checks(None, mutant.killers)
-    assert status == 0 and {c["id"] for c in doc["checks"]} == set(mutant.killers), \
+    ids = [a for k in mutant.killers for a in ("--id", k)]
+    proc, doc = run_cli("all", *ids, "--profile", "quick", "--json", tmp_path / "clean.json")
+    assert proc.returncode == 0 and {c["id"] for c in doc["checks"]} == set(mutant.killers), \
         [(c["id"], c["message"]) for c in doc["checks"] if c["status"] != "pass"]
     root = materialize(mutant, tmp_path)
-    status, doc = run_checks(root, mutant.killers)
-    assert status == 1
+    proc, doc = run_cli("all", *ids, "--profile", "quick", "--kernel-root", root, "--json", tmp_path / "m.json")
+    assert proc.returncode == 1
     assert doc["environment"]["kernel_root"] == str(root)
     red = [c for c in doc["checks"] if c["status"] == "fail"]
     assert red, f"{mutant.name} survived: {[c['message'] for c in doc['checks']]}"

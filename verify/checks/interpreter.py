@@ -864,3 +864,71 @@ def lang_cache(ctx: Context) -> Result:
     return Result("pass" if ok else "fail", float(out["getmembers_after_first"]), 0.0,
                   f"lang_cache: {out} (want no getmembers after the first launch, right outputs, builtins restored)",
                   details=out, kind=None if ok else "over_budget", measure="problems")
+
+
+# ------------------------------------------------------------------------------------------------
+# np_dtypes: the numpy dtype of a Triton type from a table
+
+def _np_dtypes_run(ctx: Context) -> dict:
+    """The installed _get_np_dtype against the original on every scalar type of the original's table, as a
+    scalar, a block, a pointer and a block of pointers (twice each: the table's first fill and its reuse)."""
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    from verify.core import fidelity
+    _setup(ctx)
+    original = fidelity._originals.get((interpreter, "_get_np_dtype"))
+    names = ("int1", "float16", "float32", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32",
+             "int64", "uint64", "bfloat16", "float8e5", "float8e5b16", "float8e4nv", "float8e4b8", "float8e4b15")
+    types = [t for n in names for t in (getattr(tl, n), tl.block_type(getattr(tl, n), [2, 4]), tl.pointer_type(getattr(tl, n)),
+                                        tl.block_type(tl.pointer_type(getattr(tl, n)), [4]))]
+    patched = interpreter._get_np_dtype
+    wrong = [str(t) for t in types + types if original is None or patched(t) != original(t)]
+    return {"installed": original is not None and patched is not original, "types": len(types), "wrong": wrong}
+
+
+@check("env.interpreter.np_dtypes",
+       "the table-backed _get_np_dtype is installed and gives the original's numpy dtype for every Triton type",
+       devices=("cpu",))
+def np_dtypes(ctx: Context) -> Result:
+    out = _np_dtypes_run(ctx)
+    ok = out["installed"] and not out["wrong"]
+    return Result("pass" if ok else "fail", float(len(out["wrong"]) + (not out["installed"])), 0.0,
+                  f"np_dtypes: {out}", details=out, kind=None if ok else "over_budget", measure="problems")
+
+
+# ------------------------------------------------------------------------------------------------
+# type_names: a tuple type's name built when read
+
+def _type_names_run(ctx: Context) -> dict:
+    """Tuple types of scalars, constexprs, blocks, pointers, nested tuples, with and without field names:
+    the name read from the installed tuple_type against the one the original __init__ stores."""
+    import triton.language as tl
+
+    from verify.core import fidelity
+    _setup(ctx)
+    tt = tl.core.tuple_type
+    original = fidelity._originals.get((tt, "__init__"))
+    contents = [([tl.float32], None), ([tl.core.constexpr_type(64), tl.core.constexpr_type(16)], None),
+                ([tl.block_type(tl.bfloat16, [64, 16]), tl.pointer_type(tl.float32)], ["a", "b"]),
+                ([tt([tl.int32, tl.int64]), tl.core.constexpr_type(1.5)], ["x", ""]), ([], None)]
+    plain = type("plain_tuple_type", (tt,), {"name": None})     # a plain attribute where the original sets it
+    wrong = []
+    for types, fields in contents:
+        if original is None or original is fidelity._INHERITED:
+            break
+        built = object.__new__(plain)
+        original(built, list(types), fields)
+        if tt(list(types), fields).name != built.name:
+            wrong.append(built.name)
+    return {"installed": original not in (None, fidelity._INHERITED) and tt.__init__ is not original,
+            "types": len(contents), "wrong": wrong}
+
+
+@check("env.interpreter.type_names",
+       "tuple types are built without their name and read the name the original constructor gives", devices=("cpu",))
+def type_names(ctx: Context) -> Result:
+    out = _type_names_run(ctx)
+    ok = out["installed"] and not out["wrong"]
+    return Result("pass" if ok else "fail", float(len(out["wrong"]) + (not out["installed"])), 0.0,
+                  f"type_names: {out}", details=out, kind=None if ok else "over_budget", measure="problems")

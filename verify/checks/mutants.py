@@ -2,13 +2,13 @@
 killer checks red.  verify.checks.kernels.declare declares an op's mutants with its other checks.
 
 The check copies the kernel package with the mutant's patch into a temporary directory and runs the
-mutant's killer checks against it through --kernel-root in a fresh process, at the run's profile, seed
-and device.  A killer must be green on the unmodified kernels (pass, or xfail: a listed check that only the
+mutant's killer checks against it as a kernel root, in fresh worker processes (verify.run.runner.run_ids),
+at the run's profile, seed, device and options.  A killer must be green on the unmodified kernels (pass, or xfail: a listed check that only the
 expected-failure ratchet turns red when it fails worse), or a red killer proves nothing: that is
 measured once per run for all killers (shared by the run's workers through the run directory, $VERIFY_RUN_DIR),
 and a killer that is not green makes the check an error.  A mutant's own killers run in one
-worker, in the registry's order, and none starts after the first that kills it (`--exitfirst`): the run's
-workers already keep the cores busy, and each extra worker costs a torch + fla import.
+worker, in the registry's order, and none starts after the first that kills it (as under --exitfirst): the
+run's workers already keep the cores busy, and each extra worker costs an fla import.
 `verify all` skips this family unless it is named (verify.commands.checks.OPT_IN); `verify mutants` runs it.
 """
 from __future__ import annotations
@@ -18,14 +18,17 @@ import hashlib
 import json
 import os
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from rich.markup import escape
 from rich.table import Table
 
 from verify import layers, ops
-from verify.core.mutation import Mutant, materialize, run_checks
+from verify.core.mutation import Mutant, materialize
 from verify.core.registry import RUN_DIR_ENV, Context, Result, register
+from verify.core.results import record_json
+from verify.run import runner
 
 _CLEAN: dict[tuple, dict[str, dict]] = {}   # run settings -> killer id -> its JSON record on the unmodified kernels
 
@@ -35,21 +38,19 @@ def every() -> dict:
     return {**ops.mutants(), **layers.mutants()}
 
 
-def _options(ctx: Context) -> tuple[str, ...]:
-    return ("--fp32-dot", ctx.fp32_dot) + (("--examples", str(ctx.examples)) if ctx.examples else ())
-
-
-def _run(root: str | Path | None, ids: tuple[str, ...], ctx: Context, *extra: str) -> dict[str, dict]:
-    _, doc = run_checks(root, ids, ctx.profile, ctx.seed, ctx.device, (*_options(ctx), *extra))
-    return {c["id"]: c for c in doc["checks"]}
+def _run(ctx: Context, ids: tuple[str, ...], workers: int, exitfirst: bool = False) -> dict[str, dict]:
+    """id -> JSON record of the checks ids on ctx's kernel package (as `verify all --json` writes them)."""
+    return {r.id: record_json(r) for r in runner.run_ids(ids, ctx, workers, exitfirst)}
 
 
 def _clean(ctx: Context) -> dict[str, dict]:
     """Every killer's record on the unmodified kernels (ctx.kernel_root, or the installed package)."""
-    key = (ctx.kernel_root, ctx.profile, ctx.seed, ctx.device, _options(ctx))
+    key = (ctx.kernel_root, ctx.profile, ctx.seed, ctx.device, ctx.fp32_dot, ctx.examples, ctx.configs,
+           ctx.references)
     if key not in _CLEAN:
         ids = tuple(sorted({i for m in every().values() for i in m.killers}))
-        _CLEAN[key] = _once_per_run(repr(key), lambda: _run(ctx.kernel_root, ids, ctx))
+        workers = runner.worker_count("auto", ctx.device)
+        _CLEAN[key] = _once_per_run(repr(key), lambda: _run(ctx, ids, workers))
     return _CLEAN[key]
 
 
@@ -90,7 +91,8 @@ def check_mutant(mutant: Mutant, ctx: Context) -> Result:
                       + "; ".join(_summary(c) for c in not_green))
     with tempfile.TemporaryDirectory(prefix=f"mutant_{mutant.name}_") as tmp:
         # one worker, the killers in the registry's order, none started after the first that kills (or errs)
-        seen = _run(materialize(mutant, Path(tmp)), mutant.killers, ctx, "--workers", "1", "--exitfirst")
+        tree = replace(ctx, kernel_root=str(materialize(mutant, Path(tmp))))
+        seen = _run(tree, mutant.killers, 1, exitfirst=True)
         seen = {i: c for i, c in seen.items() if c.get("kind") != "not_run"}
     details = {"change": mutant.description, "killers": {i: c["status"] for i, c in seen.items()}}
     killed = [c for c in seen.values() if c["status"] == "fail"]

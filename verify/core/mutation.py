@@ -1,5 +1,5 @@
 """Planted bugs: source patches applied to a temporary copy of the kernel package (fla), which the checks
-then verify through --kernel-root in a fresh subprocess.  A mutant is killed when one of its checks fails.
+then verify as a kernel root (--kernel-root) in fresh worker processes.  A mutant is killed when one of its checks fails.
 
 Each mutant is one real kind of mistake in these kernels, registered once here; adding one is a few lines.
 A patch whose target text is not found exactly `count` times raises: the mutant is out of date, which is
@@ -11,12 +11,7 @@ D != Dv: the PaTH and FoX convention checks use D = 16, Dv = 32.
 from __future__ import annotations
 
 import importlib.util
-import json
-import os
 import shutil
-import subprocess
-import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,9 +44,11 @@ def fla_package_dir() -> Path:
 
 
 def materialize(mutant: Mutant, dest: Path, source: Path | None = None) -> Path:
-    """Copy the fla package into dest/fla with the mutant's patch applied; returns dest (a kernel root)."""
+    """Copy the fla package into dest/fla with the mutant's patch applied; returns dest (a kernel root).  The
+    bytecode caches come along (copied with their sources' times, they stay valid; the patched file's is stale
+    by its new time and size, so Python recompiles that file alone) instead of 571 files compiled per mutant."""
     source = source or fla_package_dir()
-    shutil.copytree(source, dest / "fla", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(source, dest / "fla")
     target = dest / "fla" / mutant.path
     text = target.read_text()
     found = text.count(mutant.old)
@@ -60,21 +57,3 @@ def materialize(mutant: Mutant, dest: Path, source: Path | None = None) -> Path:
                            f"{mutant.path}, found {found}; the kernel source changed, update the mutant")
     target.write_text(text.replace(mutant.old, mutant.new))
     return dest
-
-
-def run_checks(kernel_root: Path | str | None, ids: tuple[str, ...], profile: str = "quick", seed: int = 0,
-               device: str = "cpu", extra: tuple[str, ...] = ()) -> tuple[int, dict]:
-    """Run `verify all --id ...` in a fresh interpreter; returns (exit status, JSON document)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "out.json"
-        cmd = [sys.executable, "-m", "verify", "all", "--device", device, "--profile", profile,
-               "--seed", str(seed), "--json", str(out), *extra]
-        for i in ids:
-            cmd += ["--id", i]
-        if kernel_root is not None:
-            cmd += ["--kernel-root", str(kernel_root)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
-        doc = json.loads(out.read_text()) if out.exists() else {}
-    if not doc:
-        raise RuntimeError(f"verify exited {proc.returncode} without results:\n{proc.stderr[-2000:]}")
-    return proc.returncode, doc

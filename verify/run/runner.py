@@ -1,6 +1,6 @@
 """Execution: every check runs in a worker process, never in the process that reports.
 
-Each worker slot is a one-process `concurrent.futures.ProcessPoolExecutor` (spawn context), so a worker that
+Each worker slot is a one-process `concurrent.futures.ProcessPoolExecutor`, so a worker that
 dies (segfault, abort, killed for memory), exceeds the per-check timeout, or leaves a poisoned CUDA context
 (a fatal CUDA error) takes only its own check with it: that check is recorded as a failure of kind
 `crashed`, `timeout` or `cuda_fatal`, the slot gets a fresh worker, and the run goes on.  Results come back in
@@ -17,6 +17,7 @@ import multiprocessing
 import os
 import shlex
 import signal
+import sys
 import tempfile
 import time
 import traceback
@@ -187,8 +188,39 @@ def run_one(check: Check, ctx: Context, scope: xfail_list.Scope, debug: bool = F
 
 # ---------------------------------------------------------------------------------------------- workers
 
-def _worker_init(debug: bool) -> None:
-    """In each fresh worker: Ctrl-C is the reporting process's to handle; register the checks."""
+# Heavy third-party modules every worker imports, none of which depends on the run's settings: imported once
+# by multiprocessing's fork server, from which each worker is then forked, so that a worker, a replacement
+# worker, and each kernel tree a mutant check runs starts without re-importing torch and dynamo.  Never fla
+# nor this toolkit's modules: a worker imports the kernel package it is given (--kernel-root) after the
+# interpreter fidelity layer.  dynamo imports triton, whose own kernels (triton.language) are then defined
+# for the interpreter or for the GPU by TRITON_INTERPRET: the server is started with it set for CPU runs,
+# as the fidelity layer would set it, and without for GPU runs.
+PRELOAD = ("torch", "torch._dynamo", "hypothesis")
+_server_device: list[str] = []        # the device the fork server was started for (it is one per process)
+
+
+def _process_context(device: str):
+    """The workers' start method: forkserver with PRELOAD, started for `device`; spawn where the platform has
+    no fork server, or where this process's server was started for the other device."""
+    if "forkserver" not in multiprocessing.get_all_start_methods() or _server_device not in ([], [device]):
+        return multiprocessing.get_context("spawn")
+    _server_device[:] = [device]
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(PRELOAD))
+    return context
+
+
+def _worker_init(debug: bool, environ: dict[str, str], path: list[str]) -> None:
+    """In each fresh worker: the environment and import path of the process that started it now (a forked
+    worker would otherwise have the fork server's, fixed when that started), its thread limits applied to
+    torch and OpenMP, already loaded in the server; Ctrl-C is the reporting process's to handle; register
+    the checks."""
+    os.environ.clear()
+    os.environ.update(environ)
+    sys.path[:] = path
+    if "OMP_NUM_THREADS" in environ:
+        import torch
+        torch.set_num_threads(int(environ["OMP_NUM_THREADS"]))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if not debug:
         for text in environment.CONTRADICTED_WARNINGS:
@@ -301,11 +333,15 @@ class Workers:
             self._start(slot)
 
     def _start(self, slot: _Slot) -> None:
-        slot.executor = cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                                               initializer=_worker_init, initargs=(self.debug,))
-        with mock.patch.dict(os.environ, slot.env):   # the worker is spawned here and inherits them
+        slot.executor = cf.ProcessPoolExecutor(1, mp_context=_process_context(self.ctx.device),
+                                               initializer=_worker_init,
+                                               initargs=(self.debug, {**os.environ, **slot.env}, list(sys.path)))
+        server = {"TRITON_INTERPRET": "1"} if self.ctx.device == "cpu" else {}   # for a fork server started here
+        with mock.patch.dict(os.environ, {**slot.env, **server}):
+            if not server:
+                os.environ.pop("TRITON_INTERPRET", None)
             slot.future = slot.executor.submit(_worker_start, self.ctx, self.kernels)
-        slot.process = next(iter(slot.executor._processes.values()))   # spawned by submit
+        slot.process = next(iter(slot.executor._processes.values()))   # started by submit
         slot.index, slot.ready = None, False
 
     def _replace(self, slot: _Slot) -> None:
@@ -319,7 +355,14 @@ class Workers:
         slot.executor.shutdown(wait=False, cancel_futures=True)
 
     def close(self) -> None:
+        """Idle workers exit on their own (their exit handlers run: a mutant check's worker releases the
+        semaphores of its own workers' queues), within seconds; the others, and any that lingers, are killed."""
         for slot in self.slots:
+            if slot.future is None:
+                slot.executor.shutdown(wait=False)
+        for slot in self.slots:
+            if slot.future is None and slot.process is not None:
+                slot.process.join(5)
             self._kill(slot)
         self.run_dir.cleanup()
 
@@ -435,6 +478,18 @@ class Workers:
         return Record(check.id, check.description,
                       Result("fail", message=f"{what}; the run went on in a fresh worker", kind=kind),
                       seconds, repro_command(check.id, ctx), time.time() - seconds, ctx.seed)
+
+
+def run_ids(ids: tuple[str, ...], ctx: Context, workers: int = 1, exitfirst: bool = False) -> list[Record]:
+    """The checks `ids` (in that order) on ctx's kernel package (ctx.kernel_root, else the installed one) in
+    `workers` fresh worker processes, judged against the expected-failure list: what `verify all --id ...`
+    records, without starting an interpreter for the command (a mutant check runs one such set per mutant)."""
+    pool = Workers(workers, ctx, kernels=True)
+    try:
+        pool.wait_ready()
+        return pool.run([REGISTRY[i] for i in ids], ctx, {}, CHECK_TIMEOUT[ctx.profile], exitfirst=exitfirst)
+    finally:
+        pool.close()
 
 
 def next_startable(pending: list[int], checks: list[Check], warming: dict[str, int]) -> int | None:
