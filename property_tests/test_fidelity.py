@@ -36,7 +36,7 @@ def run_child(code: str, timeout: float = 300) -> dict:
 
 PARTS = ("bf16_dot", "bf16_round", "autotune", "tf32", "dot_order", "numpy_index", "loop_index", "bf16_arith",
          "bf16_scalar", "tl_alias", "torch_cpu_device", "lang_cache", "np_dtypes",
-         "type_names", "bounds", "bf16_guard")
+         "lazy_types", "device_calls", "bounds", "bf16_guard")
 # which canaries must turn red when a part is off
 RED_WHEN_OFF = {
     "bf16_dot": ["env.interpreter.bf16_dot"],
@@ -52,7 +52,8 @@ RED_WHEN_OFF = {
     "torch_cpu_device": ["env.interpreter.torch_cpu_device"],
     "lang_cache": ["env.interpreter.lang_cache"],
     "np_dtypes": ["env.interpreter.np_dtypes"],
-    "type_names": ["env.interpreter.type_names"],
+    "lazy_types": ["env.interpreter.lazy_types"],
+    "device_calls": ["env.interpreter.device_calls"],
     "bounds": ["env.interpreter.bounds"],
     "bf16_guard": ["env.interpreter.bf16_guard"],
 }
@@ -217,7 +218,7 @@ def test_bf16_constants_as_the_compiler_builds_them():
 
 
 def test_performance_canaries_catch_a_wrong_answer():
-    """np_dtypes and type_names are performance patches: their canaries compare with the originals, so a
+    """np_dtypes and lazy_types are performance patches: their canaries compare with the originals, so a
     table that answers a wrong dtype, or a name read wrong, turns them red (not only a missing patch)."""
     out = run_child("""
         import json, warnings
@@ -230,11 +231,11 @@ def test_performance_canaries_catch_a_wrong_answer():
         import verify.checks.interpreter as canaries
         from verify.core.registry import Context
         ctx = Context(device="cpu")
-        good = [canaries.np_dtypes(ctx).status, canaries.type_names(ctx).status]
+        good = [canaries.np_dtypes(ctx).status, canaries.lazy_types(ctx).status]
         patched = interpreter._get_np_dtype
         interpreter._get_np_dtype = lambda t: np.dtype(np.float16) if t == tl.bfloat16 else patched(t)
         tl.core.tuple_type.name = property(lambda self: "[]")
-        bad = [canaries.np_dtypes(ctx).status, canaries.type_names(ctx).status]
+        bad = [canaries.np_dtypes(ctx).status, canaries.lazy_types(ctx).status]
         print(json.dumps({"good": good, "bad": bad}))
     """)
     assert out == {"good": ["pass", "pass"], "bad": ["fail", "fail"]}

@@ -39,7 +39,7 @@ def test_every_op_has_regimes_conventions_and_a_mutant(registry):
 
 
 def test_every_mutant_is_killed(tmp_path):
-    """The full `verify mutants` run at the ci profile (about 5 minutes on the 2-core CI machine)."""
+    """The full `verify mutants` run at the ci profile (about 3 minutes on a quiet 2-core CPU)."""
     r, doc = run_cli("mutants", "--device", "cpu", "--json", tmp_path / "m.json")
     assert r.returncode == 0 and doc is not None, r.stdout[-4000:] + r.stderr[-2000:]
     assert ids(doc) == [f"mutant.{n}" for n in MUTANTS]

@@ -898,37 +898,119 @@ def np_dtypes(ctx: Context) -> Result:
 
 
 # ------------------------------------------------------------------------------------------------
-# type_names: a tuple type's name built when read
+# lazy_types: tuple and block type names and tl.tuple types built when read
 
-def _type_names_run(ctx: Context) -> dict:
-    """Tuple types of scalars, constexprs, blocks, pointers, nested tuples, with and without field names:
-    the name read from the installed tuple_type against the one the original __init__ stores."""
+def _lazy_types_run(ctx: Context) -> dict:
+    """Tuple types (of scalars, constexprs, blocks, pointers, a nested tuple type; with and without field
+    names), block types and tl.tuples built through the installed constructors, read against what each
+    original constructor stores (run on a subclass where that attribute is a plain one)."""
     import triton.language as tl
 
     from verify.core import fidelity
     _setup(ctx)
-    tt = tl.core.tuple_type
-    original = fidelity._originals.get((tt, "__init__"))
-    contents = [([tl.float32], None), ([tl.core.constexpr_type(64), tl.core.constexpr_type(16)], None),
-                ([tl.block_type(tl.bfloat16, [64, 16]), tl.pointer_type(tl.float32)], ["a", "b"]),
-                ([tt([tl.int32, tl.int64]), tl.core.constexpr_type(1.5)], ["x", ""]), ([], None)]
-    plain = type("plain_tuple_type", (tt,), {"name": None})     # a plain attribute where the original sets it
-    wrong = []
-    for types, fields in contents:
-        if original is None or original is fidelity._INHERITED:
-            break
-        built = object.__new__(plain)
-        original(built, list(types), fields)
-        if tt(list(types), fields).name != built.name:
-            wrong.append(built.name)
-    return {"installed": original not in (None, fidelity._INHERITED) and tt.__init__ is not original,
-            "types": len(contents), "wrong": wrong}
+    core = tl.core
+    originals = {c: fidelity._originals.get((c, "__init__")) for c in (core.tuple_type, core.block_type, core.tuple)}
+    installed = all(o not in (None, fidelity._INHERITED) and c.__init__ is not o for c, o in originals.items())
+    if not installed:
+        return {"installed": False, "cases": 0, "wrong": []}
+
+    def original(cls, attr, *args):
+        built = object.__new__(type(f"plain_{cls.__name__}", (cls,), {attr: None}))
+        originals[cls](built, *args)
+        return built
+
+    tuples = [([tl.float32], None), ([core.constexpr_type(64), core.constexpr_type(16)], None),
+              ([tl.block_type(tl.bfloat16, [64, 16]), tl.pointer_type(tl.float32)], ["a", "b"]),
+              ([core.tuple_type([tl.int32, tl.int64]), core.constexpr_type(1.5)], ["x", ""]), ([], None)]
+    blocks = [(tl.float32, [16]), (tl.bfloat16, [64, 16]), (tl.pointer_type(tl.int64), [2, 4, 8]),
+              (tl.float32, core.tuple([core.constexpr(4), core.constexpr(8)]))]
+    values = [[core.constexpr(3), core.constexpr(5)], [core.constexpr(1.5)], []]
+    wrong = [f"tuple_type {o.name}" for t, f in tuples
+             if core.tuple_type(list(t), f).name != (o := original(core.tuple_type, "name", list(t), f)).name]
+    wrong += [f"block_type {o.name}" for e, sh in blocks
+              if (n := core.block_type(e, sh)).name != (o := original(core.block_type, "name", e, sh)).name
+              or n.shape != o.shape or n.numel != o.numel]
+    wrong += [f"tuple {o.type}" for v in values
+              if (n := core.tuple(v)).type != (o := original(core.tuple, "type", v)).type or str(n.type) != str(o.type)]
+    return {"installed": True, "cases": len(tuples) + len(blocks) + len(values), "wrong": wrong}
 
 
-@check("env.interpreter.type_names",
-       "tuple types are built without their name and read the name the original constructor gives", devices=("cpu",))
-def type_names(ctx: Context) -> Result:
-    out = _type_names_run(ctx)
+@check("env.interpreter.lazy_types",
+       "tuple and block types are built without their names, tl.tuples without their types, and read the values "
+       "the original constructors give", devices=("cpu",))
+def lazy_types(ctx: Context) -> Result:
+    out = _lazy_types_run(ctx)
     ok = out["installed"] and not out["wrong"]
     return Result("pass" if ok else "fail", float(len(out["wrong"]) + (not out["installed"])), 0.0,
-                  f"type_names: {out}", details=out, kind=None if ok else "over_budget", measure="problems")
+                  f"lazy_types: {out}", details=out, kind=None if ok else "over_budget", measure="problems")
+
+
+# ------------------------------------------------------------------------------------------------
+# device_calls: a helper's builtins bound once per launch
+
+_HELPER_KERNELS: dict = {}
+
+
+def _helper_kernels():
+    if not _HELPER_KERNELS:
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def add_exp(x):
+            return x + tl.exp(x * 0.0)          # x + 1 through a builtin the helper's module binds
+
+        globals()["canary_add_exp"] = add_exp      # a kernel finds its helpers among its module's globals
+
+        @triton.jit
+        def five_calls(x_ptr, o_ptr, N: tl.constexpr):
+            r = tl.arange(0, N)
+            acc = tl.load(x_ptr + r)
+            for _ in tl.static_range(5):
+                acc = canary_add_exp(acc)      # noqa: F821 (defined just above)
+            tl.store(o_ptr + r, acc)
+
+        _HELPER_KERNELS["five_calls"] = five_calls
+    return _HELPER_KERNELS
+
+
+def _device_calls_run(ctx: Context) -> dict:
+    """Two launches of a kernel that calls a @triton.jit helper five times: the builtins are bound (the
+    interpreter's _patch_lang) once for the launch and once for the helper's first call in it, so 4 times
+    in all (12 when every call binds them); the outputs are x + 5; tl's builtins are restored afterwards."""
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime import interpreter
+    torch, _ = _setup(ctx)
+    kern = _helper_kernels()["five_calls"]
+    modules = (tl, tl.math, tl.tensor)
+    before = [dict(vars(m)) for m in modules]
+    calls = [0]
+    original = interpreter._patch_lang
+
+    def counting(fn):
+        calls[0] += 1
+        return original(fn)
+    outs = []
+    interpreter._patch_lang = counting
+    try:
+        for _ in range(2):
+            x, o = torch.arange(8, dtype=torch.float32), torch.zeros(8, dtype=torch.float32)
+            _launch(ctx, False, kern, (1,), x, o, 8)
+            outs.append(o.numpy().copy())
+    finally:
+        interpreter._patch_lang = original
+    restored = all(vars(m).get(k) is v for m, b in zip(modules, before) for k, v in b.items())
+    return {"bindings": calls[0], "right": all(np.array_equal(v, np.arange(8) + 5.0) for v in outs),
+            "restored": restored}
+
+
+@check("env.interpreter.device_calls",
+       "a kernel's @triton.jit helper binds its module's builtins once per launch, computes the same, and tl's "
+       "builtins are restored after", devices=("cpu",))
+def device_calls(ctx: Context) -> Result:
+    out = _device_calls_run(ctx)
+    ok = out == {"bindings": 4, "right": True, "restored": True}
+    return Result("pass" if ok else "fail", float(abs(out["bindings"] - 4) + (not out["right"]) + (not out["restored"])), 0.0,
+                  f"device_calls: {out} (want 4 bindings over 2 launches of 5 helper calls, right outputs, "
+                  "builtins restored)", details=out, kind=None if ok else "over_budget", measure="problems")

@@ -36,9 +36,16 @@ Patch points (triton 3.6, ``triton/runtime/interpreter.py`` and ``triton/runtime
   np_dtypes   interpreter._get_np_dtype       (replaced: the numpy dtype of a Triton type looked up in a table
               filled from the original on first use, instead of the original's 17 numpy dtypes built into a
               new dict on every call: 45 000 calls, 6% of a PaTH bf16 backward check's time under cProfile)
-  type_names  tl.core.tuple_type.__init__   (replaced: a tuple type's name, '[field:type,...]', built when read
-              instead of on every construction: the interpreter builds a tl.tuple for every tensor's shape,
-              300 000 of them in one PaTH bf16 backward check, and reads few of the names; the same name)
+  lazy_types  tl.core.tuple_type.__init__, tl.core.block_type.__init__, tl.core.tuple.__init__ (replaced: a
+              tuple type's name '[field:type,...]', a block type's name '<shape, element>' and a tl.tuple's
+              type built when read instead of on every construction: the interpreter builds a tl.tuple for
+              every tensor's shape, 240 000 of them in one PaTH bf16 backward check, and reads few of them;
+              the same values)
+  device_calls InterpretedFunction.__call__ and InterpreterBuilder.set_grid_dim (replaced / wrapped: a call
+              of a @triton.jit helper from a running kernel binds the builtins its module sees once per launch,
+              not on every call: the interpreter re-binds tl, tl.core, tl.math and tl.tensor, already bound for
+              the launch, each time, 1 500 times in one PaTH bf16 backward check, 12% of its time; the
+              bindings, kept until the launch ends, are the same)
   bounds      GridExecutor.__call__ and InterpreterBuilder.create_masked_load / create_masked_store /
               create_atomic_rmw / create_atomic_cas (wrapped: every unmasked address of a launch must lie in
               the storage of one of its tensor arguments, else OutOfBoundsAccess; compute-sanitizer's
@@ -64,7 +71,7 @@ from verify.core.errors import Bf16ArithmeticNotEmulated, OutOfBoundsAccess, Usa
 
 PARTS = ("bf16_dot", "bf16_round", "autotune", "tf32", "dot_order", "numpy_index", "loop_index", "bf16_arith",
          "bf16_scalar", "tl_alias", "torch_cpu_device", "lang_cache", "np_dtypes",
-         "type_names", "bounds", "bf16_guard")
+         "lazy_types", "device_calls", "bounds", "bf16_guard")
 FP32_DOT_MODES = ("tf32", "ieee")
 TESTED_TRITON = ("3.6.",)          # version prefixes the patches were written and measured against
 ALLOW_UNTESTED_ENV = "VERIFY_ALLOW_UNTESTED_TRITON"
@@ -439,14 +446,81 @@ def _make_get_np_dtype(original):
 
 
 def _tuple_type_init(self, types, fields=None):
-    """type_names: tuple_type.__init__ without its name (tuple_type_name builds it when read)."""
+    """lazy_types: tuple_type.__init__ without its name (tuple_type_name builds it when read)."""
     self.types = types
     self.fields = fields or [""] * len(types)
 
 
 def tuple_type_name(self) -> str:
-    """type_names: the name tuple_type.__init__ builds, '[' + ','.join(f'{field}:{type}') + ']'."""
+    """lazy_types: the name tuple_type.__init__ builds, '[' + ','.join(f'{field}:{type}') + ']'."""
     return "[" + ",".join([f"{k}:{v}" for k, v in zip(self.fields, self.types)]) + "]"
+
+
+def _block_type_init(self, element_ty, shape):
+    """lazy_types: block_type.__init__ (triton 3.6) without its name (block_type_name builds it when read)."""
+    from triton._utils import validate_block_shape
+    from triton.language import core
+    self.element_ty = element_ty
+    assert isinstance(shape, (list, core.tuple))      # core's `tuple` is tl.tuple, as in the original
+    self.shape = core.tuple(core._unwrap_shape(shape))
+    if not self.shape:
+        raise TypeError("0d block_type is forbidden")
+    self.numel = validate_block_shape(self.shape)
+
+
+def block_type_name(self) -> str:
+    """lazy_types: the name block_type.__init__ builds, f'<{shape}, {element type}>'."""
+    return f"<{self.shape}, {self.element_ty}>"
+
+
+def _tl_tuple_init(self, args, type=None):
+    """lazy_types: tl.tuple.__init__, its type left to tl_tuple_type when not given."""
+    from triton.language import core
+    self.values = [i for i in args]
+    if isinstance(type, core.tuple_type):
+        self._type = type
+    elif type is not None:      # make_template in ASTFunction.deserialize may pass a list/tuple
+        self._type = core.tuple_type(type)
+
+
+def _tl_tuple_type_get(self):
+    """lazy_types: the type tl.tuple.__init__ computes from the values (_type_for_tuple_values), once."""
+    found = self.__dict__.get("_type")
+    if found is None:
+        from triton.language import core
+        found = self._type = core._type_for_tuple_values(self.values)
+    return found
+
+
+def _tl_tuple_type_set(self, value):
+    self._type = value
+
+
+_launch_epoch = [0]          # device_calls: counts launches (InterpreterBuilder.set_grid_dim, once per launch)
+_bound_in: dict = {}          # device_calls: id(a helper's module globals) -> the launch that bound its builtins
+
+
+def _make_set_grid_dim(original):
+    """device_calls: a new launch (GridExecutor sets the grid once, before its programs run)."""
+    def set_grid_dim(self, nx, ny, nz):
+        _launch_epoch[0] += 1
+        return original(self, nx, ny, nz)
+    return set_grid_dim
+
+
+def _device_call(self, *args, **kwargs):
+    """device_calls: InterpretedFunction.__call__ (a helper called from a running kernel), binding the builtins
+    of the helper's module (interpreter._patch_lang) on its first call in a launch only; the rest as upstream."""
+    from triton.runtime import interpreter
+    key = id(self.fn.__globals__)
+    if _bypass or _bound_in.get(key) != _launch_epoch[0]:
+        interpreter._patch_lang(self.fn)
+        _bound_in[key] = _launch_epoch[0]
+    fn = self.rewrite()
+    try:
+        return fn(*args, **kwargs)
+    except Exception as e:
+        raise interpreter.InterpreterError(repr(e)) from e
 
 
 _launch: list = []          # bounds: (kernel name, sorted starts, ends) of each running launch, innermost last
@@ -614,7 +688,9 @@ def activate(fp32_dot: str = "tf32", parts=PARTS, allow_untested_triton: bool | 
               (interpreter.ASTTransformer, "visit_Assign"), (builder, "binary_op"), (builder, "unary_op"),
               (builder, "ternary_op"), (builder, "create_fma"), (interpreter.GridExecutor, "__call__"),
               (builder, "create_masked_load"), (builder, "create_masked_store"), (builder, "create_atomic_rmw"),
-              (builder, "create_atomic_cas"), (interpreter, "_patch_builtin"), (interpreter, "_get_np_dtype")]
+              (builder, "create_atomic_cas"), (interpreter, "_patch_builtin"), (interpreter, "_get_np_dtype"),
+              (builder, "set_grid_dim"), (interpreter.InterpretedFunction, "__call__"),
+              (interpreter.InterpretedFunction, "rewrite"), (interpreter, "InterpreterError")]
     needed += [(getattr(interpreter, c, None), "apply") for c in ("ReduceOps", "ScanOps")]
     for owner, name in needed:
         if owner is None or getattr(owner, name, None) is None:
@@ -658,10 +734,17 @@ def activate(fp32_dot: str = "tf32", parts=PARTS, allow_untested_triton: bool | 
         install(interpreter, "_patch_builtin", _patch_builtin_cached)
     if "np_dtypes" in parts:
         install(interpreter, "_get_np_dtype", _make_get_np_dtype(interpreter._get_np_dtype))
-    if "type_names" in parts:
+    if "device_calls" in parts:
+        install(builder, "set_grid_dim", _make_set_grid_dim(builder.set_grid_dim))
+        install(interpreter.InterpretedFunction, "__call__", _device_call)
+    if "lazy_types" in parts:
         import triton.language as tl
         install(tl.core.tuple_type, "__init__", _tuple_type_init)
         install(tl.core.tuple_type, "name", property(tuple_type_name))
+        install(tl.core.block_type, "__init__", _block_type_init)
+        install(tl.core.block_type, "name", property(block_type_name))
+        install(tl.core.tuple, "__init__", _tl_tuple_init)
+        install(tl.core.tuple, "type", property(_tl_tuple_type_get, _tl_tuple_type_set))
     if "bounds" in parts:
         install(interpreter.GridExecutor, "__call__", _make_grid_call(interpreter.GridExecutor.__call__))
         for name, what, ptr_at, mask_at in (("create_masked_load", "load", 0, 1), ("create_masked_store", "store", 0, 2),

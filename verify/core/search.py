@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import shlex
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -68,6 +69,13 @@ class _NotVerifiable(BaseException):
     def __init__(self, kind: str, message: str):
         super().__init__(message)
         self.kind = kind
+
+
+def draw_seed(run_seed: int, check_id: str) -> int:
+    """Hypothesis' seed for one check of a run: the run's seed and the check's id together (crc32), so that
+    the checks of an op, which share a strategy, draw different examples in one run (with the run's seed
+    alone every regime of an op drew the same sizes), and a run is still reproduced by its seed."""
+    return zlib.crc32(f"{check_id}:{run_seed}".encode())
 
 
 def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx: Context, what: str,
@@ -128,7 +136,7 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
                     # before drawing any); every failure raises from one line, so it still reports one bug
                     deadline=None, derandomize=False, report_multiple_bugs=True, print_blob=False,
                     suppress_health_check=list(HealthCheck),
-                    phases=(Phase.explicit, Phase.generate, Phase.target, Phase.shrink))(seed(ctx.seed)(test))
+                    phases=(Phase.explicit, Phase.generate, Phase.target, Phase.shrink))(seed(draw_seed(ctx.seed, what))(test))
     try:
         test()
     except _Exceeded:

@@ -132,11 +132,14 @@ PATH_REGIMES = {
 }
 FOX_REGIMES = {k: PATH_REGIMES[k] for k in ("saturated", "gate_strong", "gate_weak")} | {"gate_mixed": {"gate": "mixed"}}
 
-# The first T of each profile spans several kernel blocks (PaTH 64, FoX's query block 128): hypothesis'
-# first examples, and its shrinking, favour the first element, and a bug in cross-block code needs it.
+# Hypothesis' first example (its simplest) and its shrinking favour the first element of each size.  At quick
+# and full the first T spans several kernel blocks (PaTH 64, FoX's query block 128), which a bug in
+# cross-block code needs; at ci the boundary cases of the structure (below) reach every block boundary, so
+# the first draw is the cheap T = 37, inside one block (measured: a PaTH backward at T = 160 costs 1.5-2.0 s
+# under the interpreter, 4-5x one at 37), and 160 stays among the draws.
 SIZES = {   # (T values, head dims D, value dims Dv, (HQ, H) pairs, batch sizes)
     "quick": ((160, 1, 23), (16,), (16,), ((1, 1), (2, 1)), (1,)),
-    "ci": ((160, 1, 37, 100), (16, 32), (16, 32), ((1, 1), (2, 1), (4, 2)), (1, 2)),
+    "ci": ((37, 1, 100, 160), (16, 32), (16, 32), ((1, 1), (2, 1), (4, 2)), (1, 2)),
     "full": ((4096, 1, 100, 1000), (16, 32, 64, 128), (16, 64, 128), ((1, 1), (2, 1), (4, 2)), (1, 2)),
 }
 
@@ -165,13 +168,16 @@ def _boundary_case(T, D, Dv, HQ, H, cu_seqlens, seed, g=True):
 # BT = 128 (the query and key blocks of the parallel loops), S = 512 (the backward's super-block, NUM_BLOCKS =
 # cdiv(T, S) transformed query copies); the decode cache (prepare_k_cache.py) walks the later BS-blocks.
 # The gate g switches USE_G / USE_GATE in every kernel, cu_seqlens IS_VARLEN, HQ > H the GQA reduction.
+# The decode check judges the key cache alone, which prepare_k_cache builds in BS = 64 blocks (BT=BS there)
+# from k, w and beta: its only constant is the chunk (the forward's 128-token blocks produce o, not judged
+# there; the fwd checks cover them).
 # At ci the super-block gets one level, T = 514: one boundary crossed, and the varlen batch (0, 1, 514) has a
 # long sequence of 513 tokens, past it too (511 and 512 stay inside one super-block, whose 128-token blocks
 # the other levels cover).  A PaTH backward at T = 1026 costs 15-25 s under the interpreter, 4x one at 514:
 # 2c + 2 runs at full (on a GPU).
 PATH_STRUCTURE = Structure(
     lengths={"fwd": {"chunk": 64, "block": 128}, "bwd": {"chunk": 64, "block": 128, "super_block": 512},
-             "decode": {"chunk": 64, "block": 128}},
+             "decode": {"chunk": 64}},
     dims={"quick": (16, 32), "ci": (16, 32), "full": (64, 128)}, build=_boundary_case,
     present=lambda case: {"g": case.gate != "none"}, options={"fwd": ("g",), "bwd": ("g",)},
     heads=((1, 1), (2, 1)), levels={"super_block": {"ci": ("c+2",)}}, costly={"ci": 300, "full": 600})
@@ -256,16 +262,17 @@ PATH_MUTANTS = (
     Mutant("path_transition_ut_untransposed", "PaTH forward: block transition F_b built from U instead of U^T "
            "(the UT factor without its transpose)", PATH_PRE,
            "b_Twb = tl.dot(b_T, b_w)", "b_Twb = tl.dot(tl.trans(b_T), b_w)",
-           ("kernel.fla.path_attn.fwd.fp32.beta_uniform",)),
+           # killed where a check's boundary cases cross a 128-token block (T = 129, 130, 258): 10x, 3.2x
+           ("kernel.fla.path_attn.fwd.fp32.saturated", "kernel.fla.path_attn.fwd.bf16.w_aligned")),
     Mutant("path_transition_no_identity", "PaTH forward: cross-block transition F_b = -W^T U^T W (the \"I -\" "
            "dropped, as printed in the paper)", PATH_FWD,
            "        b_s2 = tl.dot(b_q.to(b_w1.dtype), b_w1)\n        b_q -= tl.dot(b_s2.to(b_w2.dtype), b_w2)\n\n",
            "        b_s2 = tl.dot(b_q.to(b_w1.dtype), b_w1)\n        b_q = -tl.dot(b_s2.to(b_w2.dtype), b_w2)\n\n",
-           ("kernel.fla.path_attn.fwd.fp32.beta_uniform",)),
+           ("kernel.fla.path_attn.fwd.fp32.saturated", "kernel.fla.path_attn.fwd.bf16.w_aligned")),
     Mutant("path_transition_mask_dropped", "PaTH forward: in the diagonal block, the Householders of a key sub-block "
            "also applied to the queries that precede it (mask dropped)", PATH_FWD,
            "        b_s2 = tl.where(m_s[:, None], b_s2, 0)\n", "",
-           ("kernel.fla.path_attn.fwd.fp32.beta_uniform",)),
+           ("kernel.fla.path_attn.fwd.fp32.w_antialigned", "kernel.fla.path_attn.fwd.fp32.beta_two")),
     Mutant("path_gate_unscaled", "PaTH forward: in-block forget gate added after the attention scale (FoX's "
            "convention, not PaTH's declared gate_scaled=True)", PATH_PRE,
            "b_A = b_A + (b_g_cumsum[:, None] - b_g_cumsum[None, :])",
@@ -307,13 +314,13 @@ PATH_MUTANTS = (
            "'IS_VARLEN': lambda args: args['offsets'] is not None,", "'IS_VARLEN': lambda args: False,",
            ("kernel.fla.path_attn.decode.fp32.beta_uniform",)),
     # structural: reached only by the boundary cases (a varlen prefill whose long sequence spans 3 or more
-    # 64-key blocks of the cache: (0, 65, 258), (0, 1, 258); the (0, 70, 160) regression case spans 2)
+    # 64-key blocks of the cache: (0, 1, 130); the (0, 70, 160) regression case spans 2)
     Mutant("path_decode_varlen_far_blocks_dropped", "PaTH decode cache, varlen: a block's keys take the "
            "Householders of the next 64-key block only (a sequence of 3 or more blocks keeps stale keys)",
            "ops/path_attn/prepare_k_cache.py", "    for k_block_idx in range(i_t + 1, tl.cdiv(T, BT)):\n",
            "    NB = tl.cdiv(T, BT)\n    if IS_VARLEN:\n        NB = tl.minimum(NB, (i_t + 2).to(tl.int32))\n"
            "    for k_block_idx in range(i_t + 1, NB):\n",
-           ("kernel.fla.path_attn.decode.fp32.beta_uniform", "kernel.fla.path_attn.decode.bf16.beta_uniform")),
+           ("kernel.fla.path_attn.decode.fp32.beta_near2",)),
 )
 
 
@@ -331,7 +338,7 @@ FOX_MUTANTS = (
            "backward)", FOX_FILE,
            "            b_s += b_gq[:, None] - b_gk[None, :]\n\n        if USE_WINDOW:",
            "            pass\n\n        if USE_WINDOW:",
-           ("kernel.fla.forgetting_attn.fwd.fp32.gate_strong",), count=2),
+           ("kernel.fla.forgetting_attn.fwd.fp32.gate_mixed", "kernel.fla.forgetting_attn.fwd.fp32.saturated"), count=2),
     Mutant("fox_gate_scaled", "FoX: forget gate multiplied by the attention scale in the forward and dq kernels "
            "(against the declared gate_scaled=False)", FOX_FILE,
            "b_s += b_gq[:, None] - b_gk[None, :]", "b_s += (b_gq[:, None] - b_gk[None, :]) * scale",
