@@ -29,7 +29,7 @@ def registry():
 def planted(registry, monkeypatch):
     """The checks of planted_checks.py, registered here and in every check worker (in-process runs and
     `python -m verify` subprocesses alike)."""
-    from verify.run.runner import EXTRA_CHECKS_ENV
+    from verify.core.registry import EXTRA_CHECKS_ENV
     here = str(Path(__file__).parent)
     monkeypatch.setenv(EXTRA_CHECKS_ENV, "planted_checks")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p))

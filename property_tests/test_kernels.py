@@ -310,8 +310,8 @@ def test_a_kernel_check_says_where_its_time_went(monkeypatch):
     """details.seconds_in splits a kernel check's time into kernel, float64 oracle and same-dtype
     implementation (within the check's own seconds); Triton's compile hooks add compile time and count."""
     from verify.core import timing
-    from verify.core.registry import REGISTRY, Context
-    from verify.run.runner import execute, load_checks
+    from verify.core.registry import REGISTRY, Context, load_checks
+    from verify.run.runner import execute
     load_checks()
     record = execute(REGISTRY["kernel.fla.mdn_recurrent.bwd.fp32.typical"], Context(device="cpu", profile="quick"))
     from triton import knobs  # after the check installed the interpreter

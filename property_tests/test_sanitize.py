@@ -128,9 +128,9 @@ def test_no_compute_sanitizer_is_said_not_guessed(monkeypatch):
 def test_a_listed_fault_with_its_error_text_is_not_replayed(monkeypatch):
     """The runner replays a fatal CUDA error under compute-sanitizer unless an applicable entry lists the fault
     with its error text (`fault`) and the error repeats it; another text is replayed (the control)."""
-    from verify.core.registry import REGISTRY, Context, Result
+    from verify.core.registry import REGISTRY, Context, Result, load_checks
     from verify.run import runner, xfails
-    runner.load_checks()
+    load_checks()
     cid = "kernel.fla.path_attn.bwd.bf16.gate_weak"     # listed for cuda:NVIDIA H200 with fault = "an illegal ..."
     monkeypatch.setattr(runner, "scope", lambda ctx, pkg: xfails.Scope("fla 0.6.0", "cuda:NVIDIA H200", "ci", None))
     monkeypatch.setattr(runner, "_loaded_package", lambda: None)

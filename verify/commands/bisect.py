@@ -364,9 +364,9 @@ def _step(spec: dict) -> tuple[str, str, list[dict]]:
     from verify import ops
     from verify.core.engine import prepare
     from verify.core.kernel_root import activate
-    from verify.core.registry import REGISTRY, Context
+    from verify.core.registry import REGISTRY, Context, load_checks
     from verify.run import runner
-    runner.load_checks()                             # the toolkit's modules first, then the kernel package
+    load_checks()                                      # the toolkit's modules first, then the kernel package
     root = activate(str(Path(spec["import_root"]).resolve()))   # import path and, for old trees, the import shim
     ctx = Context(device=spec["device"], profile=spec["profile"], seed=spec["seed"], fp32_dot=spec["fp32_dot"],
                   kernel_root=root, examples=spec["examples"])

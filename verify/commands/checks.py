@@ -45,7 +45,7 @@ def add_parser(sub) -> None:
 
 
 def run(args, command: list[str]) -> int:
-    from verify.run.runner import load_checks
+    from verify.core.registry import load_checks
     load_checks()
     if args.command == "list":
         return _list(args)

@@ -110,9 +110,8 @@ def run(args) -> int:
     from verify.core.budget import OracleFailed
     from verify.core.engine import measure, prepare
     from verify.core.precision import Precision
-    from verify.core.registry import Context
+    from verify.core.registry import Context, load_checks
     from verify.ops import OPS
-    from verify.run.runner import load_checks
 
     load_checks()       # the op table, with the ops of any plug-in module ($VERIFY_EXTRA_CHECKS)
     if args.op not in OPS:

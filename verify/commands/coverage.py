@@ -149,13 +149,13 @@ def run(args) -> int:
 
     from verify.core import configs, results
     from verify.core.mutation import fla_package_dir
-    from verify.core.registry import Context, select
+    from verify.core.registry import Context, load_checks, select
     from verify.run import runner
     from verify.run import xfails as xfail_list
     results.check_writable(args.json, "--json")
     if args.html and Path(args.html).exists() and not Path(args.html).is_dir():
         raise UsageError(f"--html {args.html}: not a directory")
-    runner.load_checks()
+    load_checks()
     chosen = [c for c in select(args.patterns, args.ids, ("kernel.",)) if op_of(c.id) in families()]
     if not chosen:
         raise UsageError(f"no kernel check of an op in {sorted(families())} matches {args.patterns or args.ids}")

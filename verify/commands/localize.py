@@ -87,8 +87,7 @@ def run(args) -> int:
     from verify.core.engine import prepare
     from verify.core.errors import is_device_fatal
     from verify.core.ids import CheckId
-    from verify.core.registry import DEVICE_LOST, REGISTRY, Context
-    from verify.run.runner import load_checks
+    from verify.core.registry import DEVICE_LOST, REGISTRY, Context, load_checks
 
     cid = CheckId.parse(args.id)
     load_checks()

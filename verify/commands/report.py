@@ -54,8 +54,8 @@ def run(args) -> int:
     results = _results(args.results)
     from kernels.fla_ops import check_fla_version
     from verify.core import environment
+    from verify.core.registry import load_checks
     from verify.report import sweeps
-    from verify.run.runner import load_checks
     load_checks()       # the op table with any plug-in op ($VERIFY_EXTRA_CHECKS): the report's sweeps read it
     device = environment.resolve_device(args.device)
     check_fla_version()

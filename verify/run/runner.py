@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import functools
-import importlib
 import math
 import multiprocessing
 import os
@@ -42,19 +41,17 @@ from verify.core.registry import (
     Check,
     Context,
     Result,
+    load_checks,
 )
 from verify.core.results import Record
 from verify.run import xfails as xfail_list
 
 # --check-timeout default per profile (seconds): above the slowest check of the profile on a 2-core CPU
-# (a mutant check, which runs the killers in a subprocess, takes minutes), below a CI job's patience.
+# (a mutant check, which runs its killers in workers of its own, takes up to a minute), below a CI job's patience.
 CHECK_TIMEOUT = {"quick": 300.0, "ci": 600.0, "full": 1800.0}
 TIME_LIMIT = "not run: --time-limit reached"
 INTERRUPTED = "not run: the run was interrupted"
 EXITFIRST = "not run: --exitfirst stopped the run at the first failure"
-# Comma-separated modules that register extra checks, imported by the CLI and by every worker (tests plant
-# checks that crash, hang or raise a fatal CUDA error this way).
-EXTRA_CHECKS_ENV = "VERIFY_EXTRA_CHECKS"
 
 
 class Interrupted(BaseException):
@@ -63,14 +60,6 @@ class Interrupted(BaseException):
     def __init__(self, code: int):
         super().__init__(code)
         self.code = code
-
-
-def load_checks() -> None:
-    """Register every check family, and the modules named by $VERIFY_EXTRA_CHECKS."""
-    from verify import checks
-    checks.load_all()
-    for name in filter(None, os.environ.get(EXTRA_CHECKS_ENV, "").split(",")):
-        importlib.import_module(name)
 
 
 def repro_command(check_id: str, ctx: Context) -> str:
