@@ -823,6 +823,17 @@ def upstream_bounds(ctx: Context) -> Result:
 # ------------------------------------------------------------------------------------------------
 # lang_cache: tl's builtins found once, not on every launch
 
+def _tl_builtins() -> list:
+    """What tl, tl.math and tl.tensor hold now (a launch binds their builtins and must put these back)."""
+    import triton.language as tl
+    return [(m, dict(vars(m))) for m in (tl, tl.math, tl.tensor)]
+
+
+def _restored(before: list) -> bool:
+    """Whether every attribute _tl_builtins saw is the same object again."""
+    return all(vars(m).get(k) is v for m, b in before for k, v in b.items())
+
+
 def _lang_cache_run(ctx: Context) -> dict:
     """Launch the bounds canary's kernel three times; count inspect.getmembers calls during the last two,
     compare its outputs, and check that tl, tl.math and tl.tensor hold their own builtins again afterwards."""
@@ -833,7 +844,7 @@ def _lang_cache_run(ctx: Context) -> dict:
     torch, _ = _setup(ctx)
     kern = _bounds_kernels()["copy"]
     modules = (tl, tl.math, tl.tensor)
-    before = [dict(vars(m)) for m in modules]
+    before = _tl_builtins()
     calls = [0]
     original = inspect.getmembers
 
@@ -850,9 +861,8 @@ def _lang_cache_run(ctx: Context) -> dict:
         finally:
             inspect.getmembers = original
         outs.append(o.numpy().copy())
-    restored = all(vars(m).get(k) is v for m, b in zip(modules, before) for k, v in b.items())
     return {"getmembers_after_first": calls[0], "right": all(np.array_equal(v, np.arange(32) + 1) for v in outs),
-            "restored": restored}
+            "restored": _restored(before)}
 
 
 @check("env.interpreter.lang_cache",
@@ -979,12 +989,10 @@ def _device_calls_run(ctx: Context) -> dict:
     interpreter's _patch_lang) once for the launch and once for the helper's first call in it, so 4 times
     in all (12 when every call binds them); the outputs are x + 5; tl's builtins are restored afterwards."""
     import numpy as np
-    import triton.language as tl
     from triton.runtime import interpreter
     torch, _ = _setup(ctx)
     kern = _helper_kernels()["five_calls"]
-    modules = (tl, tl.math, tl.tensor)
-    before = [dict(vars(m)) for m in modules]
+    before = _tl_builtins()
     calls = [0]
     original = interpreter._patch_lang
 
@@ -1000,9 +1008,8 @@ def _device_calls_run(ctx: Context) -> dict:
             outs.append(o.numpy().copy())
     finally:
         interpreter._patch_lang = original
-    restored = all(vars(m).get(k) is v for m, b in zip(modules, before) for k, v in b.items())
     return {"bindings": calls[0], "right": all(np.array_equal(v, np.arange(8) + 5.0) for v in outs),
-            "restored": restored}
+            "restored": _restored(before)}
 
 
 @check("env.interpreter.device_calls",
