@@ -37,13 +37,53 @@ def json_arg(args, cwd=None) -> Path | None:
     return None
 
 
-def run_cli(*args, cwd=None, env=None, timeout=None):
-    """`python -m verify *args` in a subprocess: (the CompletedProcess, the JSON document it wrote to its --json
-    file, or None when args name none or the file was not written)."""
-    proc = subprocess.run(verify_command(*args), capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout,
-                          check=False)
-    path = json_arg(args, cwd)
+# Commands that import the kernel package (or a tree's) into the process that runs them, or change its import
+# path: an in-process run would leave that in the pytest process for every later test, so they get their own.
+OWN_PROCESS = ("localize", "compare", "coverage", "bisect", "report", "--kernel-root", "--version")
+
+
+def run_cli(*args, cwd=None, env=None, timeout=None, fresh=False):
+    """`verify *args`: (a CompletedProcess with its exit status and output, the JSON document it wrote to its
+    --json file, or None when args name none or the file was not written).
+
+    In this process (cli.main with this process's stdout, stderr, cwd and environment swapped for the call's),
+    so that the call costs no interpreter start, and its workers fork from this process's fork server, started
+    once; in a `python -m verify` subprocess when asked (fresh: a test of the process itself), with a timeout,
+    or for the commands of OWN_PROCESS.  Checks always run in worker processes either way."""
+    words = [str(a) for a in args]
+    path = json_arg(words, cwd)
+    if fresh or timeout is not None or any(w in OWN_PROCESS for w in words):
+        proc = subprocess.run(verify_command(*words), capture_output=True, text=True, cwd=cwd, env=env,
+                              timeout=timeout, check=False)
+    else:
+        proc = _in_process(words, cwd, env)
     return proc, (load(path) if path is not None and path.exists() else None)
+
+
+def _in_process(words: list[str], cwd, env) -> subprocess.CompletedProcess:
+    import contextlib
+    import io
+
+    from verify import cli
+    out, err = io.StringIO(), io.StringIO()
+    saved_env, saved_argv, saved_cwd = dict(os.environ), sys.argv[:], os.getcwd()
+    try:
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        sys.argv[:] = ["verify", *words]
+        os.chdir(cwd or saved_cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.main(words)
+            except SystemExit as exc:      # argparse: usage errors and --help
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    finally:
+        os.chdir(saved_cwd)
+        sys.argv[:] = saved_argv
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess(["verify", *words], code, out.getvalue(), err.getvalue())
 
 
 def load(path) -> dict:

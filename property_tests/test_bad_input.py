@@ -1,11 +1,10 @@
 """Hostile and bad input: every case ends with exit status 2 and one line on stderr that names the problem,
 no traceback, and no JSON written.  Input validation runs in-process (`cli.main`, fast); what depends on
-the process (device, --kernel-root, the fla package found on sys.path) runs `python -m verify`."""
+the process (--kernel-root, the fla package found on sys.path) runs `python -m verify` (helpers.run_cli)."""
 import json
 import os
-import subprocess
-import sys
 
+import helpers
 import pytest
 import torch
 
@@ -49,8 +48,7 @@ def compare(capsys, tmp_path, op, inputs, *extra):
 
 
 def run_cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "verify", *args], capture_output=True, text=True,
-                          env=None if env is None else {**os.environ, **env})
+    return helpers.run_cli(*args, env=None if env is None else {**os.environ, **env})[0]
 
 
 def sample_file(tmp_path, op, **change):

@@ -6,15 +6,14 @@ line); `verify compare` survives a kernel that kills its process (a crashed verd
 
 Trees are built at test time from the installed fla (never committed)."""
 import json
-import os
 import re
 import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import run_cli
 
 from verify import cli
 from verify.core.registry import Result
@@ -60,8 +59,7 @@ def git(root: Path, *args: str) -> str:
 
 
 def verify(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "verify", *args], capture_output=True, text=True, cwd=cwd, check=False,
-                          env=dict(os.environ))
+    return run_cli(*args, cwd=cwd)[0]
 
 
 @pytest.fixture(scope="module")

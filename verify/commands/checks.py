@@ -111,7 +111,8 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "(verify/run/expected_failures.toml, whose header documents the format); a malformed "
                         "FILE is exit status 2")
     p.add_argument("--examples", type=int, metavar="N",
-                   help="hypothesis examples per kernel check (default: quick 2, ci 3, full 5)")
+                   help="hypothesis examples per kernel check, after its boundary and regression cases "
+                        "(default: quick 2, ci 2, full 5)")
     p.add_argument("--time-limit", type=float, metavar="SECONDS",
                    help="start no check after SECONDS; the ones left are skipped (kind not_run) and listed, so "
                         "a time-boxed run still writes its JSON")
