@@ -19,6 +19,7 @@ loaded.  Nothing here imports fla or the toolkit (verify.core.kernel_root and ke
 from __future__ import annotations
 
 import ast
+import importlib.machinery
 import importlib.util
 import re
 import sys
@@ -170,11 +171,155 @@ def is_lazy(module) -> bool:
     return getattr(module, LAZY_MARK, False)
 
 
+# ---------------------------------------------------------------------------------------- declared import fixes
+# A tree may fail to import under this toolkit's pinned Triton and packages for a reason that has nothing to do
+# with its kernels.  Each such defect is declared here once, with the trees it was found in; the fix is applied
+# to a module's code as it is imported (the files are never changed), only in a module where the defect is found
+# by reading it, and every run names the fixes it applied (verify.core.environment.kernel_package).
+IMPORT_FIXES = {
+    "undefined_fla_cache_results": (
+        "reads FLA_CACHE_RESULTS, which it never defines: defined as fla 0.6.0 does (fla/utils/env.py: "
+        "os.getenv('FLA_CACHE_RESULTS', '1') == '1')",
+        "the MDN authors' fork (fla 0.3.2, fla/utils.py:26): the line runs only where triton.autotune takes "
+        "cache_results (Triton >= 3.4), so the fork imported under the Triton it was written for and fails under 3.6"),
+    "unused_missing_import": (
+        "imports a module that is not installed and never uses the name: the import is left out",
+        "the MDN authors' fork: `import pandas as pd` in fla/ops/momentum_delta_rule/chunk.py and naive.py"),
+}
+_IMPORT_LINE = re.compile(r"^import ([A-Za-z_]\w*)", re.MULTILINE)
+_applied: dict[str, list[str]] = {}     # module file -> the fixes applied to it in this process
+
+
+def _names_read(tree: ast.Module) -> set[str]:
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _module_level_reads(tree: ast.Module) -> set[str]:
+    """Names read by the module's own statements (not inside its functions or classes)."""
+    found: set[str] = set()
+
+    def visit(node):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            return
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            found.add(node.id)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+    for stmt in tree.body:
+        visit(stmt)
+    return found
+
+
+def _bound(tree: ast.Module) -> set[str]:
+    """Names the module binds at its top level (assignments, imports, definitions)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+    return names
+
+
+def _unused_missing_imports(tree: ast.Module) -> list[ast.Import]:
+    read = _names_read(tree)
+    return [node for node in tree.body if isinstance(node, ast.Import)
+            and all(not _findable(a.name.split(".")[0]) and (a.asname or a.name.split(".")[0]) not in read
+                    for a in node.names)]
+
+
+def fix_module(tree: ast.Module) -> list[str]:
+    """Apply to a module's syntax tree the declared fixes whose defect it has (in place); their names."""
+    applied = []
+    if "FLA_CACHE_RESULTS" in _module_level_reads(tree) and "FLA_CACHE_RESULTS" not in _bound(tree):
+        at = next((i for i, n in enumerate(tree.body) if not (isinstance(n, ast.ImportFrom) and n.module == "__future__"
+                                                          or i == 0 and isinstance(n, ast.Expr)
+                                                          and isinstance(n.value, ast.Constant))), len(tree.body))
+        tree.body[at:at] = ast.parse("FLA_CACHE_RESULTS = __import__('os').getenv('FLA_CACHE_RESULTS', '1') == '1'").body
+        applied.append("undefined_fla_cache_results")
+    unused = _unused_missing_imports(tree)
+    if unused:
+        tree.body[:] = [ast.copy_location(ast.Pass(), n) if n in unused else n for n in tree.body]
+        applied.append("unused_missing_import")
+    ast.fix_missing_locations(tree)
+    return applied
+
+
+_installed: dict[str, bool] = {}     # top-level module -> findable, for _needs_fix
+
+
+def _needs_fix(text: str) -> bool:
+    """A cheap reading of a module's text: could one of IMPORT_FIXES apply (then its syntax tree decides)?"""
+    if "FLA_CACHE_RESULTS" in text:
+        return True
+    for m in set(_IMPORT_LINE.findall(text)):
+        if m not in _installed:
+            _installed[m] = _findable(m)
+        if not _installed[m]:
+            return True
+    return False
+
+
+class _FixingLoader(importlib.machinery.SourceFileLoader):
+    """A module's loader that compiles it with the declared fixes its defects call for (fix_module)."""
+
+    def get_code(self, fullname):
+        text = self.get_data(self.path).decode("utf-8", errors="replace")
+        if not _needs_fix(text):
+            return super().get_code(fullname)
+        tree = ast.parse(text, self.path)
+        applied = fix_module(tree)
+        if not applied:
+            return super().get_code(fullname)
+        _applied[self.path] = applied
+        return compile(tree, self.path, "exec", dont_inherit=True)     # never cached: the file is unchanged
+
+
+class _FixingFinder:
+    """Finds fla's modules as the path finder does, with _FixingLoader as their loader."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name != "fla" and not name.startswith("fla."):
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path, target)
+        if spec is not None and isinstance(spec.loader, importlib.machinery.SourceFileLoader) \
+                and not isinstance(spec.loader, _FixingLoader):
+            spec.loader = _FixingLoader(spec.loader.name, spec.loader.path)
+        return spec
+
+
+def applied_fixes() -> dict[str, list[str]]:
+    """module file -> the declared import fixes applied to it in this process so far."""
+    return dict(_applied)
+
+
+def scan_fixes(package: Path | str) -> dict[str, list[str]]:
+    """The declared import fixes that the modules of a package directory (fla) call for, read from its files
+    (what _FixingLoader applies to each as it is imported): file relative to the package's parent -> names."""
+    package = Path(package)
+    found = {}
+    for path in sorted(package.rglob("*.py")):
+        text = path.read_text(errors="replace")
+        if _needs_fix(text):
+            try:
+                applied = fix_module(ast.parse(text))
+            except SyntaxError:
+                continue                     # the import reports it
+            if applied:
+                found[str(path.relative_to(package.parent))] = applied
+    return found
+
+
 def install_import_shim() -> str | None:
     """Before anything imports fla: register fla's re-exporting packages lazily (module docstring), and, if
     the fla that `import fla` would load is a tree whose __init__ cannot run here (:func:`init_obstacle`),
     register fla as a package whose __init__ never runs.  Returns that reason when the shim is (or already
     was) in place, None otherwise.  Idempotent; never imports fla."""
+    if not any(isinstance(f, _FixingFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _FixingFinder())
     loaded = sys.modules.get("fla")
     if loaded is not None:
         return getattr(loaded, SHIM_MARK, None)

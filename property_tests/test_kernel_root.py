@@ -235,3 +235,45 @@ def test_tile_emulation_follows_check_shared_mem_into_device_module(tmp_path):
     assert doc["environment"]["interpreter_fidelity"]["device_properties"].startswith("not emulated")
     path = next(c for c in doc["checks"] if c["id"] == TILES[1])
     assert "'BS': 32" in path["message"] and "'BT': 64" in path["message"]
+
+
+FORK_UTILS = '''"""As the MDN authors' fork's fla/utils.py: FLA_CACHE_RESULTS is read and never defined."""
+import inspect
+
+import triton
+
+SUPPORTS_AUTOTUNE_CACHE = "cache_results" in inspect.signature(triton.autotune).parameters
+autotune_cache_kwargs = {"cache_results": FLA_CACHE_RESULTS} if SUPPORTS_AUTOTUNE_CACHE else {}
+'''
+
+
+def test_import_fixes_apply_only_where_their_defect_is():
+    """Each declared import fix (kernels.fla_import.IMPORT_FIXES) changes a module only where its defect is: the
+    fork's undefined FLA_CACHE_RESULTS and its unused pandas import are fixed; a module that defines the name, reads
+    it only inside a function, or uses the missing module, or imports an installed one unused, is left as it is
+    (its own NameError or ImportError stays the tree's)."""
+    import ast
+
+    from kernels.fla_import import IMPORT_FIXES, fix_module
+
+    def fixed(source: str):
+        tree = ast.parse(source)
+        names = fix_module(tree)
+        namespace: dict = {}
+        exec(compile(tree, "<m>", "exec"), namespace)
+        return names, namespace
+
+    names, ns = fixed('"""doc"""\nfrom __future__ import annotations\nSUPPORTS_AUTOTUNE_CACHE = True\n'
+                      'autotune_cache_kwargs = {"cache_results": FLA_CACHE_RESULTS} if SUPPORTS_AUTOTUNE_CACHE else {}\n')
+    assert names == ["undefined_fla_cache_results"] and ns["autotune_cache_kwargs"] == {"cache_results": True}
+    names, ns = fixed("import verify_test_missing_module as pd\nimport os\nx = os.sep\n")
+    assert names == ["unused_missing_import"] and "pd" not in ns
+    assert set(IMPORT_FIXES) == {"undefined_fla_cache_results", "unused_missing_import"}
+    for untouched in ("FLA_CACHE_RESULTS = False\ny = FLA_CACHE_RESULTS\n",        # defined
+                      "def f():\n    return FLA_CACHE_RESULTS\n",                  # read only when called
+                      "import verify_test_missing_module as pd\nx = pd.DataFrame\n",   # used: its ImportError stays
+                      "import json as unused\n"):                                   # installed
+        tree = ast.parse(untouched)
+        assert fix_module(tree) == [] and ast.dump(tree) == ast.dump(ast.parse(untouched)), untouched
+    with pytest.raises(ImportError):
+        exec(compile("import verify_test_missing_module as pd\nx = pd.DataFrame\n", "<m>", "exec"), {})

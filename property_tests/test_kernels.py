@@ -103,19 +103,23 @@ def fused_recurrent_mode_rule(q, k, v, log_alpha, log_mu, p=None, beta=None, eta
 
 def test_authors_fork_api_through_kernel_root(tmp_path):
     """A stand-in for the MDN authors' fork (fla 0.3.2, entry points *_mode_rule, the exact recurrence inside,
-    and, as in the fork, a chunk fixed at 64 and a fused recurrent path whose backward raises): the adapter
-    finds the fork's API and maps every argument, so its checks pass; the chunk sizes and the backward the
-    fork does not offer are skipped with the reason, per check, and the run exits 0."""
+    and, as in the fork, a chunk fixed at 64 and a fused recurrent path whose backward raises; its two import
+    defects under Triton 3.6: fla/utils.py reads FLA_CACHE_RESULTS, never defined, and an op module imports pandas,
+    not installed, unused): the adapter finds the fork's API and maps every argument, so its checks pass; the
+    chunk sizes and the backward the fork does not offer are skipped with the reason, per check; the run names
+    the declared import fixes it applied, and exits 0."""
     import subprocess
     import sys
     from pathlib import Path
+
+    from test_kernel_root import FORK_UTILS
     pkg = tmp_path / "fork" / "fla"
     (pkg / "ops" / "momentum_delta_rule").mkdir(parents=True)
-    (pkg / "utils").mkdir()
     (pkg / "__init__.py").write_text('__version__ = "0.3.2"\n')
-    (pkg / "utils" / "__init__.py").write_text("")
+    (pkg / "utils.py").write_text(FORK_UTILS)
     (pkg / "ops" / "__init__.py").write_text("")
-    (pkg / "ops" / "momentum_delta_rule" / "__init__.py").write_text(STUB_MODE_RULE)
+    (pkg / "ops" / "momentum_delta_rule" / "__init__.py").write_text(
+        "import verify_test_pandas_stand_in as pd\nimport fla.utils\n" + STUB_MODE_RULE)
     repo = Path(__file__).resolve().parents[1]
     out = tmp_path / "r.json"
     passing = ("kernel.fla.mdn_chunk64.fwd.bf16.typical", "kernel.fla.mdn_chunk64.bwd.bf16.typical",
@@ -127,8 +131,12 @@ def test_authors_fork_api_through_kernel_root(tmp_path):
          "--kernel-root", str(tmp_path / "fork"), *[a for i in (*passing, *skipped) for a in ("--id", i)]],
         capture_output=True, text=True, cwd=repo)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    checks = {c["id"]: c for c in json.loads(out.read_text())["checks"]}
+    doc = json.loads(out.read_text())
+    checks = {c["id"]: c for c in doc["checks"]}
     assert {i: checks[i]["status"] for i in passing} == dict.fromkeys(passing, "pass")
+    assert doc["kernel_package"]["import_fixes"] == {"fla/ops/momentum_delta_rule/__init__.py": ["unused_missing_import"],
+                                                     "fla/utils.py": ["undefined_fla_cache_results"]}
+    assert "import fix for fla/utils.py: undefined_fla_cache_results" in r.stdout
     for i, reason in skipped.items():
         assert checks[i]["status"] == "skip" and reason in checks[i]["message"], checks[i]
 

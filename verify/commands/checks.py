@@ -181,6 +181,7 @@ _stopping: list[int] = []       # the signal that stopped this run (the handler 
 
 
 def _run(args, command: list[str]) -> int:
+    from kernels.fla_import import IMPORT_FIXES, scan_fixes
     from verify.core import configs, environment, results
     from verify.core.kernel_root import activate
     from verify.core.registry import Context
@@ -232,6 +233,11 @@ def _run(args, command: list[str]) -> int:
                           f"device={device}, profile={args.profile}, seed{'s' if len(seeds) > 1 else ''}="
                           f"{_span(seeds)}, workers={n_workers}, torch {env['torch']}, triton {env['triton']}, "
                           f"{environment.describe_kernel_package(info['kernel_package'])}")
+            if info["kernel_package"]:      # the declared import fixes this tree calls for (kernels.fla_import)
+                info["kernel_package"]["import_fixes"] = scan_fixes(info["kernel_package"]["path"])
+                for file, names in info["kernel_package"]["import_fixes"].items():
+                    console.print(f"import fix for {file}: " + "; ".join(f"{n}: {IMPORT_FIXES[n][0]}" for n in names),
+                                  highlight=False, soft_wrap=True)
             console.print(xfails.describe(runner.scope(contexts[0], info["kernel_package"])), highlight=False,
                           soft_wrap=True)
             progress = terminal.Progress(console, len(chosen), args.verbose, args.debug)
