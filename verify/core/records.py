@@ -67,6 +67,9 @@ class Structure:
     varlen: bool = True                 # cases with cu_seqlens (short sequences then one long one)
     levels: dict = field(default_factory=dict)    # constant -> profile -> its T levels, where thinned for cost
     costly: dict = field(default_factory=dict)    # profile -> T above which a case is never D == Dv
+    # regimes about the input values that take no boundary case, so that what a check reports is its regime's
+    # own failure (PaTH's magnitude: non-finite output at |q| > 65504 would stand in for every case given to it)
+    value_regimes: tuple = ()
     notes: str = ""                     # where each constant is in the kernel package, and why a level is left out
 
 

@@ -68,6 +68,7 @@ REPLAY: dict[str, list] = {}
 def _assigned(op_name: str, pass_: str, profile: str) -> dict:
     op = OPS[op_name]
     regimes = {r: op.regimes[r] for r in op.decode.regimes} if pass_ == "decode" else op.regimes
+    regimes = {r: f for r, f in regimes.items() if r not in op.structure.value_regimes}
     return boundaries.assign(op, pass_, profile, regimes)
 
 

@@ -127,10 +127,14 @@ PATH_REGIMES = {
     "w_aligned": {"w": "aligned"},
     "w_antialigned": {"w": "antialigned"},
     "saturated": {"logit_gain": 4.0},
+    # |q|, |k| beyond fp16's largest value (65504): gains 2e4 .. 1e6 give max |q| ~ 8e4 .. 4e6, values any fp32 or
+    # bf16 tensor holds (the report's magnitude sweep found PaTH and FoX non-finite there on an H200)
+    "magnitude": {"logit_gain": st.sampled_from([2e4, 1e5, 1e6])},
     "gate_strong": {"gate": "strong"},
     "gate_weak": {"gate": "weak"},
 }
-FOX_REGIMES = {k: PATH_REGIMES[k] for k in ("saturated", "gate_strong", "gate_weak")} | {"gate_mixed": {"gate": "mixed"}}
+FOX_REGIMES = {k: PATH_REGIMES[k] for k in ("saturated", "magnitude", "gate_strong", "gate_weak")} | \
+    {"gate_mixed": {"gate": "mixed"}}
 
 # Hypothesis' first example (its simplest) and its shrinking favour the first element of each size.  At quick
 # and full the first T spans several kernel blocks (PaTH 64, FoX's query block 128), which a bug in
@@ -180,13 +184,14 @@ PATH_STRUCTURE = Structure(
              "decode": {"chunk": 64}},
     dims={"quick": (16, 32), "ci": (16, 32), "full": (64, 128)}, build=_boundary_case,
     present=lambda case: {"g": case.gate != "none"}, options={"fwd": ("g",), "bwd": ("g",)},
-    heads=((1, 1), (2, 1)), levels={"super_block": {"ci": ("c+2",)}}, costly={"ci": 300, "full": 600})
+    heads=((1, 1), (2, 1)), levels={"super_block": {"ci": ("c+2",)}}, costly={"ci": 300, "full": 600},
+    value_regimes=("magnitude",))
 # FoX (fla/ops/attn/parallel.py on hopper): query block BT = 128, key block BS = 64 in the forward and the
 # backward; g is required (the forget gate), cu_seqlens switches IS_VARLEN.
 FOX_STRUCTURE = Structure(
     lengths={"fwd": {"key_block": 64, "query_block": 128}, "bwd": {"key_block": 64, "query_block": 128}},
     dims={"quick": (16, 32), "ci": (16, 32), "full": (64, 128)}, build=_boundary_case,
-    present=lambda case: {}, heads=((1, 1), (2, 1)))
+    present=lambda case: {}, heads=((1, 1), (2, 1)), value_regimes=("magnitude",))
 
 
 def validate_inputs(x: dict, head_dims: tuple[int, ...]) -> None:
@@ -343,6 +348,12 @@ FOX_MUTANTS = (
            "(against the declared gate_scaled=False)", FOX_FILE,
            "b_s += b_gq[:, None] - b_gk[None, :]", "b_s += (b_gq[:, None] - b_gk[None, :]) * scale",
            ("kernel.fla.forgetting_attn.convention.gate_scaled",), count=4),
+    # magnitude: reached only by the magnitude regime (|q|, |k| past 65504); every other regime keeps |q| < 30
+    Mutant("fox_logits_from_fp16", "FoX: the logits formed from q and k rounded to fp16 (which overflows past "
+           "65504; its precision is tf32's), forward and backward", FOX_FILE,
+           "        b_s = tl.dot(b_q, b_k) * scale * RCP_LN2\n",
+           "        b_s = tl.dot(b_q.to(tl.float16), b_k.to(tl.float16)) * scale * RCP_LN2\n",
+           ("kernel.fla.forgetting_attn.fwd.fp32.magnitude",), count=4),
     Mutant("fox_gate_cumsum_off_by_one", "FoX: exclusive instead of inclusive cumsum of the log forget gate", FOX_FILE,
            "g_cumsum = chunk_global_cumsum(g, cu_seqlens=cu_seqlens, scale=RCP_LN2) if g is not None",
            "g_cumsum = chunk_global_cumsum(g, cu_seqlens=cu_seqlens, scale=RCP_LN2) - g * RCP_LN2 if g is not None",
@@ -391,7 +402,11 @@ PATH_ATTN = _attention_op(
         # across it large
         "bwd.fp32.gate_weak": [PathCase(T=576, gate="weak", seed=1)],
         # coverage: the varlen path of the decode cache (prepare_k_cache), two sequences of two blocks each
-        "decode.fp32.beta_uniform": [PathCase(T=160, cu_seqlens=(0, 70, 160), seed=2)]},
+        "decode.fp32.beta_uniform": [PathCase(T=160, cu_seqlens=(0, 70, 160), seed=2)],
+        # the report's magnitude sweep (H200, 2026-11-30): non-finite from |q| ~ 4.6e5; the queries of a later
+        # 128-token block are transformed by the earlier blocks' Householder factors in fp16 (T > 128 needed)
+        **{f"{p}.{d}.magnitude": [PathCase(T=160, logit_gain=1e5, seed=0)] for p in ("fwd", "bwd")
+           for d in ("bf16", "fp32")}},
     decode=Decode(
         kernel=lambda scale, **x: fla_ops.path_attn_cache(**x, scale=scale),
         oracle=lambda k, w, beta, cu_seqlens=None, **_: P.decode_cache(k, w, beta, cu_seqlens),
@@ -413,7 +428,10 @@ FORGETTING_ATTN = _attention_op(
     regimes=FOX_REGIMES, gated=True,
     regression_cases={
         # passed only once the same-dtype implementation formed delta from the stored bf16 O; was 1.6x budget
-        "bwd.bf16.saturated": [PathCase(T=23, gate="mixed", logit_gain=4.0, seed=0)]},
+        "bwd.bf16.saturated": [PathCase(T=23, gate="mixed", logit_gain=4.0, seed=0)],
+        # the report's magnitude sweep (H200, 2026-11-30, T = 1024, D = 64): non-finite from |q| ~ 4.6e5
+        **{f"{p}.{d}.magnitude": [PathCase(T=160, gate="mixed", logit_gain=1e5, seed=0)] for p in ("fwd", "bwd")
+           for d in ("bf16", "fp32")}},
     device_cases=tuple((dtype, PathCase(T=256, D=64, Dv=64, gate="mixed", seed=3)) for dtype in ("fp32", "bf16")),
     package=("fla.ops.forgetting_attn", "fla.ops.attn"), report="fox", mutants=FOX_MUTANTS, structure=FOX_STRUCTURE,
     not_reached=FOX_NOT_REACHED)
