@@ -409,7 +409,8 @@ GDN_CONVENTIONS = Conventions(
     final_state="S_T [N, H, K, V] per sequence (state_v_first=False)",
     notes="g = log alpha (natural log); beta used as given (use_beta_sigmoid_in_kernel=False; the docstring asks "
           "for post-sigmoid values, allow_neg_eigval's domain is [0, 2)); q, k used as given "
-          "(use_qk_l2norm_in_kernel=False); the fused recurrent path has no backward (it raises).  Measured on "
+          "(use_qk_l2norm_in_kernel=False); with v, g, beta of HV = G H heads (grouped value attention) value head "
+          "j reads key head j // G; the fused recurrent path has no backward (it raises).  Measured on "
           + MEASURED_ON + "; the keywords passed are named parameters with the same defaults (state layout "
           "[K, V]) in " + MEASURED_ON_HISTORY + " and the MDN fork; the chunk path refuses fp32 up to v0.3.2 "
           "and in the fork (skipped as unsupported there)")

@@ -76,14 +76,15 @@ def rmsnorm(A: Arith, o, weight, eps, gate=None):
     return A.store(y if gate is None else y * F.silu(gate))
 
 
-def _qkv(A: Arith, p, x, H, Dk, Dv, use_short_conv):
-    """q, k [B, T, H, Dk], v [B, T, H, Dv]: projections, then the short convolutions (SiLU) or SiLU alone."""
+def _qkv(A: Arith, p, x, H, Dk, Dv, use_short_conv, HV=None):
+    """q, k [B, T, H, Dk], v [B, T, HV, Dv] (HV = H unless given): projections, then the short convolutions (SiLU)
+    or SiLU alone."""
     out = []
-    for n, D in (("q", Dk), ("k", Dk), ("v", Dv)):
+    for n, heads, D in (("q", H, Dk), ("k", H, Dk), ("v", HV or H, Dv)):
         y = linear(A, x, p[f"{n}_proj.weight"])
         y = short_conv(A, y, p[f"{n}_conv1d.weight"], p.get(f"{n}_conv1d.bias")) if use_short_conv \
             else A.store(F.silu(y))
-        out.append(y.reshape(*y.shape[:2], H, D))
+        out.append(y.reshape(*y.shape[:2], heads, D))
     return out
 
 
@@ -123,17 +124,18 @@ def mdn_layer(A: Arith, p: dict, x, *, num_heads, head_k_dim, head_v_dim, use_ga
             "log_mu": log_mu, "beta": beta, "eta": eta, "core": core, "S": S, "M": M}
 
 
-def gdn_layer(A: Arith, p: dict, x, *, num_heads, head_k_dim, head_v_dim, use_gate=True, use_short_conv=True,
-              norm_eps=1e-5, neg_eigval=False, scale=None, S0=None) -> dict:
+def gdn_layer(A: Arith, p: dict, x, *, num_heads, head_k_dim, head_v_dim, num_v_heads=None, use_gate=True,
+              use_short_conv=True, norm_eps=1e-5, neg_eigval=False, scale=None, S0=None) -> dict:
     """GatedDeltaNet on x [B, T, hidden]: a dict of o, the op's inputs q, k, v (before the L2 norm), the raw
     gate projections g_raw = W_a x and beta_raw = W_b x, the gates log_alpha, beta, the op's output core and
-    the final state S [B, H, Dk, Dv]."""
-    H, Dk, Dv = num_heads, head_k_dim, head_v_dim
-    q, k, v = _qkv(A, p, x, H, Dk, Dv, use_short_conv)
+    the final state S [B, HV, Dk, Dv].  With num_v_heads HV = G H (grouped value attention) v and the gates have
+    HV heads and value head j reads key head j // G (the op's convention, kernel.fla.gdn_*.convention.value_groups_consecutive)."""
+    H, Dk, Dv, HV = num_heads, head_k_dim, head_v_dim, num_v_heads or num_heads
+    q, k, v = _qkv(A, p, x, H, Dk, Dv, use_short_conv, HV)
     g_raw, beta_raw = linear(A, x, p["a_proj.weight"]), linear(A, x, p["b_proj.weight"])
     log_alpha = -torch.exp(p["A_log"]) * F.softplus(g_raw + p["dt_bias"])
     beta = torch.sigmoid(beta_raw) * (2 if neg_eigval else 1)
-    qn, kn = l2norm(A, q), l2norm(A, k)
+    qn, kn = (t.repeat_interleave(HV // H, dim=2) for t in (l2norm(A, q), l2norm(A, k)))
     core, S, _ = MDN.recurrence(qn, kn, v, log_alpha, torch.full_like(log_alpha, -math.inf), beta,
                                 torch.ones_like(beta), scale=scale, S0=S0,
                                 M0=None if S0 is None else torch.zeros_like(S0))

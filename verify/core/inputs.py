@@ -62,12 +62,13 @@ def patterned(seeded: torch.Tensor, pattern: str, scale_exp: int) -> torch.Tenso
 
 
 def linear_draws(case, gen):
-    """For the linear-attention ops (MDN, GDN; case has B, T, H, Dk, Dv): q, k with unit rows (as an
-    l2-normalising kernel would make them) and v [B, T, H, D] in float64, drawn from gen in this order, and
-    u(lo, hi): uniform gates [B, T, H] drawn from gen when called."""
+    """For the linear-attention ops (MDN, GDN; case has B, T, H, Dk, Dv, and HV value heads where it has them):
+    q, k [B, T, H, Dk] with unit rows (as an l2-normalising kernel would make them) and v [B, T, HV, Dv] in
+    float64, drawn from gen in this order, and u(lo, hi): uniform gates [B, T, HV] drawn from gen when called."""
     B, T, H = case.B, case.T, case.H
+    HV = getattr(case, "HV", None) or H
     q = torch.randn(B, T, H, case.Dk, generator=gen, dtype=torch.float64)
     k = torch.randn(B, T, H, case.Dk, generator=gen, dtype=torch.float64)
-    v = torch.randn(B, T, H, case.Dv, generator=gen, dtype=torch.float64)
+    v = torch.randn(B, T, HV, case.Dv, generator=gen, dtype=torch.float64)
     return (q / q.norm(dim=-1, keepdim=True), k / k.norm(dim=-1, keepdim=True), v,
-            lambda lo, hi: lo + (hi - lo) * torch.rand(B, T, H, generator=gen, dtype=torch.float64))
+            lambda lo, hi: lo + (hi - lo) * torch.rand(B, T, HV, generator=gen, dtype=torch.float64))

@@ -3,7 +3,7 @@
 `search` runs a property over a strategy of cases (first the check's explicit cases: the boundary cases of its
 op record's structure and its regression cases, every one of them even after one fails, so that each boundary a
 check is given is reached), tells hypothesis to climb the error/budget ratio (`hypothesis.target`), and turns
-the outcome into a Result: the worst case seen when everything passed, the first explicit case that failed, or
+the outcome into a Result: the worst case seen when everything passed, the worst explicit case that failed, or
 the minimal failing example hypothesis shrank to, with the measured error, the budget and the case (saved for
 `verify compare` under --save-failing).  A variant the kernel package does not offer, and an operation the Triton interpreter
 cannot run, end the search as a skip (kinds unsupported, interpreter_gap), never a kernel failure.
@@ -151,9 +151,11 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
                       details={"failing_example": p.label, DEVICE_LOST: True}, kind="cuda_fatal")
     elapsed = time.perf_counter() - t0
     if failures:
-        # a structural case failed: the first that did (hypothesis then draws nothing); else hypothesis replays
-        # the minimal (shrunk) example last
-        p, case = next((f for f in failures if repr(f[1]) in structural), failures[-1])
+        # a structural case failed: the worst that did, the first of equals (hypothesis then draws nothing), so
+        # that a listed defect at one case cannot stand in for a worse failure at another; else hypothesis
+        # replays the minimal (shrunk) example last
+        explicit_failures = [f for f in failures if repr(f[1]) in structural]
+        p, case = max(explicit_failures, key=lambda f: f[0].verdict.ratio) if explicit_failures else failures[-1]
         v = p.verdict
         repro = _save_failing(ctx, what, case, saved)
         capped = f", shrinking stopped after {SHRINK_EVALUATIONS[ctx.profile]} tries" if shrink["skipped"] else ""

@@ -89,14 +89,17 @@ def cu_seqlens(c: torch.Tensor | None, B: int, T: int) -> None:
         raise UsageError(f"cu_seqlens: {v} must rise from 0 to T = {T}, with batch size 1 (B = {B})")
 
 
-def linear_qkv(x: dict) -> tuple[int, int, int, int, int]:
-    """q, k [B, T, H, Dk]; v [B, T, H, Dv] -> (B, T, H, Dk, Dv)."""
+def linear_qkv(x: dict, grouped_values: bool = False) -> tuple[int, int, int, int, int]:
+    """q, k [B, T, H, Dk]; v [B, T, H, Dv], or with grouped_values [B, T, HV, Dv] with HV a multiple of H
+    -> (B, T, H, Dk, Dv)."""
     q, k, v = x["q"], x["k"], x["v"]
     for n, t in (("q", q), ("k", k), ("v", v)):
         rank(n, t, 4, "[B, T, H, D]")
     B, T, H, Dk = k.shape
     Dv = v.shape[3]
     shape("q", q, k.shape, "the shape of k [B, T, H, Dk]")
-    shape("v", v, (B, T, H, Dv), "[B, T, H, Dv] (B, T, H of k)")
+    HV = v.shape[2] if grouped_values and v.shape[2] % H == 0 else H
+    shape("v", v, (B, T, HV, Dv), "[B, T, HV, Dv] (B, T of k; HV a multiple of k's H)" if grouped_values
+          else "[B, T, H, Dv] (B, T, H of k)")
     tokens(T)
     return B, T, H, Dk, Dv

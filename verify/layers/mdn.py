@@ -59,6 +59,8 @@ def literal_kwargs(case: LayerCase, layer) -> dict:
           "norm_eps": layer.o_norm.eps}
     if case.record.name == "mdn":
         kw.update(floor=layer.min_log_mu, tau_factor=layer.tau_factor)
+    else:
+        kw.update(num_v_heads=layer.num_v_heads)
     return kw
 
 
@@ -390,6 +392,7 @@ MDN_CONVENTIONS = {
                               convention("neg-eigval", "o", {"neg_eigval": False}, "beta not doubled")),
 }
 VARIANTS = {"default": {}, "neg-eig": {"allow_neg_eigval": True, "use_gate": False, "use_short_conv": False}}
+GDN_VARIANTS = {**VARIANTS, "gva": {"num_v_heads": 4}}     # grouped value attention: 4 value heads, 2 key heads
 
 
 def declared(variant: str, dtype: str, comparison: str) -> bool:
@@ -397,13 +400,16 @@ def declared(variant: str, dtype: str, comparison: str) -> bool:
     gate, no short convolution: dtype-independent logic) adds only its bf16 forward; mode-switch and floor in
     bf16 (in fp32 MDN's chunk path refuses its inputs, which forward and backward already show, and GDN's fp32
     chunk path is in forward and backward); padding and mask in fp32, the default variant (the unpadding and the
-    per-sequence state logic do not depend on the dtype)."""
+    per-sequence state logic do not depend on the dtype); GDN's gva variant (grouped value heads) in forward,
+    backward and generation, both dtypes."""
     if comparison in ("padding", "mask", "mask-reused"):
         return variant == "default" and dtype == "fp32"
     if comparison.startswith("convention-"):
-        return dtype == "fp32" and (variant == "neg-eig") == (comparison == "convention-neg-eigval")
+        return dtype == "fp32" and variant == ("neg-eig" if comparison == "convention-neg-eigval" else "default")
     if comparison in ("mode-switch", "floor"):
         return variant == "default" and dtype == "bf16"
+    if variant == "gva":        # the grouping reaches every path: forward (both), backward, decoding and its state
+        return comparison in ("forward", "backward", "generation")
     return variant == "default" or (comparison == "forward" and dtype == "bf16")
 
 
@@ -446,6 +452,6 @@ add(LayerRecord(
 add(LayerRecord(
     name="gdn", module="fla.layers.gated_deltanet", cls="GatedDeltaNet",
     description="Gated DeltaNet: the gated delta rule, gates from the hidden states",
-    variants=VARIANTS, comparisons={**COMMON, "mask-reused": (
+    variants=GDN_VARIANTS, comparisons={**COMMON, "mask-reused": (
         "attention_mask refilled in place between two calls (the same tensor object), against each row's valid "
         "tokens", mask_reused)}, declared=declared, mutants=GDN_MUTANTS))

@@ -37,6 +37,7 @@ class GdnCase:
     Dv: int = 16
     B: int = 1
     H: int = 1
+    HV: int | None = None        # value heads (grouped value attention: a multiple of H); None: H
     gate: str = "typical"        # alpha = exp(g): typical U(0.5, 0.99); near1: g ~ -1e-3; near0: alpha ~ 1e-3
     beta: str = "typical"        # typical U(0.05, 0.95); near0 ~1e-4; near1 = 1 - ~1e-4; near2 = 2 - ~1e-4
     initial_state: bool = False
@@ -49,19 +50,20 @@ class GdnCase:
 
 
 def gdn_inputs(case: GdnCase, dtype=torch.float64, device="cpu") -> dict:
-    """q, k of norm case.qk_norm, v in dtype; g = log alpha and beta in fp32; S0 [N, H, Dk, Dv] in fp32 when
-    case.initial_state (N sequences: B, or the number of cu_seqlens segments); cu_seqlens int32."""
+    """q, k [B, T, H, Dk] of norm case.qk_norm, v [B, T, HV, Dv] in dtype; g = log alpha and beta [B, T, HV] in
+    fp32; S0 [N, HV, Dk, Dv] in fp32 when case.initial_state (N sequences: B, or the number of cu_seqlens
+    segments); cu_seqlens int32."""
     if case.cu_seqlens is not None and case.B != 1:
         raise ValueError("varlen (cu_seqlens) requires B == 1")
     gen = torch.Generator().manual_seed(case.seed)
-    B, T, H = case.B, case.T, case.H
+    B, T, HV = case.B, case.T, case.HV or case.H
     q, k, v, u = linear_draws(case, gen)
     q, k = case.qk_norm * q, case.qk_norm * k
     g = {"typical": torch.log(u(0.5, 0.99)), "near1": -u(1e-4, 1e-3), "near0": torch.log(u(1e-3, 1e-2))}[case.gate]
     beta = {"typical": u(0.05, 0.95), "near0": u(1e-5, 1e-4), "near1": 1 - u(1e-4, 1e-3),
             "near2": 2 - u(1e-4, 1e-3)}[case.beta]
     N = B if case.cu_seqlens is None else len(case.cu_seqlens) - 1
-    S0 = 0.5 * torch.randn(N, H, case.Dk, case.Dv, generator=gen, dtype=torch.float64) if case.initial_state else None
+    S0 = 0.5 * torch.randn(N, HV, case.Dk, case.Dv, generator=gen, dtype=torch.float64) if case.initial_state else None
     return on_device({"q": q.to(dtype), "k": k.to(dtype), "v": v.to(dtype), "g": g.float(), "beta": beta.float(),
                       "S0": None if S0 is None else S0.float(),
                       "cu_seqlens": cu_seqlens_tensor(case.cu_seqlens)},
@@ -102,15 +104,18 @@ def gdn_cases(draw, regime: dict, profile: str, max_T: int | None = None):
 # fla-core 0.6.0's chunk GDN (fla/ops/gated_delta_rule/chunk.py, fla/ops/common/chunk_delta_h.py) on the H200's
 # tiles: the chunk BT = 64 (its fused kkt + solve in 16-token sub-blocks), the state kept as [64, BV] register
 # blocks chosen by `if K > 64 / > 128 / > 192` (so Dk 32 and 128 take different code), the initial state
-# switches USE_INITIAL_STATE forward and backward, cu_seqlens IS_VARLEN.  g is required by the chunk kernels
+# switches USE_INITIAL_STATE forward and backward, cu_seqlens IS_VARLEN, HV > H (v, g, beta with more heads than
+# q, k) the grouped-value offsets i_h // (HV // H).  g is required by the chunk kernels
 # (USE_G always on).  The fused recurrent kernel walks token by token with BV = min(8, V): no token-count
 # constant, and Dv >= 16 always spans several BV blocks, so it has no boundary cases.
 GDN_STRUCTURE = Structure(
     lengths={"fwd": {"chunk": 64}, "bwd": {"chunk": 64}}, dims={"quick": (16, 32), "ci": (32, 128), "full": (64, 128)},
+    # a heads pair (HQ, H) is (HV, H) here: HV value heads (grouped value attention where HV > H)
     build=lambda T, D, Dv, HQ, H, cu_seqlens, seed, initial_state=False: GdnCase(
-        T=T, Dk=D, Dv=Dv, H=H, cu_seqlens=cu_seqlens, initial_state=initial_state, seed=seed),
+        T=T, Dk=D, Dv=Dv, H=H, HV=HQ if HQ != H else None, cu_seqlens=cu_seqlens, initial_state=initial_state,
+        seed=seed),
     present=lambda case: {"initial_state": case.initial_state},
-    options={"fwd": ("initial_state",), "bwd": ("initial_state",)}, heads=((1, 1), (2, 2)))
+    options={"fwd": ("initial_state",), "bwd": ("initial_state",)}, heads=((1, 1), (2, 2), (4, 2)))
 
 
 # The MDN recurrences (GDN's oracle and same-dtype implementation) run on the CPU under --references auto: on one
@@ -127,14 +132,15 @@ GDN_NOT_REACHED = {
 
 
 def validate_inputs(x: dict) -> None:
-    """Gated DeltaNet: q, k [B, T, H, Dk]; v [B, T, H, Dv] (the oracle takes as many value heads as key
-    heads); g, beta [B, T, H]; S0 [N, H, Dk, Dv] (N sequences); g = log alpha <= 0, beta in [0, 2]."""
-    B, T, H, Dk, Dv = validate.linear_qkv(x)
+    """Gated DeltaNet: q, k [B, T, H, Dk]; v [B, T, HV, Dv] with HV value heads a multiple of H (grouped value
+    attention); g, beta [B, T, HV]; S0 [N, HV, Dk, Dv] (N sequences); g = log alpha <= 0, beta in [0, 2]."""
+    B, T, H, Dk, Dv = validate.linear_qkv(x, grouped_values=True)
+    HV = x["v"].shape[2]
     for n in ("g", "beta"):
-        validate.shape(n, x[n], (B, T, H), "[B, T, H]")
+        validate.shape(n, x[n], (B, T, HV), "[B, T, HV]")
     validate.cu_seqlens(x.get("cu_seqlens"), B, T)
     N = B if x.get("cu_seqlens") is None else x["cu_seqlens"].numel() - 1
-    validate.shape("S0", x.get("S0"), (N, H, Dk, Dv), "[N, H, Dk, Dv] (N sequences)")
+    validate.shape("S0", x.get("S0"), (N, HV, Dk, Dv), "[N, HV, Dk, Dv] (N sequences)")
     validate.finite(x)
     validate.interval("g (log alpha)", x["g"], -float("inf"), 0.0, lo_open=True, hi_open=False)
     validate.interval("beta", x["beta"], 0.0, 2.0, lo_open=False, hi_open=False)
@@ -146,9 +152,15 @@ def validate_inputs(x: dict) -> None:
 # rule, with a negative control).  The MDN oracle and same-dtype
 # implementation run once per sequence of cu_seqlens.
 
-def gdn_as_mdn(mdn_fn, q, k, v, g, beta, S0=None, cu_seqlens=None, scale=None, **kw):
-    """(o, S_T [N, H, K, V]) of GDN from an MDN function (MDN.recurrence, same_dtype.mdn) with log mu = -inf,
-    eta = 1, sequence by sequence of cu_seqlens (or the whole batch)."""
+def gdn_as_mdn(mdn_fn, q, k, v, g, beta, S0=None, cu_seqlens=None, scale=None, value_groups="consecutive", **kw):
+    """(o, S_T [N, HV, K, V]) of GDN from an MDN function (MDN.recurrence, same_dtype.mdn) with log mu = -inf,
+    eta = 1, sequence by sequence of cu_seqlens (or the whole batch).  With HV = G H value heads (grouped value
+    attention) value head j reads key head j // G (value_groups "consecutive", fla's convention) or j % H
+    ("strided", the alternative its probe rules out)."""
+    G = v.shape[2] // q.shape[2]
+    if G > 1:
+        q, k = ((t.repeat_interleave(G, dim=2) if value_groups == "consecutive" else t.repeat(1, 1, G, 1))
+                for t in (q, k))
     outs, states = [], []
     for n, (s, e) in enumerate(P.segments(q.shape[1], cu_seqlens)):
         t = slice(s, e)
@@ -183,7 +195,11 @@ def _gdn_probes(name):
         ConventionProbe("varlen_resets_state", f"measures that fla {name} restarts the state at each cu_seqlens "
                                                "boundary", "one sequence (no reset)",
                         GdnCase(T=40, cu_seqlens=(0, 15, 40), seed=5),
-                        lambda op, x, s: op.oracle(**{**x, "cu_seqlens": None}, scale=s)))
+                        lambda op, x, s: op.oracle(**{**x, "cu_seqlens": None}, scale=s)),
+        ConventionProbe("value_groups_consecutive", f"measures that fla {name}'s value head j reads key head "
+                                                    "j // (HV / H) (grouped value attention)",
+                        "value head j reads key head j % H", GdnCase(T=40, H=2, HV=4, seed=5),
+                        lambda op, x, s: op.oracle(**x, scale=s, value_groups="strided")))
 
 
 
@@ -216,6 +232,12 @@ GDN_MUTANTS = (
            "ops/common/chunk_delta_h.py", "                m_h0_2 = m_k2[:, None] & m_v[None, :]\n",
            "                m_h0_2 = (o_k2 < V)[:, None] & m_v[None, :]\n",
            ("kernel.fla.gdn_chunk.fwd.fp32.initial_state", "kernel.fla.gdn_chunk.fwd.fp32.beta_near0")),
+    # structural: reached only by the boundary cases with grouped value heads (HV = 4 > H = 2)
+    Mutant("gdn_chunk_gva_dq_first_group_only", "GDN chunk backward, grouped value heads: dq takes the first value "
+           "head of each key head's group instead of the sum over the group (the same when HV == H)",
+           "ops/common/chunk_o.py", "        dq = dq.view(B, T, H, HV // H, K).sum(3)\n",
+           "        dq = dq.view(B, T, H, HV // H, K)[:, :, :, 0]\n",
+           ("kernel.fla.gdn_chunk.bwd.fp32.typical",)),
     Mutant("gdn_recurrent_gate_base2", "GDN fused recurrent: the state decayed by 2^g instead of e^g (fla's chunk "
            "kernels work in base 2; the recurrent one takes g = ln alpha)", "ops/gated_delta_rule/fused_recurrent.py",
            "            b_h *= exp(b_g)\n", "            b_h *= tl.exp2(b_g)\n",
@@ -228,7 +250,7 @@ GDN_MUTANTS = (
 )
 
 
-def _gdn_op(name, chunk, budget_factor, passes, dot=None, device_cases=(), structure=None):
+def _gdn_op(name, chunk, budget_factor, passes, dot=None, device_cases=(), structure=None, regression_cases=None):
     return KernelOp(
         name=name, title=name,
         kernel=lambda scale, **x: fla_ops.gated_delta_rule(**x, scale=scale, chunk=chunk),
@@ -243,7 +265,7 @@ def _gdn_op(name, chunk, budget_factor, passes, dot=None, device_cases=(), struc
         probes=_gdn_probes(name),
         examples={"quick": 1, "ci": 2, "full": 5},     # the CPU interpreter runs GDN token by token: few draws
         device_cases=device_cases, package=("fla.ops.gated_delta_rule",), not_reached=GDN_NOT_REACHED,
-        references=REFERENCES_ON,
+        references=REFERENCES_ON, regression_cases=regression_cases or {},
         mutants=tuple(m for m in GDN_MUTANTS if op_of(m.killers[0]) == name), structure=structure)
 
 
@@ -251,7 +273,10 @@ def _gdn_op(name, chunk, budget_factor, passes, dot=None, device_cases=(), struc
 # its fp32 arithmetic is IEEE.  The chunk kernels' fp32 dots are Triton's default (TF32 on the GPU).
 GDN_CHUNK = _gdn_op("gdn_chunk", True, BUDGET_FACTOR_BLOCKWISE, ("fwd", "bwd"), device_cases=tuple(
     (dtype, GdnCase(T=256, Dk=64, Dv=64, initial_state=True, seed=4)) for dtype in ("fp32", "bf16")),
-    structure=GDN_STRUCTURE)
+    structure=GDN_STRUCTURE,
+    # coverage: grouped value heads in the backward of a check that passes (at ci the boundary cases give the fp32
+    # backward's HV > H pair to gate_near0, a listed check, whose own failure the ratchet judges by kind only)
+    regression_cases={"bwd.fp32.typical": [GdnCase(T=70, H=2, HV=4, initial_state=True, seed=6)]})
 GDN_RECURRENT = _gdn_op("gdn_recurrent", False, BUDGET_FACTOR_SEQUENTIAL, ("fwd",), dot="ieee",
                         device_cases=(("fp32", GdnCase(T=256, Dk=64, Dv=64, gate="near1", seed=5)),))
 
