@@ -1,6 +1,7 @@
 """Compile accounting (verify.core.timing): Triton really compiles here (PTX for an H200, sm_90, without a
 GPU) in a child process; a second check needing the same kernel specialization does not compile it again
-(a disk-cache load), and a key compiled twice in one run is counted as a duplicate."""
+(a disk-cache load), and a key compiled twice in one run is counted as a duplicate; two workers needing one key
+at the same moment compile it once (timing.compile_once), and twice without it."""
 import json
 import os
 import subprocess
@@ -49,3 +50,57 @@ def test_second_check_of_a_compile_key_loads_it_and_a_recompile_is_a_duplicate(t
     # the control: two "workers" without a shared cache compile the same key twice
     apart = _run(tmp_path, tmp_path / "a", tmp_path / "b")
     assert apart == {**apart, "compiled": 2, "distinct": 1, "duplicates": 1, "cache_loads": 0}
+
+
+RACER = """
+import json, os, sys, time
+import triton, triton.language as tl
+import triton.compiler
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from verify.core import timing
+
+@triton.jit
+def double(x, y, n, B: tl.constexpr):
+    i = tl.arange(0, B)
+    tl.store(y + i, tl.load(x + i, mask=i < n) * 2, mask=i < n)
+
+cache, barrier, me, lock = sys.argv[1:5]
+triton.knobs.cache.dir = cache
+timing.time_compilations()
+if lock == "lock":
+    timing.compile_once()
+open(os.path.join(barrier, me), "w").close()          # both racers start compiling together
+while len(os.listdir(barrier)) < 2:
+    time.sleep(0.01)
+triton.compiler.compile(ASTSource(double, signature={"x": "*fp32", "y": "*fp32", "n": "i32", "B": "constexpr"},
+                                  constexprs={"B": 16}), target=GPUTarget("cuda", 90, 32))
+print(json.dumps({"seconds_in": timing.spent()}))
+"""
+
+
+def _race(tmp_path, lock: str) -> dict:
+    """Two processes (a run's workers) compile the same key at the same moment into one Triton cache."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    script, barrier = tmp_path / "racer.py", tmp_path / f"barrier-{lock}"
+    script.write_text(RACER)
+    barrier.mkdir()
+    procs = [subprocess.Popen([sys.executable, str(script), str(tmp_path / f"cache-{lock}"), str(barrier), me, lock],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                              env={**env, "PYTHONPATH": str(REPO)}) for me in ("a", "b")]
+    records = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-3000:]
+        records.append(json.loads(out.splitlines()[-1]))
+    from verify.core.timing import run_compilations
+    return run_compilations(records)
+
+
+def test_a_key_two_workers_need_at_once_is_compiled_once(tmp_path):
+    """timing.compile_once: the worker that takes the key's lock compiles; the other waits and loads it from the
+    disk cache.  The control, without the lock, compiles it in both (a duplicate)."""
+    once = _race(tmp_path, "lock")
+    assert once == {**once, "compiled": 1, "distinct": 1, "duplicates": 0, "cache_loads": 1}
+    twice = _race(tmp_path, "nolock")
+    assert twice == {**twice, "compiled": 2, "distinct": 1, "duplicates": 1, "cache_loads": 0}

@@ -23,7 +23,7 @@ from verify.core.precision import Precision
 from verify.core.records import KernelOp, as_tuple, scale_of
 from verify.core.registry import Context, Result
 from verify.core.search import Probe
-from verify.core.timing import phase, time_compilations
+from verify.core.timing import compile_once, phase, time_compilations
 
 
 def prepare(ctx: Context) -> None:
@@ -37,6 +37,7 @@ def prepare(ctx: Context) -> None:
         fidelity.prepare_cpu_kernels(ctx.fp32_dot)
     else:
         time_compilations()
+        compile_once()
     # after the fidelity layer (this imports triton); fills torch.empty through fill_uninitialized_memory
     torch.use_deterministic_algorithms(True, warn_only=True)
 

@@ -12,6 +12,10 @@ reset by verify.run.runner.execute at the start of each check.
 """
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import json
+import os
 import time
 from collections import Counter
 from contextlib import contextmanager
@@ -79,3 +83,33 @@ def listen(*, src, metadata: dict, cache_hit: bool, **_) -> None:
     else:
         name = getattr(getattr(src, "fn", None), "__name__", None) or metadata.get("name", "?")
         _compiled.append(f"{name}:{metadata.get('hash', '?')}")
+
+
+def compile_once() -> None:
+    """Each compile key compiled by one process of a run: Triton's compile (triton.compiler.compile, which
+    every kernel launch and autotuning candidate goes through) takes a file lock named by the key first, in
+    Triton's cache directory, so that a worker needing a key another worker is compiling waits for it and then
+    loads it from the disk cache (Triton looks there before compiling) instead of compiling it again.  The key
+    is the kernel source's specialization (ASTSource.hash: source, signature, constexprs, attributes), the
+    target and the options: what Triton's own cache key is made of.  Idempotent."""
+    import triton.compiler as tc
+    from triton import knobs
+    if getattr(tc.compile, "compile_once", False):
+        return
+    original = tc.compile
+
+    def compile(src, target=None, options=None, **kw):
+        source = getattr(src, "hash", None)
+        if source is None:                        # an IR file, not a kernel's source: nothing to share
+            return original(src, target=target, options=options, **kw)
+        key = hashlib.sha256(json.dumps([source(), repr(target), options], sort_keys=True, default=repr)
+                             .encode()).hexdigest()
+        folder = os.path.join(knobs.cache.dir, "verify-compile-locks")
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, key), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)      # released when the file closes, also on an exception
+            return original(src, target=target, options=options, **kw)
+
+    compile.compile_once = True
+    tc.compile = compile
+
