@@ -194,7 +194,7 @@ def _state(case, cache_state, truth, same) -> list[tuple]:
 def generation(case: LayerCase) -> Result:
     seed = case.ctx.seed
     from fla.models.cache_utils import Cache
-    T0, L_cont, n = case.ctx.pick((8, 3, 3), (8, 4, 4), (64, 40, 1024))
+    T0, L_cont, n = case.ctx.pick((8, 3, 3), (8, 4, 4), (64, 40, 2048))     # full: 2048 generated tokens
     segments = [T0, L_cont] + [1] * n
     layer, p64, kw = setup(case, seed)
     x64 = inputs(case, seed, sum(segments))

@@ -212,7 +212,7 @@ def buckets(o, truth, T0: int, size: int) -> dict:
 
 def generation(case: LayerCase) -> Result:
     """Prefill then decode against the literal's full forward (equal to its decoding) and its key cache."""
-    T0, n, size = case.ctx.pick((20, 4, 2), (30, 4, 2), (500, 256, 32))
+    T0, n, size = case.ctx.pick((20, 4, 2), (30, 4, 2), (500, 2048, 256))     # full: 2048 generated tokens
     layer, p64, p32, spec = setup(case, 0)
     x, x64 = hidden_states(case, 100, 1, T0 + n, layer.hidden_size)
     if precision(case).storage == "bf16":       # a device whose interpreter refuses bf16 decoding says so at once

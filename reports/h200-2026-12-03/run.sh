@@ -1,0 +1,23 @@
+#!/bin/bash
+# One H200 call (device tool) on a fresh machine, 2026-12-03: `verify all --device cuda` at ci cold with the
+# default workers and with 16, each with an empty Triton cache, then ci warm (16, the cache the second left);
+# then the layer generation checks at full (2048 generated tokens) and the FoX magnitude grid.
+# bash reports/h200-2026-12-03/run.sh
+set -u
+pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
+export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,memory.total --format=csv > $OUT/gpu.txt 2>&1
+run() {   # name workers limit [extra verify args]: one verify all run, its JSON, log and cache counts under $OUT
+  local name=$1 workers=$2 limit=$3; shift 3
+  echo "cache entries before: $(ls $TRITON_CACHE_DIR 2>/dev/null | wc -l)" > $OUT/$name.cache.txt
+  { time python -m verify all --device cuda --workers $workers --time-limit $limit --json $OUT/$name.json "$@" ; } > $OUT/$name.log 2>&1
+  echo "exit $?; cache entries after: $(ls $TRITON_CACHE_DIR | wc -l)" >> $OUT/$name.cache.txt
+}
+export TRITON_CACHE_DIR=/tmp/tc8; rm -rf $TRITON_CACHE_DIR
+run ci_cold_w8 auto 170
+export TRITON_CACHE_DIR=/tmp/tc16; rm -rf $TRITON_CACHE_DIR
+run ci_cold_w16 16 170
+run ci_warm_w16 16 120
+run layers_full_generation 16 150 --profile full -k "layer and generation"
+timeout 60 python reports/h200-2026-12-03/fox_magnitude.py $OUT/fox_magnitude.json > $OUT/fox_magnitude.log 2>&1
+cd $OUT && tar czf logs.tgz *.log *.cache.txt gpu.txt && rm -f *.log *.cache.txt gpu.txt
