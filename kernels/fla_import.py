@@ -183,10 +183,11 @@ IMPORT_FIXES = {
         "the MDN authors' fork (fla 0.3.2, fla/utils.py:26): the line runs only where triton.autotune takes "
         "cache_results (Triton >= 3.4), so the fork imported under the Triton it was written for and fails under 3.6"),
     "unused_missing_import": (
-        "imports a module that is not installed and never uses the name: the import is left out",
+        "imports pandas, not installed here, and never uses the name: the import is left out",
         "the MDN authors' fork: `import pandas as pd` in fla/ops/momentum_delta_rule/chunk.py and naive.py"),
 }
-_IMPORT_LINE = re.compile(r"^import ([A-Za-z_]\w*)", re.MULTILINE)
+UNUSED_IMPORTS = ("pandas",)     # the modules unused_missing_import leaves out (any other missing import stays an error)
+_IMPORT_LINE = re.compile(r"^import (%s)\b" % "|".join(UNUSED_IMPORTS), re.MULTILINE)
 _applied: dict[str, list[str]] = {}     # module file -> the fixes applied to it in this process
 
 
@@ -226,8 +227,8 @@ def _bound(tree: ast.Module) -> set[str]:
 def _unused_missing_imports(tree: ast.Module) -> list[ast.Import]:
     read = _names_read(tree)
     return [node for node in tree.body if isinstance(node, ast.Import)
-            and all(not _findable(a.name.split(".")[0]) and (a.asname or a.name.split(".")[0]) not in read
-                    for a in node.names)]
+            and all(a.name.split(".")[0] in UNUSED_IMPORTS and not _findable(a.name.split(".")[0])
+                    and (a.asname or a.name.split(".")[0]) not in read for a in node.names)]
 
 
 def fix_module(tree: ast.Module) -> list[str]:

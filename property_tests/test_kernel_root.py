@@ -247,14 +247,18 @@ autotune_cache_kwargs = {"cache_results": FLA_CACHE_RESULTS} if SUPPORTS_AUTOTUN
 '''
 
 
-def test_import_fixes_apply_only_where_their_defect_is():
+def test_import_fixes_apply_only_where_their_defect_is(monkeypatch):
     """Each declared import fix (kernels.fla_import.IMPORT_FIXES) changes a module only where its defect is: the
-    fork's undefined FLA_CACHE_RESULTS and its unused pandas import are fixed; a module that defines the name, reads
-    it only inside a function, or uses the missing module, or imports an installed one unused, is left as it is
-    (its own NameError or ImportError stays the tree's)."""
+    fork's undefined FLA_CACHE_RESULTS and its unused pandas import (pandas taken as not installed) are fixed; a
+    module that defines the name, reads it only inside a function, uses pandas, imports another missing module
+    unused, or imports an installed one unused, is left as it is (its own NameError or ImportError stays the
+    tree's)."""
     import ast
 
+    from kernels import fla_import
     from kernels.fla_import import IMPORT_FIXES, fix_module
+    findable = fla_import._findable
+    monkeypatch.setattr(fla_import, "_findable", lambda name: name != "pandas" and findable(name))
 
     def fixed(source: str):
         tree = ast.parse(source)
@@ -266,14 +270,15 @@ def test_import_fixes_apply_only_where_their_defect_is():
     names, ns = fixed('"""doc"""\nfrom __future__ import annotations\nSUPPORTS_AUTOTUNE_CACHE = True\n'
                       'autotune_cache_kwargs = {"cache_results": FLA_CACHE_RESULTS} if SUPPORTS_AUTOTUNE_CACHE else {}\n')
     assert names == ["undefined_fla_cache_results"] and ns["autotune_cache_kwargs"] == {"cache_results": True}
-    names, ns = fixed("import verify_test_missing_module as pd\nimport os\nx = os.sep\n")
+    names, ns = fixed("import pandas as pd\nimport os\nx = os.sep\n")
     assert names == ["unused_missing_import"] and "pd" not in ns
     assert set(IMPORT_FIXES) == {"undefined_fla_cache_results", "unused_missing_import"}
     for untouched in ("FLA_CACHE_RESULTS = False\ny = FLA_CACHE_RESULTS\n",        # defined
                       "def f():\n    return FLA_CACHE_RESULTS\n",                  # read only when called
-                      "import verify_test_missing_module as pd\nx = pd.DataFrame\n",   # used: its ImportError stays
+                      "import pandas as pd\nx = pd.DataFrame\n",                   # used: its ImportError stays
+                      "import verify_test_missing_module\n",                       # not a declared module
                       "import json as unused\n"):                                   # installed
         tree = ast.parse(untouched)
         assert fix_module(tree) == [] and ast.dump(tree) == ast.dump(ast.parse(untouched)), untouched
     with pytest.raises(ImportError):
-        exec(compile("import verify_test_missing_module as pd\nx = pd.DataFrame\n", "<m>", "exec"), {})
+        exec(compile("import verify_test_missing_module\n", "<m>", "exec"), {})

@@ -119,7 +119,7 @@ def test_authors_fork_api_through_kernel_root(tmp_path):
     (pkg / "utils.py").write_text(FORK_UTILS)
     (pkg / "ops" / "__init__.py").write_text("")
     (pkg / "ops" / "momentum_delta_rule" / "__init__.py").write_text(
-        "import verify_test_pandas_stand_in as pd\nimport fla.utils\n" + STUB_MODE_RULE)
+        "import pandas as pd\nimport fla.utils\n" + STUB_MODE_RULE)
     repo = Path(__file__).resolve().parents[1]
     out = tmp_path / "r.json"
     passing = ("kernel.fla.mdn_chunk64.fwd.bf16.typical", "kernel.fla.mdn_chunk64.bwd.bf16.typical",
@@ -134,8 +134,9 @@ def test_authors_fork_api_through_kernel_root(tmp_path):
     doc = json.loads(out.read_text())
     checks = {c["id"]: c for c in doc["checks"]}
     assert {i: checks[i]["status"] for i in passing} == dict.fromkeys(passing, "pass")
-    assert doc["kernel_package"]["import_fixes"] == {"fla/ops/momentum_delta_rule/__init__.py": ["unused_missing_import"],
-                                                     "fla/utils.py": ["undefined_fla_cache_results"]}
+    import importlib.util
+    pandas_fix = {} if importlib.util.find_spec("pandas") else {"fla/ops/momentum_delta_rule/__init__.py": ["unused_missing_import"]}
+    assert doc["kernel_package"]["import_fixes"] == {**pandas_fix, "fla/utils.py": ["undefined_fla_cache_results"]}
     assert "import fix for fla/utils.py: undefined_fla_cache_results" in r.stdout
     for i, reason in skipped.items():
         assert checks[i]["status"] == "skip" and reason in checks[i]["message"], checks[i]

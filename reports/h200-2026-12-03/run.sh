@@ -19,5 +19,7 @@ export TRITON_CACHE_DIR=/tmp/tc16; rm -rf $TRITON_CACHE_DIR
 run ci_cold_w16 16 170
 run ci_warm_w16 16 120
 run layers_full_generation 16 150 --profile full -k "layer and generation"
+export TRITON_CACHE_DIR=/tmp/tcat; rm -rf $TRITON_CACHE_DIR     # --configs autotune twice: the second times nothing
+for n in 1 2; do run autotune_$n 16 60 --configs autotune -k "gdn_chunk.fwd.fp32"; done
 timeout 60 python reports/h200-2026-12-03/fox_magnitude.py $OUT/fox_magnitude.json > $OUT/fox_magnitude.log 2>&1
 cd $OUT && tar czf logs.tgz *.log *.cache.txt gpu.txt && rm -f *.log *.cache.txt gpu.txt

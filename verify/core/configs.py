@@ -17,7 +17,9 @@ first use, on both devices):
             run covered from the configs each check recorded (a run says so when it left some unrun: never
             assumed).
   first     always the first config left after pruning (today's CPU behaviour; on a GPU: no timing).
-  autotune  Triton's own timing (GPU only: on the CPU every config ties).
+  autotune  Triton's own timing (GPU only: on the CPU every config ties), its choices kept in Triton's cache
+            directory (TRITON_CACHE_AUTOTUNING, set by verify.core.engine.prepare), so a second run with
+            that directory times none; each check records the configs Triton timed (`configs_timed`).
   all       every config on every example: the example runs in rounds r = 0, 1, ... until every kernel's
             configs that fit ran, round r launching config r mod n of each autotuned kernel (n: its configs
             left after pruning; an unfit one passes to the next); the example's verdict is its worst round's, and a failing check names the rounds
@@ -77,6 +79,7 @@ class _CheckState:
     ordinal: dict = field(default_factory=dict)     # kernel -> launches in the current example
     round: int = 0                                  # --configs all: the round being run
     width: dict = field(default_factory=dict)       # --configs all: kernel -> configs left after pruning
+    timed: dict = field(default_factory=dict)       # --configs autotune: kernel -> configs Triton's timing ran
 
 
 _state: _CheckState | None = None
@@ -267,6 +270,14 @@ def install() -> None:
     from triton.runtime.autotuner import Autotuner
     if not getattr(Autotuner.run, "_verify_configs", False):
         Autotuner.run = _make_run(Autotuner.run)
+        original_bench = Autotuner._bench
+
+        def bench(self, *args, **kwargs):         # one config timed (what --configs autotune costs)
+            if _state is not None:
+                name = self.base_fn.__name__
+                _state.timed[name] = _state.timed.get(name, 0) + 1
+            return original_bench(self, *args, **kwargs)
+        Autotuner._bench = bench
     _installed[0] = True
 
 
@@ -304,6 +315,8 @@ def collected() -> dict:
            "configs_declared": {k: len(st.declared.get(k, ())) for k in kernels}}
     if st.unfit:
         out["configs_unfit"] = {k: sorted(i for i in v if i is not None) for k, v in st.unfit.items()}
+    if st.mode == "autotune":
+        out["configs_timed"] = dict(sorted(st.timed.items()))
     return out
 
 
@@ -357,15 +370,22 @@ def summary(mode: str, checks) -> dict:
     """What a run's results say about its configs: the mode, per kernel "ran/declared", and complete
     (every declared config that fits ran somewhere in the run) or the configs left unrun."""
     cov = coverage(checks)
-    return {"mode": mode,
-            "complete": all(not r["unrun"] for r in cov.values()),
-            "kernels": {k: {"ran": f"{len(r['ran'])}/{r['declared']}", "unrun": r["unrun"], "unfit": r["unfit"]}
-                        for k, r in cov.items()}}
+    out = {"mode": mode,
+           "complete": all(not r["unrun"] for r in cov.values()),
+           "kernels": {k: {"ran": f"{len(r['ran'])}/{r['declared']}", "unrun": r["unrun"], "unfit": r["unfit"]}
+                       for k, r in cov.items()}}
+    if mode == "autotune":      # configs Triton timed in this run: 0 once its choices are in the cache directory
+        out["timed"] = sum(sum(((c["details"] if isinstance(c, dict) else c.result.details).get("configs_timed")
+                                or {}).values()) for c in checks)
+    return out
 
 
 def summary_line(s: dict) -> str | None:
     """One line for the console when a cover run left configs unrun (None when complete or no autotuned
     kernel ran)."""
+    if s["mode"] == "autotune":
+        return f"--configs autotune: Triton timed {s['timed']} configs in this run (its choices are kept in " \
+               "TRITON_CACHE_DIR for the next run)"
     if not s["kernels"] or s["complete"] or s["mode"] != "cover":
         return None
     left = [f"{k} {v['ran']} (unrun: {v['unrun']})" for k, v in s["kernels"].items() if v["unrun"]]

@@ -10,6 +10,7 @@ under the declared convention (within its forward budget) and disagree with the 
 from __future__ import annotations
 
 import math
+import os
 
 import torch
 
@@ -38,6 +39,8 @@ def prepare(ctx: Context) -> None:
     else:
         time_compilations()
         compile_once()
+        if ctx.configs == "autotune":      # Triton's choices kept in its cache directory: a second run times none
+            os.environ["TRITON_CACHE_AUTOTUNING"] = "1"
     # after the fidelity layer (this imports triton); fills torch.empty through fill_uninitialized_memory
     torch.use_deterministic_algorithms(True, warn_only=True)
 
