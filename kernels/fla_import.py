@@ -175,7 +175,7 @@ def is_lazy(module) -> bool:
 # A tree may fail to import under this toolkit's pinned Triton and packages for a reason that has nothing to do
 # with its kernels.  Each such defect is declared here once, with the trees it was found in; the fix is applied
 # to a module's code as it is imported (the files are never changed), only in a module where the defect is found
-# by reading it, and every run names the fixes it applied (verify.core.environment.kernel_package).
+# by reading it, and every run names the fixes its tree calls for (scan_fixes: the header, kernel_package.import_fixes).
 IMPORT_FIXES = {
     "undefined_fla_cache_results": (
         "reads FLA_CACHE_RESULTS, which it never defines: defined as fla 0.6.0 does (fla/utils/env.py: "
@@ -188,7 +188,6 @@ IMPORT_FIXES = {
 }
 UNUSED_IMPORTS = ("pandas",)     # the modules unused_missing_import leaves out (any other missing import stays an error)
 _IMPORT_LINE = re.compile(r"^import (%s)\b" % "|".join(UNUSED_IMPORTS), re.MULTILINE)
-_applied: dict[str, list[str]] = {}     # module file -> the fixes applied to it in this process
 
 
 def _names_read(tree: ast.Module) -> set[str]:
@@ -248,7 +247,7 @@ def fix_module(tree: ast.Module) -> list[str]:
     return applied
 
 
-_installed: dict[str, bool] = {}     # top-level module -> findable, for _needs_fix
+_findable_seen: dict[str, bool] = {}     # top-level module -> findable, for _needs_fix
 
 
 def _needs_fix(text: str) -> bool:
@@ -256,9 +255,9 @@ def _needs_fix(text: str) -> bool:
     if "FLA_CACHE_RESULTS" in text:
         return True
     for m in set(_IMPORT_LINE.findall(text)):
-        if m not in _installed:
-            _installed[m] = _findable(m)
-        if not _installed[m]:
+        if m not in _findable_seen:
+            _findable_seen[m] = _findable(m)
+        if not _findable_seen[m]:
             return True
     return False
 
@@ -271,10 +270,8 @@ class _FixingLoader(importlib.machinery.SourceFileLoader):
         if not _needs_fix(text):
             return super().get_code(fullname)
         tree = ast.parse(text, self.path)
-        applied = fix_module(tree)
-        if not applied:
+        if not fix_module(tree):
             return super().get_code(fullname)
-        _applied[self.path] = applied
         return compile(tree, self.path, "exec", dont_inherit=True)     # never cached: the file is unchanged
 
 
@@ -290,11 +287,6 @@ class _FixingFinder:
                 and not isinstance(spec.loader, _FixingLoader):
             spec.loader = _FixingLoader(spec.loader.name, spec.loader.path)
         return spec
-
-
-def applied_fixes() -> dict[str, list[str]]:
-    """module file -> the declared import fixes applied to it in this process so far."""
-    return dict(_applied)
 
 
 def scan_fixes(package: Path | str) -> dict[str, list[str]]:

@@ -112,4 +112,3 @@ def compile_once() -> None:
 
     compile.compile_once = True
     tc.compile = compile
-
