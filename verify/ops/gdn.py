@@ -56,7 +56,7 @@ def gdn_inputs(case: GdnCase, dtype=torch.float64, device="cpu") -> dict:
     if case.cu_seqlens is not None and case.B != 1:
         raise ValueError("varlen (cu_seqlens) requires B == 1")
     gen = torch.Generator().manual_seed(case.seed)
-    B, T, HV = case.B, case.T, case.HV or case.H
+    B, HV = case.B, case.HV or case.H
     q, k, v, u = linear_draws(case, gen)
     q, k = case.qk_norm * q, case.qk_norm * k
     g = {"typical": torch.log(u(0.5, 0.99)), "near1": -u(1e-4, 1e-3), "near0": torch.log(u(1e-3, 1e-2))}[case.gate]
