@@ -26,7 +26,7 @@ COMMANDS = (checks, compare, merge, localize, xfails_command, report, bisect, co
 
 EPILOG = """examples:
   verify all                          every check, ci profile, cuda if available else cpu
-  verify all --workers 1              one worker (the default, auto, runs up to 8 per GPU, one per core on the CPU)
+  verify all --workers 1              one worker (the default, auto, runs up to 16 per GPU, one per core)
   verify oracles -k mdn --json out.json
   verify kernels --profile quick -k 'path_attn and not bwd'
   verify list -k 'spectra or fox'

@@ -76,7 +76,7 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "runs failed (exit 1 if any failed outside the expected failures)")
     p.add_argument("--seed-from", type=int, metavar="S", help="first seed of --repeat (default: --seed)")
     p.add_argument("--workers", default="auto", metavar="N|auto",
-                   help="worker processes running checks in parallel (default auto: up to 8 per visible GPU, "
+                   help="worker processes running checks in parallel (default auto: up to 16 per visible GPU and one per core, "
                         "each pinned to one, on cuda; one per available core on the CPU). Every check runs in a "
                         "worker: one that "
                         "crashes, hangs or hits a fatal CUDA error is replaced and the run goes on")

@@ -279,19 +279,20 @@ def _thread_limits(threads: int) -> dict[str, str]:
     return {v: str(threads) for v in THREAD_VARIABLES if v not in os.environ}
 
 
-# Workers per GPU for --workers auto on cuda.  A check's time on a GPU is mostly the host's: hypothesis, the
-# float64 oracle and Triton's compilation and autotuning, so several workers share one GPU (measured on an
-# H200: README, "Running on a GPU"); at most one per two cores, so that compilation is not starved.
-WORKERS_PER_GPU = 8
+# Workers per GPU for --workers auto on cuda, at most one per core.  A check's time on a GPU is mostly the
+# host's: hypothesis, the float64 oracle and Triton's compilation, so several workers share one GPU.  Measured on
+# one H200 with 16 cores at ci, cold Triton cache (reports/h200-2026-12-03): 16 workers 156.3 s, every check
+# measured; 8 workers (one per two cores, the earlier default) 210.8 s with 88 checks left by a 170 s time limit.
+WORKERS_PER_GPU = 16
 
 
 def worker_count(spec: str, device: str) -> int:
-    """--workers N|auto: auto is WORKERS_PER_GPU per visible GPU on cuda (at most one per two cores), one per
+    """--workers N|auto: auto is WORKERS_PER_GPU per visible GPU on cuda (at most one per core), one per
     available core on the CPU."""
     if spec == "auto":
         if device == "cuda":
             gpus = max(1, environment.gpu_count())
-            return gpus * max(1, min(WORKERS_PER_GPU, environment.cpu_count() // (2 * gpus)))
+            return gpus * max(1, min(WORKERS_PER_GPU, environment.cpu_count() // gpus))
         return max(1, environment.cpu_count())
     if not spec.isdigit() or int(spec) < 1:
         raise UsageError(f"--workers {spec}: must be a positive integer or auto")
