@@ -187,11 +187,13 @@ PATH_STRUCTURE = Structure(
     heads=((1, 1), (2, 1)), levels={"super_block": {"ci": ("c+2",)}}, costly={"ci": 300, "full": 600},
     value_regimes=("magnitude",))
 # FoX (fla/ops/attn/parallel.py on hopper): query block BT = 128, key block BS = 64 in the forward and the
-# backward; g is required (the forget gate), cu_seqlens switches IS_VARLEN.
+# backward; the forget gate g switches USE_G (parallel_forgetting_attn passes g, None included, to parallel_attn,
+# which takes the ungated path then), cu_seqlens IS_VARLEN.
 FOX_STRUCTURE = Structure(
     lengths={"fwd": {"key_block": 64, "query_block": 128}, "bwd": {"key_block": 64, "query_block": 128}},
     dims={"quick": (16, 32), "ci": (16, 32), "full": (64, 128)}, build=_boundary_case,
-    present=lambda case: {}, heads=((1, 1), (2, 1)), value_regimes=("magnitude",))
+    present=lambda case: {"g": case.gate != "none"}, options={"fwd": ("g",), "bwd": ("g",)},
+    heads=((1, 1), (2, 1)), value_regimes=("magnitude",))
 
 
 def validate_inputs(x: dict, head_dims: tuple[int, ...]) -> None:
@@ -354,6 +356,17 @@ FOX_MUTANTS = (
            "        b_s = tl.dot(b_q, b_k) * scale * RCP_LN2\n",
            "        b_s = tl.dot(b_q.to(tl.float16), b_k.to(tl.float16)) * scale * RCP_LN2\n",
            ("kernel.fla.forgetting_attn.fwd.fp32.magnitude",), count=4),
+    # structural: only without a forget gate (USE_G off) and past the first 128-query block (off-diagonal keys)
+    Mutant("fox_ungated_offdiag_logits_base_e", "FoX without a forget gate: the off-diagonal key blocks' logits "
+           "miss the log2(e) factor of the base-2 softmax (it is applied only on the gated path)", FOX_FILE,
+           "        b_s = tl.dot(b_q, b_k) * scale * RCP_LN2\n\n        if USE_G:\n"
+           "            b_gk = tl.load(g_cumsum + (bos + o_k) * HQ + i_hq, mask=m_k, other=0).to(tl.float32)\n"
+           "            b_s += b_gq[:, None] - b_gk[None, :]\n\n        if USE_WINDOW:",
+           "        b_s = tl.dot(b_q, b_k) * scale\n\n        if USE_G:\n            b_s *= RCP_LN2\n"
+           "            b_gk = tl.load(g_cumsum + (bos + o_k) * HQ + i_hq, mask=m_k, other=0).to(tl.float32)\n"
+           "            b_s += b_gq[:, None] - b_gk[None, :]\n\n        if USE_WINDOW:",
+           # the ungated boundary cases past 128 tokens (T = 129, 130, 258) land in the bf16 saturated check at ci
+           ("kernel.fla.forgetting_attn.fwd.bf16.saturated",)),
     Mutant("fox_gate_cumsum_off_by_one", "FoX: exclusive instead of inclusive cumsum of the log forget gate", FOX_FILE,
            "g_cumsum = chunk_global_cumsum(g, cu_seqlens=cu_seqlens, scale=RCP_LN2) if g is not None",
            "g_cumsum = chunk_global_cumsum(g, cu_seqlens=cu_seqlens, scale=RCP_LN2) - g * RCP_LN2 if g is not None",
@@ -424,14 +437,17 @@ PATH_ATTN = _attention_op(
 FORGETTING_ATTN = _attention_op(
     "forgetting_attn", "forgetting_attn (FoX)", fla_ops.forgetting_attn, fla_ops.FOX_CONVENTIONS, P.fox_attn,
     lambda **kw: same_dtype.fox_attn(**kw),
-    names=(("q", "k", "v", "g"), ("cu_seqlens",)), grads=("q", "k", "v", "g"),
-    regimes=FOX_REGIMES, gated=True,
+    names=(("q", "k", "v"), ("g", "cu_seqlens")), grads=("q", "k", "v", "g"),
+    regimes=FOX_REGIMES, gated=None,
     regression_cases={
         # passed only once the same-dtype implementation formed delta from the stored bf16 O; was 1.6x budget
         "bwd.bf16.saturated": [PathCase(T=23, gate="mixed", logit_gain=4.0, seed=0)],
-        # the report's magnitude sweep (H200, 2026-11-30, T = 1024, D = 64): non-finite from |q| ~ 4.6e5
-        **{f"{p}.{d}.magnitude": [PathCase(T=160, gate="mixed", logit_gain=1e5, seed=0)] for p in ("fwd", "bwd")
-           for d in ("bf16", "fp32")}},
+        # the report's magnitude sweep (H200, 2026-11-30, T = 1024, D = 64, no gate): non-finite from |q| ~ 4.6e5;
+        # on the H200 (2026-12-03, reports/h200-2026-12-03/fox_magnitude.json) the ungated path is NaN from the
+        # second 128-query block at this T, D and gain, the gated one finite
+        **{f"{p}.{d}.magnitude": [PathCase(T=160, gate="mixed", logit_gain=1e5, seed=0),
+                                  PathCase(T=160, D=32, Dv=32, logit_gain=1e5, seed=0)]
+           for p in ("fwd", "bwd") for d in ("bf16", "fp32")}},
     device_cases=tuple((dtype, PathCase(T=256, D=64, Dv=64, gate="mixed", seed=3)) for dtype in ("fp32", "bf16")),
     package=("fla.ops.forgetting_attn", "fla.ops.attn"), report="fox", mutants=FOX_MUTANTS, structure=FOX_STRUCTURE,
     not_reached=FOX_NOT_REACHED)
