@@ -339,8 +339,10 @@ FOX_MUTANTS = (
            "block just before their own (forward and dq)", FOX_FILE,
            "    for i_s in range(i_start, i_t * BT, BS):\n",
            "    for i_s in range(i_start, i_t * BT - tl.minimum(i_t // 2, 1) * BS, BS):\n",
-           # killed by the boundary case T = 258 of the gate_mixed check (35x); saturated softmax hides it (0.27x)
-           ("kernel.fla.forgetting_attn.fwd.fp32.gate_mixed",), count=2),
+           # killed by the boundary case T = 258 of the gate_strong check (5.5x; gate_mixed's 35x before the g factor
+           # moved that case); saturated softmax hides it (0.27x)
+           ("kernel.fla.forgetting_attn.fwd.fp32.gate_strong", "kernel.fla.forgetting_attn.fwd.fp32.gate_mixed"),
+           count=2),
     Mutant("fox_gate_dropped_offdiag", "FoX: the forget gate dropped from the off-diagonal key blocks (forward and "
            "backward)", FOX_FILE,
            "            b_s += b_gq[:, None] - b_gk[None, :]\n\n        if USE_WINDOW:",
