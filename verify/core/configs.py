@@ -345,12 +345,17 @@ def attach(result) -> None:
         result.message += f" [configs of its failing example ({_state.mode}): {named}]"
 
 
+def _details(check) -> dict:
+    """A check's details: a Record's result's, or a results JSON check dict's."""
+    return check["details"] if isinstance(check, dict) else check.result.details
+
+
 def coverage(checks) -> dict:
     """Per kernel, over a run's checks (Records, or the check dicts of a results JSON): configs run /
     declared, and which declared configs ran nowhere.  {kernel: {declared, ran, unrun, unfit, checks}}."""
     out: dict = {}
     for c in checks:
-        details = c["details"] if isinstance(c, dict) else c.result.details
+        details = _details(c)
         declared = details.get("configs_declared") or {}
         for kernel, ran in (details.get("configs") or {}).items():
             row = out.setdefault(kernel, {"declared": declared.get(kernel, 0), "ran": set(), "unfit": set(),
@@ -375,8 +380,7 @@ def summary(mode: str, checks) -> dict:
            "kernels": {k: {"ran": f"{len(r['ran'])}/{r['declared']}", "unrun": r["unrun"], "unfit": r["unfit"]}
                        for k, r in cov.items()}}
     if mode == "autotune":      # configs Triton timed in this run: 0 once its choices are in the cache directory
-        out["timed"] = sum(sum(((c["details"] if isinstance(c, dict) else c.result.details).get("configs_timed")
-                                or {}).values()) for c in checks)
+        out["timed"] = sum(sum((_details(c).get("configs_timed") or {}).values()) for c in checks)
     return out
 
 

@@ -40,7 +40,7 @@ def prepare(ctx: Context) -> None:
         time_compilations()
         compile_once()
         if ctx.configs == "autotune":      # Triton's choices kept in its cache directory: a second run times none
-            os.environ["TRITON_CACHE_AUTOTUNING"] = "1"
+            os.environ.setdefault("TRITON_CACHE_AUTOTUNING", "1")
     # after the fidelity layer (this imports triton); fills torch.empty through fill_uninitialized_memory
     torch.use_deterministic_algorithms(True, warn_only=True)
 
