@@ -247,19 +247,9 @@ def fix_module(tree: ast.Module) -> list[str]:
     return applied
 
 
-_findable_seen: dict[str, bool] = {}     # top-level module -> findable, for _needs_fix
-
-
 def _needs_fix(text: str) -> bool:
     """A cheap reading of a module's text: could one of IMPORT_FIXES apply (then its syntax tree decides)?"""
-    if "FLA_CACHE_RESULTS" in text:
-        return True
-    for m in set(_IMPORT_LINE.findall(text)):
-        if m not in _findable_seen:
-            _findable_seen[m] = _findable(m)
-        if not _findable_seen[m]:
-            return True
-    return False
+    return "FLA_CACHE_RESULTS" in text or any(not _findable(m) for m in set(_IMPORT_LINE.findall(text)))
 
 
 class _FixingLoader(importlib.machinery.SourceFileLoader):

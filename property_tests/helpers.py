@@ -42,17 +42,17 @@ def json_arg(args, cwd=None) -> Path | None:
 OWN_PROCESS = ("localize", "compare", "coverage", "bisect", "report", "--kernel-root", "--version")
 
 
-def run_cli(*args, cwd=None, env=None, timeout=None, fresh=False):
+def run_cli(*args, cwd=None, env=None, timeout=None):
     """`verify *args`: (a CompletedProcess with its exit status and output, the JSON document it wrote to its
     --json file, or None when args name none or the file was not written).
 
     In this process (cli.main with this process's stdout, stderr, cwd and environment swapped for the call's),
     so that the call costs no interpreter start, and its workers fork from this process's fork server, started
-    once; in a `python -m verify` subprocess when asked (fresh: a test of the process itself), with a timeout,
-    or for the commands of OWN_PROCESS.  Checks always run in worker processes either way."""
+    once; in a `python -m verify` subprocess with a timeout, or for the commands of OWN_PROCESS (a test of the
+    process itself calls verify_command).  Checks always run in worker processes either way."""
     words = [str(a) for a in args]
     path = json_arg(words, cwd)
-    if fresh or timeout is not None or any(w in OWN_PROCESS for w in words):
+    if timeout is not None or any(w in OWN_PROCESS for w in words):
         proc = subprocess.run(verify_command(*words), capture_output=True, text=True, cwd=cwd, env=env,
                               timeout=timeout, check=False)
     else:
