@@ -25,7 +25,7 @@ from helpers import (
 
 from verify import cli
 from verify.core.registry import Check
-from verify.run.runner import interleaved, next_startable, shard
+from verify.run.runner import next_startable, shard, start_order
 
 HYPOTHESIS_SNIPPET = """
 from hypothesis import given, settings, strategies as st
@@ -94,13 +94,27 @@ def test_shard_is_deterministic_and_balanced_by_duration():
     assert [len(shard(checks, k, 3)) for k in (1, 2, 3)] == [4, 3, 3]                # by id: round robin
 
 
-def test_gpu_start_order_spreads_ops_and_lets_each_ops_first_check_warm_up():
-    """On a GPU, checks start round-robin over op groups, and an op's other checks wait while its first
-    check (which compiles and autotunes the op's kernels into Triton's cache) runs; other ops go on."""
+def test_start_order_is_longest_first():
+    """On a GPU without durations: kernel backward fp32, then bf16, then the other kernel checks, layers, the
+    rest, each tier round-robin over op groups; with a previous run's durations: by them (unknown: the median);
+    on the CPU without durations: the selection's order."""
+    names = ["oracle.path.x", "kernel.fla.path_attn.fwd.bf16.a", "kernel.fla.path_attn.bwd.bf16.b",
+             "kernel.fla.path_attn.bwd.fp32.c", "layer.fla.path.base.bf16.train", "kernel.fla.gdn_chunk.bwd.fp32.a",
+             "kernel.fla.path_attn.bwd.fp32.d", "kernel.fla.gdn_chunk.fwd.bf16.a"]
+    checks = [Check(n, "d", lambda ctx: None) for n in names]
+    assert start_order(checks, "cuda") == [3, 5, 6, 2, 1, 7, 4, 0]
+    assert start_order(checks, "cpu") == list(range(8))
+    durations = {"oracle.path.x": 9.0, "kernel.fla.path_attn.fwd.bf16.a": 1.0, "kernel.fla.path_attn.bwd.bf16.b": 5.0}
+    assert start_order(checks, "cpu", durations) == [0, 2, 3, 4, 5, 6, 7, 1]     # 5 (the median) for the others
+    assert start_order(checks, "cuda", durations) == start_order(checks, "cpu", durations)
+
+
+def test_autotune_warm_up_holds_back_an_ops_other_checks():
+    """Under --configs autotune on a GPU, an op's other checks wait while its first check (which times the op's
+    configs into Triton's cache) runs; other ops go on."""
     names = ["kernel.fla.path_attn.fwd.bf16.a", "kernel.fla.path_attn.bwd.fp32.b", "kernel.fla.path_attn.fwd.bf16.c",
              "kernel.fla.mdn_chunk16.fwd.bf16.a", "oracle.path.x", "oracle.path.y"]
     checks = [Check(n, "d", lambda ctx: None) for n in names]
-    assert interleaved(checks) == [0, 3, 4, 1, 5, 2]
     path, mdn = "kernel.fla.path_attn", "kernel.fla.mdn_chunk16"
     assert next_startable([1, 5, 2], checks, {path: 0}) == 5                 # path_attn waits, oracle.path not
     assert next_startable([1, 2], checks, {path: 0, mdn: 3}) is None         # nothing else: wait

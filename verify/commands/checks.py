@@ -85,7 +85,10 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "(default: quick 300, ci 600, full 1800)")
     p.add_argument("--shard", metavar="K/N", help="run shard K of N (1-based) of the selection: deterministic and "
                                                   "balanced by --durations, else by id; merge with `verify merge`")
-    p.add_argument("--durations", metavar="FILE", help="a previous --json result whose per-check seconds balance --shard")
+    p.add_argument("--durations", metavar="FILE",
+                   help="a previous --json result: checks start longest first by its per-check seconds (default: "
+                        "on a GPU kernel backward checks first, then the other kernel, layer and remaining checks; "
+                        "on the CPU the selection's order), and they balance --shard")
     p.add_argument("--json", metavar="PATH", help="write results as JSON (format: verify/core/results.schema.json)")
     p.add_argument("--junit", metavar="PATH", help="write results as JUnit XML")
     p.add_argument("--save-failing", metavar="DIR",
@@ -134,17 +137,16 @@ def _selection(args) -> list:
                   or any("mutant" in p.lower() for p in args.patterns or ())]
     if not chosen:
         raise UsageError(f"no check of `verify {args.command}` matches {args.patterns or args.ids}; see `verify list`")
-    if args.durations and not args.shard:
-        raise UsageError("--durations balances --shard: give --shard K/N too")
     if args.shard:
         m = re.fullmatch(r"(\d+)/(\d+)", args.shard)
         if not m or not 1 <= int(m[1]) <= int(m[2]):
             raise UsageError(f"--shard {args.shard}: must be K/N with 1 <= K <= N")
-        chosen = shard(chosen, int(m[1]), int(m[2]), _durations(args.durations) if args.durations else None)
+        chosen = shard(chosen, int(m[1]), int(m[2]), durations(args.durations) if args.durations else None)
     return chosen
 
 
-def _durations(path: str) -> dict[str, float]:
+def durations(path: str) -> dict[str, float]:
+    """Per-check seconds of a --json result (the checks that ran)."""
     from verify.core import results
     return {c["id"]: c["seconds"] for c in results.load(path)["checks"] if c["started"]}
 
@@ -211,6 +213,7 @@ def _run(args, command: list[str]) -> int:
                         configs=args.configs, references=args.references)
                 for s in seeds]
     timeout = args.check_timeout or runner.CHECK_TIMEOUT[args.profile]
+    seconds = durations(args.durations) if args.durations else None     # the start order (runner.start_order)
     deadline = None if args.time_limit is None else time.monotonic() + args.time_limit
     for path in (args.json, args.junit):      # never leave a stale result in place
         if path:
@@ -249,7 +252,7 @@ def _run(args, command: list[str]) -> int:
                         finished[ctx.seed] = {i: runner.not_run(c, ctx, runner.EXITFIRST) for i, c in enumerate(chosen)}
                         continue
                     workers.run(chosen, ctx, finished[ctx.seed], timeout, deadline, progress.start, progress.done,
-                                args.exitfirst)
+                                args.exitfirst, seconds)
             finally:
                 progress.close()
         except runner.Interrupted as exc:

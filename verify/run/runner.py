@@ -380,15 +380,18 @@ class Workers:
 
     def run(self, checks: list[Check], ctx: Context, finished: dict[int, Record], timeout: float,
             deadline: float | None = None, on_start: Callable[[int, Check], None] = lambda i, c: None,
-            on_done: Callable[[int, Record], None] = lambda i, r: None, exitfirst: bool = False) -> list[Record]:
-        """Run checks (ctx.seed etc. from ctx); fills `finished` (selection index -> judged Record) as they
-        end and calls on_done in selection order.  `deadline` (time.monotonic()): start no check after it;
-        exitfirst: start none after a check failed or errored (the expected failures applied)."""
+            on_done: Callable[[int, Record], None] = lambda i, r: None, exitfirst: bool = False,
+            durations: dict[str, float] | None = None) -> list[Record]:
+        """Run checks (ctx.seed etc. from ctx) in `start_order` (durations: a previous run's seconds per id);
+        fills `finished` (selection index -> judged Record) as they end and calls on_done in selection order.
+        `deadline` (time.monotonic()): start no check after it; exitfirst: start none after a check failed or
+        errored (the expected failures applied)."""
         listed = scope(ctx, self.info and self.info["kernel_package"])
-        gpu = ctx.device == "cuda"
-        pending = interleaved(checks) if gpu else list(range(len(checks)))
-        # on a GPU, an op's first kernel check runs alone: it compiles and autotunes the op's kernels into
-        # Triton's disk cache, which the op's other checks then read instead of each compiling them at once
+        pending = start_order(checks, ctx.device, durations)
+        # under --configs autotune on a GPU, an op's first kernel check runs alone: it times the op's kernels'
+        # configs into Triton's disk cache, which the op's other checks then read instead of each timing them
+        # at once (compilation needs no such wait: timing.compile_once compiles each key once per run)
+        warm_first = ctx.device == "cuda" and ctx.configs == "autotune"
         warming: dict[str, int] = {}       # op group -> its first check, while that runs
         seen: set[str] = set()
         crashed: dict[int, Record] = {}    # a check whose worker died: run once more (an interpreter segfault
@@ -405,7 +408,7 @@ class Workers:
                     if exitfirst and any_failed(finished.values()):
                         finished[i] = not_run(checks[i], ctx, EXITFIRST)
                         continue
-                    if gpu and checks[i].id.startswith("kernel.") and CheckId.parse(checks[i].id).group not in seen:
+                    if warm_first and checks[i].id.startswith("kernel.") and CheckId.parse(checks[i].id).group not in seen:
                         seen.add(CheckId.parse(checks[i].id).group)
                         warming[CheckId.parse(checks[i].id).group] = i
                     slot.future = slot.executor.submit(_worker_run, checks[i].id, ctx, self.debug)
@@ -487,18 +490,40 @@ def next_startable(pending: list[int], checks: list[Check], warming: dict[str, i
     return next((j for j in pending if warming.get(CheckId.parse(checks[j].id).group, j) == j), None)
 
 
-def interleaved(checks: list[Check]) -> list[int]:
-    """The order checks start in on a GPU: round-robin over their op groups, so that workers starting
-    together compile and autotune different ops' kernels (the CPU interpreter compiles nothing: selection
-    order there).  Results are still reported in selection order."""
-    groups: dict[str, list[int]] = {}
-    for i, c in enumerate(checks):
-        groups.setdefault(CheckId.parse(c.id).group, []).append(i)
-    queues = [deque(g) for g in groups.values()]
+def tier(check_id: str) -> int:
+    """A check's expected cost on a GPU with a cold Triton cache, in tiers (0 the costliest): kernel backward
+    checks (the most kernels to compile: on one H200 at ci the fp32 ones of GDN chunk and PaTH took 30-70 s,
+    reports/h200-2026-12-03), their fp32 before bf16; the other kernel checks; layer checks; the rest (oracles,
+    proofs, canaries: CPU seconds, no compilation)."""
+    cid = CheckId.parse(check_id)
+    if cid.is_kernel:
+        return 0 if cid.pass_ == "bwd" and cid.dtype == "fp32" else 1 if cid.pass_ == "bwd" else 2
+    return 3 if cid.is_layer else 4
+
+
+def start_order(checks: list[Check], device: str, durations: dict[str, float] | None = None) -> list[int]:
+    """The order checks start in (results are still reported in selection order), longest expected first so
+    that the last to start are short (a longest-first list schedule):
+      with durations (a previous run's seconds): by them, a check without one counting the median;
+      else on a GPU: by `tier`, each tier round-robin over its op groups, so that workers starting together
+        compile different ops' kernels;
+      else (the CPU interpreter compiles nothing): the selection's order."""
+    if durations:
+        known = sorted(durations.values())
+        seconds = [durations.get(c.id, known[len(known) // 2]) for c in checks]
+        return sorted(range(len(checks)), key=lambda i: (-seconds[i], i))
+    if device != "cuda":
+        return list(range(len(checks)))
     order = []
-    while queues:
-        order += [q.popleft() for q in queues]
-        queues = [q for q in queues if q]
+    for t in sorted({tier(c.id) for c in checks}):
+        groups: dict[str, deque] = {}
+        for i, c in enumerate(checks):
+            if tier(c.id) == t:
+                groups.setdefault(CheckId.parse(c.id).group, deque()).append(i)
+        queues = list(groups.values())
+        while queues:
+            order += [q.popleft() for q in queues]
+            queues = [q for q in queues if q]
     return order
 
 
