@@ -30,40 +30,54 @@ from references.ops import TORCH, TorchOps
 
 def recurrence_head(q, k, v, log_alpha, log_mu, beta, eta, p=None, scale=1.0, S0=None, M0=None,
                     abs_output=False):
-    """One head, token by token, literally as above.  Returns (o [T, Dv], S_T, M_T).
+    """One head, token by token, literally as above: q, k, p [T, Dk], v [T, Dv], gates [T], states [Dk, Dv]
+    (or any leading dims before T, the heads walked at once).  Returns (o [T, Dv], S_T, M_T).
     With abs_output, o_t is replaced by scale |S_t|^T |q_t|: the magnitude of the terms summed into o_t."""
-    Dk, Dv = k.shape[-1], v.shape[-1]
-    S = k.new_zeros(Dk, Dv) if S0 is None else S0
-    M = k.new_zeros(Dk, Dv) if M0 is None else M0
+    heads, Dk, Dv = k.shape[:-2], k.shape[-1], v.shape[-1]
+    S = k.new_zeros(*heads, Dk, Dv) if S0 is None else S0
+    M = k.new_zeros(*heads, Dk, Dv) if M0 is None else M0
+    col = lambda x: x[..., :, None]            # a vector [..., d] as a column [..., d, 1]
+    gate = lambda g: g[..., None, None]        # a gate [...] against a state [..., Dk, Dv]
     out = []
     # tokens by unbind, not k[t]: autograd then gathers each input's gradient once, where indexing would form a
     # zero [T, d] tensor per token (O(T^2 d): 25x the forward's time at T = 1000)
-    steps = zip(q.unbind(0), k.unbind(0), v.unbind(0), log_alpha.unbind(0), log_mu.unbind(0), beta.unbind(0),
-                eta.unbind(0), k.unbind(0) if p is None else p.unbind(0))
+    t = -2      # the token dim of q, k, v, p (gates: -1)
+    steps = zip(q.unbind(t), k.unbind(t), v.unbind(t), log_alpha.unbind(-1), log_mu.unbind(-1), beta.unbind(-1),
+                eta.unbind(-1), k.unbind(t) if p is None else p.unbind(t))
     for q_t, k_t, v_t, log_alpha_t, log_mu_t, beta_t, eta_t, given_p_t in steps:
         alpha, mu = torch.exp(log_alpha_t), torch.exp(log_mu_t)
-        p_t = alpha * k_t if p is None else given_p_t
-        v_res = v_t - S.T @ p_t
-        M = mu * M - eta_t * torch.outer(k_t, v_res)
-        S = alpha * S - beta_t * M
-        out.append(scale * (S.abs().T @ q_t.abs() if abs_output else S.T @ q_t))
-    o = torch.stack(out) if out else v.new_zeros(0, Dv)
+        p_t = alpha[..., None] * k_t if p is None else given_p_t
+        v_res = v_t - (S.mT @ col(p_t))[..., 0]
+        M = gate(mu) * M - gate(eta_t) * (col(k_t) * v_res[..., None, :])        # k_t v~_t^T
+        S = gate(alpha) * S - gate(beta_t) * M
+        out.append(scale * ((S.abs().mT @ col(q_t.abs())) if abs_output else (S.mT @ col(q_t)))[..., 0])
+    o = torch.stack(out, dim=-2) if out else v.new_zeros(*heads, 0, Dv)
     return o, S, M
 
 
 def recurrence(q, k, v, log_alpha, log_mu, beta, eta, p=None, scale=None, S0=None, M0=None, abs_output=False):
-    """Batched token recurrence; scale None means Dk^-1/2 (fla's default).  Returns (o, S_T, M_T)."""
-    return _per_head(recurrence_head, q, k, v, log_alpha, log_mu, beta, eta, p, scale, S0, M0,
-                     abs_output=abs_output)
+    """Batched token recurrence, every head of [B, T, H, .] walked at once; scale None means Dk^-1/2 (fla's
+    default).  Returns (o, S_T, M_T)."""
+    _check_shapes(q, k, v, log_alpha, log_mu, beta, eta, p)
+    heads_first = lambda x: None if x is None else x.movedim(1, -1 if x.dim() == 3 else 2)   # [B, H, T, .], [B, H, T]
+    o, S, M = recurrence_head(*map(heads_first, (q, k, v, log_alpha, log_mu, beta, eta, p)),
+                              scale=k.shape[-1] ** -0.5 if scale is None else scale, S0=S0, M0=M0,
+                              abs_output=abs_output)
+    return o.movedim(2, 1), S, M
 
 
-def _per_head(head_fn, q, k, v, log_alpha, log_mu, beta, eta, p, scale, S0, M0, **kw):
+def _check_shapes(q, k, v, log_alpha, log_mu, beta, eta, p):
     B, T, H, Dk = k.shape
     if q.shape != k.shape or v.shape[:3] != (B, T, H) or (p is not None and p.shape != k.shape):
         raise ValueError(f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} do not match")
     for name, g in (("log_alpha", log_alpha), ("log_mu", log_mu), ("beta", beta), ("eta", eta)):
         if g.shape != (B, T, H):
             raise ValueError(f"{name} {tuple(g.shape)} must be [B, T, H] = {(B, T, H)}")
+
+
+def _per_head(head_fn, q, k, v, log_alpha, log_mu, beta, eta, p, scale, S0, M0, **kw):
+    _check_shapes(q, k, v, log_alpha, log_mu, beta, eta, p)
+    B, T, H, Dk = k.shape
     scale = Dk ** -0.5 if scale is None else scale
     o = v.new_zeros(B, T, H, v.shape[-1])
     S = v.new_zeros(B, H, Dk, v.shape[-1])
