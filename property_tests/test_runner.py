@@ -1,6 +1,7 @@
 """The runner: checks run in worker processes; a worker that crashes, hangs or hits a fatal CUDA error costs
 only its own check (recorded with its kind) and the run goes on; shards merge to the unsharded result;
 interrupts write what finished; a run writes nothing into the current directory but what it was asked to."""
+import json
 import os
 import signal
 import subprocess
@@ -81,6 +82,26 @@ def test_shards_merge_to_the_unsharded_run(planted, tmp_path):
     merged = tmp_path / "all.json"
     assert cli.main(["merge", *parts, "--json", str(merged), "--junit", str(tmp_path / "all.xml")]) == 1
     assert statuses(load(merged)) == statuses(load(whole))
+
+
+def test_durations_order_the_start_and_keep_the_report_order(planted, tmp_path):
+    """`--durations FILE` without --shard: with one worker the checks start longest first by the file's seconds
+    (the started times say so), and the results keep the selection's order and statuses."""
+    sel = ["--id", "test.planted.pass", "--id", "test.planted.fail", "--id", "oracle.fox.vs_path_beta0",
+           "--device", "cpu", "--workers", "1"]
+    whole = tmp_path / "whole.json"
+    assert cli.main(["all", *sel, "--json", str(whole)]) == 1
+    doc = load(whole)
+    for c, seconds in zip(doc["checks"], (1.0, 2.0, 3.0)):       # the last selected is the "longest"
+        c["seconds"] = seconds
+    durations = tmp_path / "durations.json"
+    durations.write_text(json.dumps(doc))
+    ordered = tmp_path / "ordered.json"
+    assert cli.main(["all", *sel, "--durations", str(durations), "--json", str(ordered)]) == 1
+    out = load(ordered)
+    assert ids(out) == ids(doc) and statuses(out) == statuses(doc)
+    started = sorted(out["checks"], key=lambda c: c["started"])
+    assert [c["id"] for c in started] == [ids(doc)[2], ids(doc)[1], ids(doc)[0]]
 
 
 def test_shard_is_deterministic_and_balanced_by_duration():
