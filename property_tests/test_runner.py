@@ -84,9 +84,10 @@ def test_shards_merge_to_the_unsharded_run(planted, tmp_path):
     assert statuses(load(merged)) == statuses(load(whole))
 
 
-def test_durations_order_the_start_and_keep_the_report_order(planted, tmp_path):
+def test_durations_order_the_start_and_keep_the_report_order(planted, tmp_path, capsys):
     """`--durations FILE` without --shard: with one worker the checks start longest first by the file's seconds
-    (the started times say so), and the results keep the selection's order and statuses."""
+    (the console's start lines say so: the planted checks start within one millisecond), and the results keep
+    the selection's order and statuses."""
     sel = ["--id", "test.planted.pass", "--id", "test.planted.fail", "--id", "oracle.fox.vs_path_beta0",
            "--device", "cpu", "--workers", "1"]
     whole = tmp_path / "whole.json"
@@ -97,11 +98,15 @@ def test_durations_order_the_start_and_keep_the_report_order(planted, tmp_path):
     durations = tmp_path / "durations.json"
     durations.write_text(json.dumps(doc))
     ordered = tmp_path / "ordered.json"
+    capsys.readouterr()
     assert cli.main(["all", *sel, "--durations", str(durations), "--json", str(ordered)]) == 1
+    started = [line.split()[-1] for line in capsys.readouterr().out.splitlines() if "] start " in line]
     out = load(ordered)
     assert ids(out) == ids(doc) and statuses(out) == statuses(doc)
-    started = sorted(out["checks"], key=lambda c: c["started"])
-    assert [c["id"] for c in started] == [ids(doc)[2], ids(doc)[1], ids(doc)[0]]
+    assert started == [ids(doc)[2], ids(doc)[1], ids(doc)[0]], started
+    bad = tmp_path / "bad.json"       # valid JSON, not a result: a usage error (exit 2), not a traceback
+    bad.write_text("{}")
+    assert cli.main(["all", *sel, "--durations", str(bad)]) == 2
 
 
 def test_shard_is_deterministic_and_balanced_by_duration():

@@ -165,10 +165,11 @@ def parse(text: str) -> dict:
 
 
 def load(path: str) -> dict:
+    from jsonschema import ValidationError
     try:
         doc = parse(Path(path).read_text())
         validate(doc)
-    except (OSError, ValueError) as exc:     # jsonschema.ValidationError is a ValueError too
+    except (OSError, ValueError, ValidationError) as exc:     # ValidationError is no ValueError (jsonschema 4.26)
         raise UsageError(f"{path}: not a verify --json result ({str(exc).splitlines()[0]})") from exc
     return doc
 
