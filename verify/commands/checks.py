@@ -128,7 +128,7 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "warnings the toolkit filters (e.g. fla's 'roll back to CPU')")
 
 
-def _selection(args) -> list:
+def _selection(args, seconds: dict[str, float] | None) -> list:
     from verify.core.registry import select
     from verify.run.runner import shard
     chosen = select(args.patterns, args.ids, FAMILIES[args.command][0])
@@ -141,11 +141,11 @@ def _selection(args) -> list:
         m = re.fullmatch(r"(\d+)/(\d+)", args.shard)
         if not m or not 1 <= int(m[1]) <= int(m[2]):
             raise UsageError(f"--shard {args.shard}: must be K/N with 1 <= K <= N")
-        chosen = shard(chosen, int(m[1]), int(m[2]), durations(args.durations) if args.durations else None)
+        chosen = shard(chosen, int(m[1]), int(m[2]), seconds)
     return chosen
 
 
-def durations(path: str) -> dict[str, float]:
+def _durations(path: str) -> dict[str, float]:
     """Per-check seconds of a --json result (the checks that ran)."""
     from verify.core import results
     return {c["id"]: c["seconds"] for c in results.load(path)["checks"] if c["started"]}
@@ -197,7 +197,8 @@ def _run(args, command: list[str]) -> int:
         raise UsageError("--configs autotune: Triton's timing needs a GPU; on the cpu every config ties (use cover)")
     for path, flag in ((args.json, "--json"), (args.junit, "--junit")):
         results.check_writable(path, flag)
-    chosen = _selection(args)
+    seconds = _durations(args.durations) if args.durations else None    # --shard's balance, runner.start_order
+    chosen = _selection(args, seconds)
     kernels = any(c.id.startswith(("kernel.", "layer.", "env.interpreter.", OPT_IN)) for c in chosen)
     if kernels:
         check_fla_version()
@@ -213,7 +214,6 @@ def _run(args, command: list[str]) -> int:
                         configs=args.configs, references=args.references)
                 for s in seeds]
     timeout = args.check_timeout or runner.CHECK_TIMEOUT[args.profile]
-    seconds = durations(args.durations) if args.durations else None     # the start order (runner.start_order)
     deadline = None if args.time_limit is None else time.monotonic() + args.time_limit
     for path in (args.json, args.junit):      # never leave a stale result in place
         if path:

@@ -21,7 +21,6 @@ import tempfile
 import time
 import traceback
 import warnings
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 from unittest import mock
@@ -504,35 +503,39 @@ def tier(check_id: str) -> int:
 def start_order(checks: list[Check], device: str, durations: dict[str, float] | None = None) -> list[int]:
     """The order checks start in (results are still reported in selection order), longest expected first so
     that the last to start are short (a longest-first list schedule):
-      with durations (a previous run's seconds): by them, a check without one counting the median;
-      else on a GPU: by `tier`, each tier round-robin over its op groups, so that workers starting together
-        compile different ops' kernels;
+      with durations (a previous run's seconds): by them (`expected_seconds`);
+      else on a GPU: by `tier`, each tier round-robin over its op groups (the k-th check of every group, groups
+        in order of appearance, before the (k+1)-th of any), so that workers starting together compile
+        different ops' kernels;
       else (the CPU interpreter compiles nothing): the selection's order."""
     if durations:
-        known = sorted(durations.values())
-        seconds = [durations.get(c.id, known[len(known) // 2]) for c in checks]
-        return sorted(range(len(checks)), key=lambda i: (-seconds[i], i))
+        seconds = expected_seconds(checks, durations)
+        return sorted(range(len(checks)), key=lambda i: (-seconds[checks[i].id], i))
     if device != "cuda":
         return list(range(len(checks)))
-    order = []
-    for t in sorted({tier(c.id) for c in checks}):
-        groups: dict[str, deque] = {}
-        for i, c in enumerate(checks):
-            if tier(c.id) == t:
-                groups.setdefault(CheckId.parse(c.id).group, deque()).append(i)
-        queues = list(groups.values())
-        while queues:
-            order += [q.popleft() for q in queues]
-            queues = [q for q in queues if q]
-    return order
+    first: dict[tuple, int] = {}       # (tier, group) -> index of its first check
+    taken: dict[tuple, int] = {}       # (tier, group) -> its checks seen so far
+    keys = []
+    for i, c in enumerate(checks):
+        tg = (tier(c.id), CheckId.parse(c.id).group)
+        first.setdefault(tg, i)
+        keys.append((tg[0], taken.get(tg, 0), first[tg]))
+        taken[tg] = taken.get(tg, 0) + 1
+    return sorted(range(len(checks)), key=keys.__getitem__)
+
+
+def expected_seconds(checks: list[Check], durations: dict[str, float] | None) -> dict[str, float]:
+    """Each check's seconds in a previous run; a check it lacks counts its median; without durations, 1 each."""
+    known = sorted((durations or {}).values())
+    fallback = known[len(known) // 2] if known else 1.0
+    return {c.id: (durations or {}).get(c.id, fallback) for c in checks}
 
 
 def shard(checks: list[Check], k: int, n: int, durations: dict[str, float] | None = None) -> list[Check]:
     """Shard k of n (1-based): longest first, each check to the shard with the least total duration so far
     (ties to the lower shard); a check without a duration counts the median one; without durations every
     check counts 1, i.e. round robin over sorted ids.  Deterministic; the selection's order is kept."""
-    known = sorted((durations or {}).values())
-    weight = {c.id: (durations or {}).get(c.id, known[len(known) // 2] if known else 1.0) for c in checks}
+    weight = expected_seconds(checks, durations)
     loads = [0.0] * n
     mine = set()
     for cid in sorted(weight, key=lambda c: (-weight[c], c)):
