@@ -5,9 +5,12 @@ and the quick profile left without them."""
 import itertools
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from verify import ops
 from verify.core import boundaries as B
+from verify.core import strategies as S
+from verify.ops import attention, gdn, mdn
 
 STRUCTURED = [(op.name, p) for op in ops.OPS.values() if op.structure
               for p in (*op.passes, *(("decode",) if op.decode else ())) if B.t_levels(op.structure, p, "ci")]
@@ -74,3 +77,46 @@ def test_a_missing_level_is_named(registry):
     some = [c for _, c in B.cases(op, "bwd", "ci") if c.T < 500]
     reached = B.reached(op, "bwd", "ci", some)
     assert set(reached["T"]["missing"]) == {"514"}       # ci thins the super-block to c + 2
+
+
+SHAPE_LEVELS = {   # the drawn examples' shape fields per op family and profile (verify.core.strategies.shape_rows)
+    "path": lambda p: dict(zip(("D", "Dv", "heads"), attention.SIZES[p][1:4]),
+                           batch=S.batch_levels(attention.SIZES[p][4]), gate=(False, True)),
+    "gdn": lambda p: dict(zip(("Dk", "Dv", "H"), gdn.GDN_SIZES[p][1:4]), batch=S.batch_levels(gdn.GDN_SIZES[p][4])),
+    "mdn": lambda p: dict(zip(("Dk", "Dv", "H", "batch"), mdn.MDN_SIZES[p][1:])),
+}
+
+
+def _uncovered(levels: dict, rows: list[dict]) -> list[dict]:
+    """Pairs of levels of two fields that no row has."""
+    return [{fa: a, fb: b} for (fa, la), (fb, lb) in itertools.combinations(levels.items(), 2)
+            for a, b in itertools.product(la, lb) if not any(r.get(fa) == a and r.get(fb) == b for r in rows)]
+
+
+@pytest.mark.parametrize("family", sorted(SHAPE_LEVELS))
+@pytest.mark.parametrize("profile", ["ci", "full"])
+def test_drawn_shapes_come_from_rows_of_a_pairwise_array(family, profile):
+    levels = SHAPE_LEVELS[family](profile)
+    factors = tuple((n, tuple(v)) for n, v in levels.items() if len(v) > 1)
+    rows = [dict(r) for r in S._rows(factors)]
+    varied = dict(factors)
+    assert _uncovered(varied, rows) == []
+    assert len(rows) < len(list(itertools.product(*varied.values())))      # far fewer compile keys
+    assert rows == [dict(r) for r in S._rows(factors)]                     # the same on every call
+    # negative control: a row dropped leaves some pair uncovered
+    assert any(_uncovered(varied, rows[:i] + rows[i + 1:]) for i in range(len(rows)))
+    # the cases an op draws take their shape fields from the rows: a hundred draws show no other shape
+    strategy = {"path": lambda: attention.path_cases({}, profile), "gdn": lambda: gdn.gdn_cases({}, profile),
+                "mdn": lambda: mdn.mdn_cases({}, profile)}[family]()
+    fields = {"path": ("D", "Dv", "HQ", "H"), "gdn": ("Dk", "Dv", "H"), "mdn": ("Dk", "Dv", "H")}[family]
+    seen = set()
+
+    @settings(max_examples=100, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+    @given(strategy)
+    def draw(case):
+        seen.add(tuple(getattr(case, f) for f in fields))
+    draw()
+    shapes = {tuple(r.get(f, levels.get(f, (None,))[0]) for f in fields) if family != "path" else
+              (r.get("D", levels["D"][0]), r.get("Dv", levels["Dv"][0]), *r.get("heads", levels["heads"][0]))
+              for r in rows}
+    assert seen <= shapes and len(seen) > 1

@@ -9,6 +9,9 @@ needs them directly.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
+from allpairspy import AllPairs
 from hypothesis import strategies as st
 
 from verify.core.bits import bf16_from_bits
@@ -38,10 +41,38 @@ def value_patterns() -> st.SearchStrategy:
     return st.tuples(st.sampled_from(VALUE_PATTERNS), st.integers(-4, 4))
 
 
+@lru_cache(maxsize=None)
+def _rows(factors: tuple[tuple[str, tuple], ...]) -> tuple[tuple[tuple[str, object], ...], ...]:
+    if len(factors) < 2:                        # AllPairs needs two factors
+        return tuple(((n, v),) for n, levels in factors for v in levels)
+    names = [n for n, _ in factors]
+    return tuple(tuple(zip(names, r)) for r in AllPairs([levels for _, levels in factors]))
+
+
+def shape_rows(**levels: tuple) -> st.SearchStrategy[dict]:
+    """One row of a covering array of strength 2 over the shape fields' levels (allpairspy; the levels in the
+    order given, so that hypothesis shrinks toward the first row, the first level of each): every pair of
+    levels of two fields appears in some row, and every row is one compile key of the kernels (head dims,
+    heads, batch are constexprs; varlen and an optional input switch constexpr flags).  A product of
+    independent draws gave nearly every example of a run a key of its own (PaTH at full: 288 combinations for
+    90 drawn examples per pass), each compiled for every kernel it launches; the rows' few keys repeat across
+    the checks of an op, so that Triton's cache serves them.  The same rows on every machine and run."""
+    factors = tuple((n, tuple(v)) for n, v in levels.items() if len(v) > 1)
+    fixed = {n: v[0] for n, v in levels.items() if len(v) == 1}
+    return st.sampled_from(_rows(factors)).map(lambda row: fixed | dict(row))
+
+
+def batch_levels(Bs: tuple[int, ...], varlen: bool = True) -> tuple:
+    """The `batch` field's levels: each dense batch size, then "varlen" (one packed sequence, B = 1): one field,
+    so that no row pairs a varlen batch with B > 1."""
+    return (*Bs, "varlen") if varlen else tuple(Bs)
+
+
 @st.composite
-def cu_seqlens_for(draw, T: int):
-    """None (dense) or a split of [0, T) into 2 or 3 non-empty sequences."""
-    if T < 3 or not draw(st.booleans()):
+def cu_seqlens_for(draw, T: int, batch=1):
+    """None (dense) or, for batch "varlen", a split of [0, T) into 2 or 3 non-empty sequences (dense below
+    T = 3)."""
+    if T < 3 or batch != "varlen":
         return None
     n = draw(st.integers(2, 3))
     cuts = sorted(draw(st.sets(st.integers(1, T - 1), min_size=n - 1, max_size=n - 1)))

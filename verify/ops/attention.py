@@ -27,7 +27,7 @@ from verify.core.records import (
     Structure,
     scale_default_probe,
 )
-from verify.core.strategies import capped, cu_seqlens_for, drawn
+from verify.core.strategies import capped, batch_levels, cu_seqlens_for, drawn, shape_rows
 from verify.stages import path as path_stages
 
 BETA_REGIMES = ("uniform", "near2_2", "near2_4", "near2_7", "two", "tiny")
@@ -151,17 +151,19 @@ SIZES = {   # (T values, head dims D, value dims Dv, (HQ, H) pairs, batch sizes)
 @st.composite
 def path_cases(draw, regime: dict, profile: str, gated: bool | None = None, varlen: bool = True,
                max_T: int | None = None):
-    """PathCase for one regime; gated=True forces a forget gate, None lets hypothesis choose."""
+    """PathCase for one regime; gated=True forces a forget gate, None lets hypothesis choose (a row's gate
+    level, unless the regime fixes the gate).  The shape fields come from one of the op's `shape_rows`."""
     Ts, Ds, Dvs, heads, Bs = SIZES[profile]
     T = draw(st.sampled_from(capped(Ts, max_T)))
-    HQ, H = draw(st.sampled_from(heads))
-    cu = draw(cu_seqlens_for(T)) if varlen else None
+    row = draw(shape_rows(D=Ds, Dv=Dvs, heads=heads, batch=batch_levels(Bs, varlen),
+                          gate=(False, True) if gated is None else (bool(gated),)))
+    cu = draw(cu_seqlens_for(T, row["batch"]))
     fields = {name: draw(drawn(v)) for name, v in regime.items()}
     if "gate" not in fields and gated is not False:
-        fields["gate"] = "mixed" if gated or draw(st.booleans()) else "none"
-    return PathCase(T=T, D=draw(st.sampled_from(Ds)), Dv=draw(st.sampled_from(Dvs)),
-                    B=1 if cu else draw(st.sampled_from(Bs)), HQ=HQ, H=H, cu_seqlens=cu,
-                    seed=draw(st.integers(0, 2**16)), **fields)
+        fields["gate"] = "mixed" if row["gate"] else "none"
+    HQ, H = row["heads"]
+    return PathCase(T=T, D=row["D"], Dv=row["Dv"], B=1 if row["batch"] == "varlen" else row["batch"], HQ=HQ, H=H,
+                    cu_seqlens=cu, seed=draw(st.integers(0, 2**16)), **fields)
 
 
 def _boundary_case(T, D, Dv, HQ, H, cu_seqlens, seed, g=True):

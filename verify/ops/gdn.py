@@ -26,7 +26,7 @@ from verify.core.records import (
     Structure,
     scale_default_probe,
 )
-from verify.core.strategies import capped, cu_seqlens_for
+from verify.core.strategies import capped, batch_levels, cu_seqlens_for, shape_rows
 
 
 @dataclass(frozen=True)
@@ -92,13 +92,14 @@ GDN_SIZES = {   # (T values, Dk, Dv, H, B)
 
 @st.composite
 def gdn_cases(draw, regime: dict, profile: str, max_T: int | None = None):
-    """GdnCase for one regime; hypothesis chooses dense or varlen (cu_seqlens, then B = 1)."""
+    """GdnCase for one regime; its shape fields (varlen: cu_seqlens, then B = 1) from one of the `shape_rows`."""
     Ts, Dks, Dvs, Hs, Bs = GDN_SIZES[profile]
     T = draw(st.sampled_from(capped(Ts, max_T)))
-    cu = draw(cu_seqlens_for(T))
-    return GdnCase(T=T, Dk=draw(st.sampled_from(Dks)), Dv=draw(st.sampled_from(Dvs)), H=draw(st.sampled_from(Hs)),
-                   B=1 if cu else draw(st.sampled_from(Bs)), cu_seqlens=cu, seed=draw(st.integers(0, 2**16)),
-                   **regime)
+    row = draw(shape_rows(Dk=Dks, Dv=Dvs, H=Hs, batch=batch_levels(Bs)))
+    cu = draw(cu_seqlens_for(T, row["batch"]))
+    return GdnCase(T=T, Dk=row["Dk"], Dv=row["Dv"], H=row["H"], B=1 if row["batch"] == "varlen" else row["batch"],
+                   cu_seqlens=cu,
+                   seed=draw(st.integers(0, 2**16)), **regime)
 
 
 # fla-core 0.6.0's chunk GDN (fla/ops/gated_delta_rule/chunk.py, fla/ops/common/chunk_delta_h.py) on the H200's

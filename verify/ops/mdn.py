@@ -23,7 +23,7 @@ from verify.core.records import (
     KernelOp,
     Structure,
 )
-from verify.core.strategies import capped
+from verify.core.strategies import capped, shape_rows
 from verify.stages import mdn as mdn_stages
 
 
@@ -97,10 +97,12 @@ MDN_SIZES = {   # (T values, Dk, Dv, H, B)
 
 @st.composite
 def mdn_cases(draw, regime: dict, profile: str, max_T: int | None = None):
+    """MdnCase for one regime; its shape fields from one of the `shape_rows`."""
     Ts, Dks, Dvs, Hs, Bs = MDN_SIZES[profile]
-    return MdnCase(T=draw(st.sampled_from(capped(Ts, max_T))), Dk=draw(st.sampled_from(Dks)), Dv=draw(st.sampled_from(Dvs)),
-                   H=draw(st.sampled_from(Hs)), B=draw(st.sampled_from(Bs)),
-                   seed=draw(st.integers(0, 2**16)), **regime)
+    T = draw(st.sampled_from(capped(Ts, max_T)))
+    row = draw(shape_rows(Dk=Dks, Dv=Dvs, H=Hs, batch=Bs))
+    return MdnCase(T=T, Dk=row["Dk"], Dv=row["Dv"], H=row["H"], B=row["batch"], seed=draw(st.integers(0, 2**16)),
+                   **regime)
 
 
 MDN_GATES = ("log_alpha", "log_mu", "beta", "eta")
