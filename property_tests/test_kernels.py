@@ -234,6 +234,40 @@ def test_search_skips_what_cannot_be_verified(raised, kind):
     assert str(errors[raised]) in r.message
 
 
+@pytest.mark.parametrize("T, tries", [(100, 12), (1024, 12), (2048, 3), (4096, 1)])
+def test_shrinking_at_full_is_charged_by_case_size(T, tries):
+    """At full a failure gets 12 shrink evaluations of cases up to SHRINK_UNIT_T tokens; a larger case costs
+    (T / 1024)^2 of them, so a failure at T = 4096 gets one try (hypothesis shrinks T toward the first
+    size).  Planted: every case with seed > 1000 fails, so that the shrinker has a long way down to 1001; its
+    candidates keep T and change the seed."""
+    from dataclasses import dataclass
+
+    from hypothesis import strategies as st
+
+    from verify.core.budget import Verdict
+    from verify.core.registry import Context
+    from verify.core.search import Probe, search
+
+    @dataclass(frozen=True)
+    class Case:
+        T: int
+        seed: int
+
+        def label(self):
+            return f"T={self.T} seed={self.seed}"
+    evaluated = []
+
+    def evaluate(case):
+        evaluated.append(case)
+        if case.seed > 1000:
+            return Probe(Verdict.raised(RuntimeError("planted")), case.label(), {})
+        return Probe(Verdict("o", 0.0, 0.0, 1.0, 1.0, 0.0, 0.0), case.label(), {})
+    r = search(st.builds(Case, st.just(T), st.integers(0, 2**16)), evaluate, Context(profile="full"), "test.shrink")
+    first = next(i for i, c in enumerate(evaluated) if c.seed > 1000)
+    assert r.status == "fail" and len(evaluated) - 1 - first == tries, (len(evaluated), first, r.message)
+    assert f"shrinking stopped after {tries} tries" in r.message
+
+
 def test_save_failing_writes_a_file_that_compare_replays(tmp_path, registry):
     """--save-failing (Context.save_failing): the minimal example of a failing check (the listed
     log(beta + 1e-6) bias of fla's MDN chunk path at T = 1) is saved, the failure message prints the

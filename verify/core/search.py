@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from kernels.fla_ops import VariantUnsupported
 from verify.core import configs
+from verify.core.boundaries import cost
 from verify.core.budget import OracleFailed, Verdict
 from verify.core.errors import (
     UsageError,
@@ -34,12 +35,19 @@ from verify.core.errors import (
 from verify.core.registry import DEVICE_LOST, Context, Result
 
 MAX_EXAMPLES = {"quick": 2, "ci": 2, "full": 5}     # drawn examples, after the structural cases (explicit)
-# Kernel evaluations hypothesis may spend shrinking a failure, after the first failing example: a failing
-# PaTH backward under the interpreter costs 3 s an example, and an unbounded shrink of a listed fault spent
-# 11 of them (46 s) without making the case smaller; at quick and ci one try (the run's verdict does not
-# depend on it, and --profile full shrinks further).  Past the limit a case already seen is answered from
-# its first evaluation and a new one counts as passing, unevaluated (counted, so the run is deterministic).
+# Kernel evaluations hypothesis may spend shrinking a failure, after the first failing example, counted in
+# cases of SHRINK_UNIT_T tokens (a case of T tokens counts max(1, (T / SHRINK_UNIT_T)^2): the kernels and
+# references are about quadratic in T, boundaries.cost): a failing PaTH backward under the interpreter costs
+# 3 s an example, and an unbounded shrink of a listed fault spent 11 of them (46 s) without making the case
+# smaller; at quick and ci one try (the run's verdict does not depend on it, and --profile full shrinks
+# further).  At full a failure drawn at T = 4096 gets one try (16 units): hypothesis shrinks T toward the
+# profile's first size, 4096 there, so every try ran the references at T = 4096 (measured on the H200,
+# 2026-12-03, reports/h200-2026-12-03c/full_warm.json.gz: kernel.fla.path_attn.fwd.fp32.beta_two, a listed
+# OutOfResources, took 139.5 s, 13 of its 18 cases at T = 4096).  Past the limit a case already seen is
+# answered from its first evaluation and a new one counts as passing, unevaluated (counted, so the run is
+# deterministic: the charge depends on the case alone).
 SHRINK_EVALUATIONS = {"quick": 1, "ci": 1, "full": 12}
+SHRINK_UNIT_T = 1024
 
 
 @dataclass
@@ -71,6 +79,11 @@ class _NotVerifiable(BaseException):
         self.kind = kind
 
 
+def shrink_charge(case) -> float:
+    """What one shrink evaluation of case spends of SHRINK_EVALUATIONS: max(1, (T / SHRINK_UNIT_T)^2)."""
+    return max(1.0, cost(case) / SHRINK_UNIT_T ** 2)
+
+
 def draw_seed(run_seed: int, check_id: str) -> int:
     """Hypothesis' seed for one check of a run: the run's seed and the check's id together (crc32), so that
     the checks of an op, which share a strategy, draw different examples in one run (with the run's seed
@@ -88,7 +101,7 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
     n_examples = [0]
     cases: list[str] = []       # every case evaluated, in order (details["cases"]: what verify coverage counts)
     failed: dict[str, tuple[Probe, dict]] = {}   # repr(case) -> (its probe, the tile configs it ran), per failing case
-    shrink = {"left": SHRINK_EVALUATIONS[ctx.profile], "skipped": 0}
+    shrink = {"left": SHRINK_EVALUATIONS[ctx.profile], "skipped": 0, "tries": 0}
     t0 = time.perf_counter()
 
     structural = {repr(c) for c in explicit}
@@ -102,7 +115,8 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
             shrink["skipped"] += 1
             return
         if failures and drawn:
-            shrink["left"] -= 1
+            shrink["left"] -= shrink_charge(case)
+            shrink["tries"] += 1
         n_examples[0] += 1
         cases.append(case.label() if hasattr(case, "label") else repr(case))
         try:
@@ -158,7 +172,7 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
         p, case = max(explicit_failures, key=lambda f: f[0].verdict.ratio) if explicit_failures else failures[-1]
         v = p.verdict
         repro = _save_failing(ctx, what, case, saved)
-        capped = f", shrinking stopped after {SHRINK_EVALUATIONS[ctx.profile]} tries" if shrink["skipped"] else ""
+        capped = f", shrinking stopped after {shrink['tries']} tries" if shrink["skipped"] else ""
         return Result("fail", v.measured, v.budget,
                       f"{what}: minimal failing example [{p.label}]: {v.summary()} "
                       f"({n_examples[0]} examples{capped}, {elapsed:.0f}s)" + (f"; repro: {repro}" if repro else ""),
