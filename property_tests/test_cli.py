@@ -193,3 +193,25 @@ def test_exitfirst_starts_no_check_after_a_failure(listed, tmp_path):
     assert code == 0 and [s for s, _ in got.values()] == ["pass", "xfail", "xfail"]
     code, got = run(*id_args("pass", "fail", "xfail"))
     assert code == 1 and got["xfail"][0] == "xfail"
+
+
+def test_git_dirty_says_when_the_commit_does_not_name_the_code(tmp_path):
+    """environment.git_dirty: False for a clean checkout, True once a tracked file changes (the commit no longer
+    names the code that runs), None outside a checkout; an untracked file leaves it clean."""
+    import subprocess
+
+    from verify.core import environment
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    f = repo / "m.py"
+    f.write_text("x = 1\n")
+    git = lambda *a: subprocess.run(["git", "-C", str(repo), *a], check=True, capture_output=True)
+    git("init", "-q")
+    git("add", "m.py")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "m")
+    assert environment.git_commit(f) and environment.git_dirty(f) is False
+    (repo / "untracked.py").write_text("")
+    assert environment.git_dirty(f) is False
+    f.write_text("x = 2\n")
+    assert environment.git_dirty(f) is True
+    assert environment.git_dirty(tmp_path / "elsewhere" / "m.py") is None

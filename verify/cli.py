@@ -49,7 +49,8 @@ class _Version(argparse.Action):
 
         from verify.core import environment
         tk = environment.toolkit()
-        print(f"verify ({tk['name']}) {tk['version']}" + (f", git {tk['git_commit'][:12]}" if tk["git_commit"] else ""))
+        print(f"verify ({tk['name']}) {tk['version']}" + (f", git {tk['git_commit'][:12]}" if tk["git_commit"] else "")
+              + (" with uncommitted changes" if tk.get("git_dirty") else ""))
         with warnings.catch_warnings():
             for text in environment.CONTRADICTED_WARNINGS:
                 warnings.filterwarnings("ignore", message=text)

@@ -41,13 +41,29 @@ def git_commit(path: Path) -> str | None:
     return head.stdout.strip() if tracked.returncode == 0 and head.returncode == 0 else None
 
 
+def git_dirty(path: Path) -> bool | None:
+    """Whether the tracked files of the checkout that holds `path` differ from its commit (uncommitted
+    changes: the commit alone does not name the code), or None (not a checkout, or git missing)."""
+    try:
+        status = subprocess.run(["git", "-C", str(path.parent), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return bool(status.stdout.strip()) if status.returncode == 0 else None
+
+
 def toolkit() -> dict:
-    """This toolkit's name, version and git commit (None outside a checkout)."""
+    """This toolkit's name, version, git commit (None outside a checkout) and whether its tracked files differ
+    from that commit (measured on the H200, 2026-12-03: a device's copy of a working tree kept an older
+    commit's .git, so the JSONs named a commit the code that ran was not)."""
     try:
         version = md.version(TOOLKIT)
     except md.PackageNotFoundError:
         version = None
-    return {"name": TOOLKIT, "version": version, "git_commit": git_commit(Path(__file__).resolve())}
+    here = Path(__file__).resolve()
+    commit = git_commit(here)
+    return {"name": TOOLKIT, "version": version, "git_commit": commit,
+            "git_dirty": git_dirty(here) if commit else None}
 
 
 def kernel_package() -> dict:
