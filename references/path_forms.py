@@ -63,13 +63,14 @@ def scan(ops, blocks) -> dict:
     last = blocks[-1]["Qbar"]
     pad = ops.zeros((rows - last.shape[0], last.shape[1]), last)
     q_work = ops.stack([blk["Qbar"] for blk in blocks[1:-1]] + [ops.cat([last, pad])])   # query blocks 1..n-1
+    kbar_t = ops.stack([blk["Kbar"].T for blk in blocks[:-1]])     # key blocks 0..n-2 (the last is read by none)
+    f_t = ops.stack([blk["F"].T for blk in blocks[:-1]])
     for d in range(1, n):
-        read = ops.mm(q_work, ops.stack([blk["Kbar"].T for blk in blocks[:n - d]]))      # tiles (d + i, i)
+        read = ops.mm(q_work, kbar_t[:n - d])                           # tiles (d + i, i)
         for i in range(n - d):
-            b = d + i
-            tiles[b, i] = read[i][:blocks[b]["Qbar"].shape[0]]
+            tiles[d + i, i] = read[i][:blocks[d + i]["Qbar"].shape[0]]
         if d < n - 1:        # cross F_(b-d); query block d is done (it read block 0)
-            q_work = ops.mm(q_work, ops.stack([blk["F"].T for blk in blocks[:n - d]]))[1:]
+            q_work = ops.mm(q_work, f_t[:n - d])[1:]
     return tiles
 
 

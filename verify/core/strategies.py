@@ -69,14 +69,16 @@ def batch_levels(Bs: tuple[int, ...], varlen: bool = True) -> tuple:
 
 
 @st.composite
-def cu_seqlens_for(draw, T: int, batch=1):
-    """None (dense) or, for batch "varlen", a split of [0, T) into 2 or 3 non-empty sequences (dense below
-    T = 3)."""
-    if T < 3 or batch != "varlen":
-        return None
+def batch_for(draw, T: int, batch) -> tuple[int, tuple[int, ...] | None]:
+    """(B, cu_seqlens) for a row's `batch` level: (batch, None) for a dense batch size; for "varlen", B = 1
+    and a split of [0, T) into 2 or 3 non-empty sequences (dense below T = 3)."""
+    if batch != "varlen":
+        return batch, None
+    if T < 3:
+        return 1, None
     n = draw(st.integers(2, 3))
     cuts = sorted(draw(st.sets(st.integers(1, T - 1), min_size=n - 1, max_size=n - 1)))
-    return (0, *cuts, T)
+    return 1, (0, *cuts, T)
 
 
 def bf16_values(min_value: float = -1e4, max_value: float = 1e4) -> st.SearchStrategy:

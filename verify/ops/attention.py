@@ -27,7 +27,7 @@ from verify.core.records import (
     Structure,
     scale_default_probe,
 )
-from verify.core.strategies import capped, batch_levels, cu_seqlens_for, drawn, shape_rows
+from verify.core.strategies import batch_for, batch_levels, capped, drawn, shape_rows
 from verify.stages import path as path_stages
 
 BETA_REGIMES = ("uniform", "near2_2", "near2_4", "near2_7", "two", "tiny")
@@ -157,13 +157,13 @@ def path_cases(draw, regime: dict, profile: str, gated: bool | None = None, varl
     T = draw(st.sampled_from(capped(Ts, max_T)))
     row = draw(shape_rows(D=Ds, Dv=Dvs, heads=heads, batch=batch_levels(Bs, varlen),
                           gate=(False, True) if gated is None else (bool(gated),)))
-    cu = draw(cu_seqlens_for(T, row["batch"]))
+    B, cu = draw(batch_for(T, row["batch"]))
     fields = {name: draw(drawn(v)) for name, v in regime.items()}
     if "gate" not in fields and gated is not False:
         fields["gate"] = "mixed" if row["gate"] else "none"
     HQ, H = row["heads"]
-    return PathCase(T=T, D=row["D"], Dv=row["Dv"], B=1 if row["batch"] == "varlen" else row["batch"], HQ=HQ, H=H,
-                    cu_seqlens=cu, seed=draw(st.integers(0, 2**16)), **fields)
+    return PathCase(T=T, D=row["D"], Dv=row["Dv"], B=B, HQ=HQ, H=H, cu_seqlens=cu, seed=draw(st.integers(0, 2**16)),
+                    **fields)
 
 
 def _boundary_case(T, D, Dv, HQ, H, cu_seqlens, seed, g=True):

@@ -26,7 +26,7 @@ from verify.core.records import (
     Structure,
     scale_default_probe,
 )
-from verify.core.strategies import capped, batch_levels, cu_seqlens_for, shape_rows
+from verify.core.strategies import batch_for, batch_levels, capped, shape_rows
 
 
 @dataclass(frozen=True)
@@ -96,10 +96,9 @@ def gdn_cases(draw, regime: dict, profile: str, max_T: int | None = None):
     Ts, Dks, Dvs, Hs, Bs = GDN_SIZES[profile]
     T = draw(st.sampled_from(capped(Ts, max_T)))
     row = draw(shape_rows(Dk=Dks, Dv=Dvs, H=Hs, batch=batch_levels(Bs)))
-    cu = draw(cu_seqlens_for(T, row["batch"]))
-    return GdnCase(T=T, Dk=row["Dk"], Dv=row["Dv"], H=row["H"], B=1 if row["batch"] == "varlen" else row["batch"],
-                   cu_seqlens=cu,
-                   seed=draw(st.integers(0, 2**16)), **regime)
+    B, cu = draw(batch_for(T, row["batch"]))
+    return GdnCase(T=T, Dk=row["Dk"], Dv=row["Dv"], H=row["H"], B=B, cu_seqlens=cu, seed=draw(st.integers(0, 2**16)),
+                   **regime)
 
 
 # fla-core 0.6.0's chunk GDN (fla/ops/gated_delta_rule/chunk.py, fla/ops/common/chunk_delta_h.py) on the H200's
