@@ -94,17 +94,18 @@ def _uncovered(levels: dict, rows: list[dict]) -> list[dict]:
 
 
 @pytest.mark.parametrize("family", sorted(SHAPE_LEVELS))
-@pytest.mark.parametrize("profile", ["ci", "full"])
+@pytest.mark.parametrize("profile", ["quick", "ci", "full"])
 def test_drawn_shapes_come_from_rows_of_a_pairwise_array(family, profile):
     levels = SHAPE_LEVELS[family](profile)
     factors = tuple((n, tuple(v)) for n, v in levels.items() if len(v) > 1)
     rows = [dict(r) for r in S._rows(factors)]
     varied = dict(factors)
     assert _uncovered(varied, rows) == []
-    assert len(rows) < len(list(itertools.product(*varied.values())))      # far fewer compile keys
     assert rows == [dict(r) for r in S._rows(factors)]                     # the same on every call
-    # negative control: a row dropped leaves some pair uncovered
-    assert any(_uncovered(varied, rows[:i] + rows[i + 1:]) for i in range(len(rows)))
+    if len(varied) > 1:
+        assert len(rows) < len(list(itertools.product(*varied.values())))      # far fewer compile keys
+        # negative control: a row dropped leaves some pair uncovered
+        assert any(_uncovered(varied, rows[:i] + rows[i + 1:]) for i in range(len(rows)))
     # the cases an op draws take their shape fields from the rows: a hundred draws show no other shape
     strategy = {"path": lambda: attention.path_cases({}, profile), "gdn": lambda: gdn.gdn_cases({}, profile),
                 "mdn": lambda: mdn.mdn_cases({}, profile)}[family]()
@@ -119,4 +120,4 @@ def test_drawn_shapes_come_from_rows_of_a_pairwise_array(family, profile):
     shapes = {tuple(r.get(f, levels.get(f, (None,))[0]) for f in fields) if family != "path" else
               (r.get("D", levels["D"][0]), r.get("Dv", levels["Dv"][0]), *r.get("heads", levels["heads"][0]))
               for r in rows}
-    assert seen <= shapes and len(seen) > 1
+    assert seen <= shapes and (len(seen) > 1 or len(shapes) == 1)

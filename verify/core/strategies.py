@@ -43,8 +43,8 @@ def value_patterns() -> st.SearchStrategy:
 
 @lru_cache(maxsize=None)
 def _rows(factors: tuple[tuple[str, tuple], ...]) -> tuple[tuple[tuple[str, object], ...], ...]:
-    if len(factors) < 2:                        # AllPairs needs two factors
-        return tuple(((n, v),) for n, levels in factors for v in levels)
+    if len(factors) < 2:                        # AllPairs needs two factors; none varied: one empty row
+        return tuple(((n, v),) for n, levels in factors for v in levels) or ((),)
     names = [n for n, _ in factors]
     return tuple(tuple(zip(names, r)) for r in AllPairs([levels for _, levels in factors]))
 
