@@ -54,7 +54,7 @@ def shape_rows(**levels: tuple) -> st.SearchStrategy[dict]:
     order given, so that hypothesis shrinks toward the first row, the first level of each): every pair of
     levels of two fields appears in some row, and every row is one compile key of the kernels (head dims,
     heads, batch are constexprs; varlen and an optional input switch constexpr flags).  A product of
-    independent draws gave nearly every example of a run a key of its own (PaTH at full: 288 combinations for
+    independent draws gave nearly every example of a run a key of its own (PaTH at full: 216 combinations for
     90 drawn examples per pass), each compiled for every kernel it launches; the rows' few keys repeat across
     the checks of an op, so that Triton's cache serves them.  The same rows on every machine and run."""
     factors = tuple((n, tuple(v)) for n, v in levels.items() if len(v) > 1)
