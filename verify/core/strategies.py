@@ -62,10 +62,10 @@ def shape_rows(**levels: tuple) -> st.SearchStrategy[dict]:
     return st.sampled_from(_rows(factors)).map(lambda row: fixed | dict(row))
 
 
-def batch_levels(Bs: tuple[int, ...], varlen: bool = True) -> tuple:
+def batch_levels(Bs: tuple[int, ...]) -> tuple:
     """The `batch` field's levels: each dense batch size, then "varlen" (one packed sequence, B = 1): one field,
     so that no row pairs a varlen batch with B > 1."""
-    return (*Bs, "varlen") if varlen else tuple(Bs)
+    return (*Bs, "varlen")
 
 
 @st.composite

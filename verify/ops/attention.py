@@ -149,13 +149,12 @@ SIZES = {   # (T values, head dims D, value dims Dv, (HQ, H) pairs, batch sizes)
 
 
 @st.composite
-def path_cases(draw, regime: dict, profile: str, gated: bool | None = None, varlen: bool = True,
-               max_T: int | None = None):
+def path_cases(draw, regime: dict, profile: str, gated: bool | None = None, max_T: int | None = None):
     """PathCase for one regime; gated=True forces a forget gate, None lets hypothesis choose (a row's gate
     level, unless the regime fixes the gate).  The shape fields come from one of the op's `shape_rows`."""
     Ts, Ds, Dvs, heads, Bs = SIZES[profile]
     T = draw(st.sampled_from(capped(Ts, max_T)))
-    row = draw(shape_rows(D=Ds, Dv=Dvs, heads=heads, batch=batch_levels(Bs, varlen),
+    row = draw(shape_rows(D=Ds, Dv=Dvs, heads=heads, batch=batch_levels(Bs),
                           gate=(False, True) if gated is None else (bool(gated),)))
     B, cu = draw(batch_for(T, row["batch"]))
     fields = {name: draw(drawn(v)) for name, v in regime.items()}
