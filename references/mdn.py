@@ -76,19 +76,22 @@ def _check_shapes(q, k, v, log_alpha, log_mu, beta, eta, p):
 
 
 def _per_head(head_fn, q, k, v, log_alpha, log_mu, beta, eta, p, scale, S0, M0, **kw):
+    """head_fn on each of the B x H heads, all heads at once (torch.vmap: one launch per operation whatever
+    B x H is; every value as the head-by-head loop gives it).  Returns (o [B, T, H, Dv], S_T, M_T)."""
     _check_shapes(q, k, v, log_alpha, log_mu, beta, eta, p)
     B, T, H, Dk = k.shape
     scale = Dk ** -0.5 if scale is None else scale
-    o = v.new_zeros(B, T, H, v.shape[-1])
-    S = v.new_zeros(B, H, Dk, v.shape[-1])
-    M = torch.zeros_like(S)
-    for b in range(B):
-        for h in range(H):
-            o[b, :, h], S[b, h], M[b, h] = head_fn(
-                q[b, :, h], k[b, :, h], v[b, :, h], log_alpha[b, :, h], log_mu[b, :, h], beta[b, :, h],
-                eta[b, :, h], None if p is None else p[b, :, h], scale,
-                None if S0 is None else S0[b, h], None if M0 is None else M0[b, h], **kw)[:3]
-    return o, S, M
+    tokens = {"q": q, "k": k, "v": v, "log_alpha": log_alpha, "log_mu": log_mu, "beta": beta, "eta": eta, "p": p}
+    states = {"S0": S0, "M0": M0}
+    x = {**{n: t.movedim(2, 1).flatten(0, 1) for n, t in tokens.items() if t is not None},    # [B H, T, .]
+         **{n: t.flatten(0, 1) for n, t in states.items() if t is not None}}                 # [B H, Dk, Dv]
+
+    def head(x):
+        return head_fn(x["q"], x["k"], x["v"], x["log_alpha"], x["log_mu"], x["beta"], x["eta"], x.get("p"), scale,
+                       x.get("S0"), x.get("M0"), **kw)[:3]
+
+    o, S, M = torch.vmap(head)(x)
+    return (o.unflatten(0, (B, H)).movedim(1, 2), S.unflatten(0, (B, H)), M.unflatten(0, (B, H)))
 
 
 # ----------------------------------------------------------------------------------------------------

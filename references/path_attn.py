@@ -222,23 +222,22 @@ def segments(T: int, cu_seqlens=None) -> list[tuple[int, int]]:
 
 def per_head(head_fn, q, k, v, w, beta, g, cu_seqlens):
     """o [B, T, HQ, Dv] from head_fn(q, k, v, w, beta, g) on each sequence (varlen segments) and query head
-    (GQA: query head h reads key head h // (HQ / H))."""
+    (GQA: query head h reads key head h // (HQ / H)).  All heads of a segment at once (torch.vmap: one launch
+    per operation whatever B x HQ is; every value as a head-by-head loop gives it)."""
     B, T, HQ, _ = q.shape
     group = HQ // k.shape[2]
-    o = q.new_zeros(B, T, HQ, v.shape[-1])
-    outs = {}
-    for b in range(B):
-        for s, e in segments(T, cu_seqlens):
-            for h in range(HQ):
-                kh = h // group
-                outs[(b, s, h)] = head_fn(q[b, s:e, h], k[b, s:e, kh], v[b, s:e, kh],
-                                          None if w is None else w[b, s:e, kh],
-                                          None if beta is None else beta[b, s:e, kh],
-                                          None if g is None else g[b, s:e, h])
-    rows = [torch.stack([outs[(b, s, h)] for h in range(HQ)], dim=1)
-            for b in range(B) for s, e in segments(T, cu_seqlens)]
-    o = torch.cat(rows, dim=0).reshape(B, T, HQ, v.shape[-1]) if rows else o
-    return o
+    by_query_head = lambda x: None if x is None else x.repeat_interleave(group, dim=2)
+    x = {"q": q, "k": by_query_head(k), "v": by_query_head(v), "w": by_query_head(w), "beta": by_query_head(beta),
+         "g": g}
+
+    def head(x):
+        return head_fn(x["q"], x["k"], x["v"], x.get("w"), x.get("beta"), x.get("g"))
+
+    rows = []
+    for s, e in segments(T, cu_seqlens):
+        seg = {n: t[:, s:e].movedim(2, 1).flatten(0, 1) for n, t in x.items() if t is not None}    # [B HQ, e - s, .]
+        rows.append(torch.vmap(head)(seg).unflatten(0, (B, HQ)).movedim(1, 2))
+    return torch.cat(rows, dim=1) if rows else q.new_zeros(B, T, HQ, v.shape[-1])
 
 
 def default_scale(q) -> float:

@@ -38,7 +38,7 @@ def _attend(logits, v, g, prec: Precision, scale, gate_scaled):
     """store(softmax(scores) V) of one head, scores as in references.path_attn.scores, with the
     FlashAttention backward."""
     gate = None if g is None else P.gate_matrix(g)
-    return _AttendStoredOutput.apply(P.scores(logits, gate, scale, gate_scaled), v, prec)
+    return _AttendStoredOutput.apply(P.scores(logits, gate, scale, gate_scaled), v, prec)[0]
 
 
 class _AttendStoredOutput(torch.autograd.Function):
@@ -48,16 +48,21 @@ class _AttendStoredOutput(torch.autograd.Function):
     its budget at 1.6x on saturated logits (dg 5.0e-2 against a same-dtype error below u_bf16), and fla's
     PaTH fp32 backward at T = 1 returned dk = 1.7e-2 where plain autograd of this implementation cancels exactly to 0
     (dP a TF32 dot, delta from the stored O: their difference is one rounding, not zero)."""
-    @staticmethod
-    def forward(ctx, s, v, prec):
-        p = _softmax(s)
-        o = prec.store(prec.mm(p, v))
-        ctx.save_for_backward(p, v, o)
-        ctx.prec = prec
-        return o
+    generate_vmap_rule = True
 
     @staticmethod
-    def backward(ctx, do):
+    def forward(s, v, prec):
+        p = _softmax(s)
+        return prec.store(prec.mm(p, v)), p
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output[1], inputs[1], output[0])
+        ctx.prec = inputs[2]
+        ctx.mark_non_differentiable(output[1])
+
+    @staticmethod
+    def backward(ctx, do, _):
         p, v, o = ctx.saved_tensors
         mm = ctx.prec.mm
         delta = matmul((do * o)[..., None, :], torch.ones_like(o)[..., :, None])[..., 0]

@@ -55,12 +55,19 @@ def fixed_order_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 class _Matmul(torch.autograd.Function):
     """a @ b with operands rounded by `rnd` and fixed-order fp32 accumulation; the backward's two products
-    round their operands the same way (as a kernel's backward dots do)."""
+    round their operands the same way (as a kernel's backward dots do).  vmap batches it by running it
+    per batch (generate_vmap_rule), which keeps the fixed order."""
+    generate_vmap_rule = True
+
     @staticmethod
-    def forward(ctx, a, b, rnd):
+    def forward(a, b, rnd):
+        return fixed_order_matmul(rnd(a), rnd(b))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        a, b, rnd = inputs
         ctx.save_for_backward(a, b)
         ctx.rnd = rnd
-        return fixed_order_matmul(rnd(a), rnd(b))
 
     @staticmethod
     def backward(ctx, grad):

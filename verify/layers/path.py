@@ -44,10 +44,15 @@ from verify.layers.common import (
 
 class _Store(torch.autograd.Function):
     """Round to the storage dtype in the forward and the gradient in the backward (a bf16 layer stores both)."""
+    generate_vmap_rule = True     # the heads of references.path_attn.per_head run under torch.vmap
+
     @staticmethod
-    def forward(ctx, x, dtype):
-        ctx.dtype = dtype
+    def forward(x, dtype):
         return x.to(dtype).float()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.dtype = inputs[1]
 
     @staticmethod
     def backward(ctx, g):
