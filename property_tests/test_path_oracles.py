@@ -127,3 +127,31 @@ def test_planted_zero_mask_turns_mpmath_check_red(registry, monkeypatch):
     monkeypatch.setattr(P, "causal_mask", lambda A: A.tril())
     r = registry["oracle.path.literal_vs_mpmath.gated"].run(Context())
     assert r.status == "fail"
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+def test_same_dtype_heads_at_once_equal_each_head_alone(dtype):
+    """per_head runs every head of a segment at once (vmap); each head alone (B = HQ = H = 1) gives the same bits,
+    output and gradients, with GQA, a gate and varlen segments."""
+    from verify import same_dtype
+    from verify.core.precision import Precision
+    g_ = torch.Generator().manual_seed(3)
+    T, HQ, H, D, Dv = 70, 4, 2, 16, 8
+    x = {"q": torch.randn(1, T, HQ, D, generator=g_), "k": torch.randn(1, T, H, D, generator=g_),
+         "v": torch.randn(1, T, H, Dv, generator=g_),
+         "w": torch.nn.functional.normalize(torch.randn(1, T, H, D, generator=g_), dim=-1),
+         "beta": 2 * torch.rand(1, T, H, generator=g_), "g": -0.1 * torch.rand(1, T, HQ, generator=g_)}
+    cu = torch.tensor([0, 1, 40, T])
+    prec = Precision.of(dtype)
+    run = lambda t: same_dtype.path_attn(**t, cu_seqlens=cu, prec=prec, scale=D ** -0.5, gate_scaled=True)
+    leaves = {n: t.clone().requires_grad_() for n, t in x.items()}
+    o = run(leaves)
+    grads = torch.autograd.grad((o * torch.linspace(-1, 1, o.numel()).view_as(o)).sum(), list(leaves.values()))
+    weight = torch.linspace(-1, 1, o.numel()).view_as(o)
+    for h in range(HQ):
+        kh = h // (HQ // H)
+        one = {n: t[:, :, h if n in ("q", "g") else kh][:, :, None].clone().requires_grad_() for n, t in x.items()}
+        o1 = run(one)
+        assert torch.equal(o1[:, :, 0], o[:, :, h])
+        g1 = torch.autograd.grad((o1 * weight[:, :, h:h + 1]).sum(), [one["q"], one["g"]])
+        assert torch.equal(g1[0][:, :, 0], grads[0][:, :, h]) and torch.equal(g1[1][:, :, 0], grads[5][:, :, h])
