@@ -1,7 +1,6 @@
 #!/bin/bash
 # The benchmark calls of 2026-12-03 (night) on one H200, 16 workers, each right after the last on one machine:
-#   D1 (fresh machine): the full profile with an empty Triton cache (/tmp/tcf), checks started longest first by
-#      the last full cold run's seconds (reports/h200-2026-12-03c, as a CI user keeps the last JSON); in a time
+#   D1 (fresh machine): the full profile with an empty Triton cache (/tmp/tcf), in the default order; in a time
 #      box (no check started after LIMIT s; SIGTERM at LIMIT + 70 s: the run writes what finished).
 #   D2: the full profile again on D1's cache (warm), ordered by D1's seconds; ci with an empty cache (/tmp/tc).
 #   D3: ci warm on D2's ci cache with 16 workers, then with --workers 1 (no check started after LIMIT s).
@@ -22,9 +21,8 @@ run() {   # name workers limit kill [extra verify args]: one run, its JSON, log 
 case $PART in
 D1)
   nvidia-smi --query-gpu=name,memory.total --format=csv > $OUT/gpu.txt 2>&1
-  gunzip -c reports/h200-2026-12-03c/full_cold.json.gz > /tmp/last_full_cold.json
   export TRITON_CACHE_DIR=/tmp/tcf; rm -rf $TRITON_CACHE_DIR
-  run full_cold 16 $LIMIT $((LIMIT + 70)) --profile full --durations /tmp/last_full_cold.json ;;
+  run full_cold 16 $LIMIT $((LIMIT + 70)) --profile full ;;
 D2)
   export TRITON_CACHE_DIR=/tmp/tcf
   run full_warm 16 $LIMIT $((LIMIT + 60)) --profile full --durations /tmp/full_cold.json
