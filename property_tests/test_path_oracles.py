@@ -129,10 +129,10 @@ def test_planted_zero_mask_turns_mpmath_check_red(registry, monkeypatch):
     assert r.status == "fail"
 
 
-@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
-def test_same_dtype_heads_at_once_equal_each_head_alone(dtype):
+@pytest.mark.parametrize("storage, dot", [("bf16", "bf16"), ("fp32", "ieee"), ("fp32", "tf32")])
+def test_same_dtype_heads_at_once_equal_each_head_alone(storage, dot):
     """per_head runs every head of a segment at once (vmap); each head alone (B = HQ = H = 1) gives the same bits,
-    output and gradients, with GQA, a gate and varlen segments."""
+    output and gradients, with GQA, a gate and varlen segments (tf32: a bit-level rounding inside vmap)."""
     from verify import same_dtype
     from verify.core.precision import Precision
     g_ = torch.Generator().manual_seed(3)
@@ -142,7 +142,7 @@ def test_same_dtype_heads_at_once_equal_each_head_alone(dtype):
          "w": torch.nn.functional.normalize(torch.randn(1, T, H, D, generator=g_), dim=-1),
          "beta": 2 * torch.rand(1, T, H, generator=g_), "g": -0.1 * torch.rand(1, T, HQ, generator=g_)}
     cu = torch.tensor([0, 1, 40, T])
-    prec = Precision.of(dtype)
+    prec = Precision(storage, dot)
     run = lambda t: same_dtype.path_attn(**t, cu_seqlens=cu, prec=prec, scale=D ** -0.5, gate_scaled=True)
     leaves = {n: t.clone().requires_grad_() for n, t in x.items()}
     o = run(leaves)

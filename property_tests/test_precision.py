@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from verify.core import bits, inputs
 from verify.core.bits import round_bf16, truncate_tf32
 from verify.core.budget import verdict
-from verify.core.precision import Precision
+from verify.core.precision import Precision, matmul
 from verify.core.strategies import bf16_values
 
 
@@ -120,3 +120,20 @@ def test_same_dtype_implementations_call_no_blas_and_give_the_same_bits_under_an
     finally:
         torch.set_num_threads(threads)
     assert all(torch.equal(x, y) for x, y in zip(one, two))
+
+
+def test_operand_rounding_under_vmap_sees_plain_tensors():
+    """Under torch.vmap (the references' heads at once) the dot format's rounding gets the whole batch as a plain
+    tensor: truncate_tf32's bit view has no batching rule in torch 2.11 (the H200's), so a rounding run per batch
+    element fails there.  The batched product equals each element's, bit for bit, with either operand unbatched."""
+    from torch._C._functorch import is_batchedtensor
+
+    def rnd(x):
+        assert not is_batchedtensor(x), "the rounding ran on a vmap-batched tensor"
+        return truncate_tf32(x)
+    g = torch.Generator().manual_seed(0)
+    a, b, b0 = (torch.randn(*s, generator=g) for s in ((3, 5, 40), (3, 40, 4), (40, 4)))
+    out = torch.vmap(lambda x, y: matmul(x, y, rnd))(a, b)
+    shared = torch.vmap(lambda x: matmul(x, b0, rnd))(a)
+    for n in range(3):
+        assert torch.equal(out[n], matmul(a[n], b[n], rnd)) and torch.equal(shared[n], matmul(a[n], b0, rnd))

@@ -55,10 +55,7 @@ def fixed_order_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 class _Matmul(torch.autograd.Function):
     """a @ b with operands rounded by `rnd` and fixed-order fp32 accumulation; the backward's two products
-    round their operands the same way (as a kernel's backward dots do).  vmap batches it by running it
-    per batch (generate_vmap_rule), which keeps the fixed order."""
-    generate_vmap_rule = True
-
+    round their operands the same way (as a kernel's backward dots do)."""
     @staticmethod
     def forward(a, b, rnd):
         return fixed_order_matmul(rnd(a), rnd(b))
@@ -68,6 +65,18 @@ class _Matmul(torch.autograd.Function):
         a, b, rnd = inputs
         ctx.save_for_backward(a, b)
         ctx.rnd = rnd
+
+    @staticmethod
+    def vmap(info, in_dims, a, b, rnd):
+        """Under torch.vmap: the same product of the whole batch, the vmapped dim first (fixed_order_matmul
+        broadcasts batch dims; every output element is the same sequence of operations), so that rnd sees plain
+        tensors (a bit-level rounding such as truncate_tf32 has no batching rule)."""
+        rank = max(x.dim() - (d is not None) for x, d in zip((a, b), in_dims[:2]))     # logical ranks
+
+        def lift(x, d):         # [N or 1, 1 ..., logical shape]: the vmapped dim first, batch dims aligned
+            x = x.unsqueeze(0) if d is None else x.movedim(d, 0)
+            return x.reshape(x.shape[0], *[1] * (rank + 1 - x.dim()), *x.shape[1:])
+        return _Matmul.apply(lift(a, in_dims[0]), lift(b, in_dims[1]), rnd), 0
 
     @staticmethod
     def backward(ctx, grad):
