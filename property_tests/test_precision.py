@@ -137,3 +137,13 @@ def test_operand_rounding_under_vmap_sees_plain_tensors():
     shared = torch.vmap(lambda x: matmul(x, b0, rnd))(a)
     for n in range(3):
         assert torch.equal(out[n], matmul(a[n], b[n], rnd)) and torch.equal(shared[n], matmul(a[n], b0, rnd))
+
+
+def test_fixed_order_matmul_is_the_same_bits_in_row_slices(monkeypatch):
+    """A product too large to form at once runs in row slices (a bounded float64 buffer): the same bits."""
+    from verify.core import precision
+    g = torch.Generator().manual_seed(1)
+    a, b = torch.randn(2, 37, 50, generator=g), torch.randn(50, 9, generator=g)
+    whole = precision.fixed_order_matmul(a, b)
+    monkeypatch.setattr(precision, "MAX_BLOCK_ELEMENTS", 300)       # 300 // (16 * 9 * 2) = 1 row at a time
+    assert torch.equal(precision.fixed_order_matmul(a, b), whole)

@@ -220,6 +220,9 @@ def segments(T: int, cu_seqlens=None) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(c, c[1:]) if b > a]
 
 
+HEADS_ELEMENTS = 2 ** 25     # per_head: heads at once times L^2 (each head holds several [L, L] matrices)
+
+
 def per_head(head_fn, q, k, v, w, beta, g, cu_seqlens):
     """o [B, T, HQ, Dv] from head_fn(q, k, v, w, beta, g) on each sequence (varlen segments) and query head
     (GQA: query head h reads key head h // (HQ / H)).  All heads of a segment at once (torch.vmap: one launch
@@ -236,7 +239,8 @@ def per_head(head_fn, q, k, v, w, beta, g, cu_seqlens):
     rows = []
     for s, e in segments(T, cu_seqlens):
         seg = {n: t[:, s:e].movedim(2, 1).flatten(0, 1) for n, t in x.items() if t is not None}    # [B HQ, e - s, .]
-        rows.append(torch.vmap(head)(seg).unflatten(0, (B, HQ)).movedim(1, 2))
+        at_once = max(1, HEADS_ELEMENTS // (e - s) ** 2)       # heads whose [L, L] matrices fit at once
+        rows.append(torch.vmap(head, chunk_size=at_once)(seg).unflatten(0, (B, HQ)).movedim(1, 2))
     return torch.cat(rows, dim=1) if rows else q.new_zeros(B, T, HQ, v.shape[-1])
 
 

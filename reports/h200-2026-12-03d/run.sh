@@ -2,8 +2,8 @@
 # The benchmark calls of 2026-12-03 (night) on one H200, 16 workers, each right after the last on one machine:
 #   D1 (fresh machine): the full profile with an empty Triton cache (/tmp/tcf), in the default order; in a time
 #      box (no check started after LIMIT s; SIGTERM at LIMIT + 70 s: the run writes what finished).
-#   D2: the full profile again on D1's cache (warm), ordered by D1's seconds; ci with an empty cache (/tmp/tc).
-#   D3: ci warm on D2's ci cache with 16 workers, then with --workers 1 (no check started after LIMIT s).
+#   D2: the full profile again on D1's cache (warm), ordered by D1's seconds.
+#   D3: ci with an empty cache (/tmp/tc), then ci warm on that cache (no check started after LIMIT s).
 # The wheels are installed without byte-compiling, so the harness byte-compiles them once (compileall) before
 # any worker imports them.  `bash run.sh D1 LIMIT`, `bash run.sh D2 LIMIT`, `bash run.sh D3 LIMIT`.
 set -u
@@ -25,12 +25,10 @@ D1)
   run full_cold 16 $LIMIT $((LIMIT + 70)) --profile full ;;
 D2)
   export TRITON_CACHE_DIR=/tmp/tcf
-  run full_warm 16 $LIMIT $((LIMIT + 60)) --profile full --durations /tmp/full_cold.json
-  export TRITON_CACHE_DIR=/tmp/tc; rm -rf $TRITON_CACHE_DIR
-  run ci_cold 16 150 210 ;;
+  run full_warm 16 $LIMIT $((LIMIT + 60)) --profile full --durations /tmp/full_cold.json ;;
 D3)
-  export TRITON_CACHE_DIR=/tmp/tc
-  run ci_warm 16 100 140
-  run ci_warm_w1 1 $LIMIT $((LIMIT + 60)) ;;
+  export TRITON_CACHE_DIR=/tmp/tc; rm -rf $TRITON_CACHE_DIR
+  run ci_cold 16 $LIMIT $((LIMIT + 60))
+  run ci_warm 16 $LIMIT $((LIMIT + 40)) ;;
 esac
 cd $OUT && tar czf logs_$PART.tgz *.log *.cache.txt $(ls gpu.txt 2>/dev/null) && rm -f *.log *.cache.txt gpu.txt

@@ -29,7 +29,7 @@ from verify.core.bits import round_bf16, truncate_tf32
 UNIT_ROUNDOFF = {"bf16": 2.0 ** -8, "fp16": 2.0 ** -11, "tf32": 2.0 ** -11, "fp32": 2.0 ** -24, "fp64": 2.0 ** -53}
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp64": torch.float64}
 BLOCK_K = 16             # products per fp32 accumulation step (a power of 2): a bf16 MMA's k-extent
-MAX_BLOCK_ELEMENTS = 2 ** 24     # float64 products formed at once (at least one block's)
+MAX_BLOCK_ELEMENTS = 2 ** 24     # float64 products formed at once (at least one row's block)
 
 
 def fixed_order_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -38,11 +38,14 @@ def fixed_order_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     each product exact in float64 and each block summed as a pairwise tree in float64 (K padded with zeros,
     which add exactly).  Not differentiable (`matmul` is)."""
     K, N = a.shape[-1], b.shape[-1]
+    batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    rows = max(1, MAX_BLOCK_ELEMENTS // (BLOCK_K * N * batch.numel()))     # rows whose products fit at once
+    if a.shape[-2] > rows:      # rows apart: each output element is the same sequence of operations
+        return torch.cat([fixed_order_matmul(a[..., r:r + rows, :], b) for r in range(0, a.shape[-2], rows)], dim=-2)
     pad = -K % BLOCK_K
     a64 = torch.nn.functional.pad(a.detach().double(), (0, pad))
     b64 = torch.nn.functional.pad(b.detach().double(), (0, 0, 0, pad))
-    acc = torch.zeros((*torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]), a.shape[-2], N), dtype=torch.float64,
-                      device=a.device)
+    acc = torch.zeros((*batch, a.shape[-2], N), dtype=torch.float64, device=a.device)
     step = BLOCK_K * max(1, MAX_BLOCK_ELEMENTS // max(1, acc.numel() * BLOCK_K))   # products formed at once
     for s in range(0, K + pad, step):
         part = a64[..., :, s:s + step, None] * b64[..., None, s:s + step, :]       # [..., M, step, N]
