@@ -25,6 +25,7 @@ from helpers import (
 )
 
 from verify import cli
+from verify.core import timing
 from verify.core.registry import Check
 from verify.run.runner import next_startable, shard, start_order
 
@@ -95,6 +96,11 @@ def test_durations_order_the_start_and_keep_the_report_order(planted, tmp_path, 
     doc = load(whole)
     for c, seconds in zip(doc["checks"], (1.0, 2.0, 3.0)):       # the last selected is the "longest"
         c["seconds"] = seconds
+    timing.reset()      # what a check records where Triton compiles (a GPU run): compile keys among its seconds
+    timing._spent["kernel"] += 0.5
+    timing._compiled.append("double:9ba1b98")
+    doc["checks"][0]["details"]["seconds_in"] = timing.spent()
+    timing.reset()
     durations = tmp_path / "durations.json"
     durations.write_text(json.dumps(doc))
     ordered = tmp_path / "ordered.json"

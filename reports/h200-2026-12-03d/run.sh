@@ -2,8 +2,10 @@
 # The benchmark calls of 2026-12-03 (night) on one H200, 16 workers, each right after the last on one machine:
 #   D1 (fresh machine): the full profile with an empty Triton cache (/tmp/tcf), in the default order; in a time
 #      box (no check started after LIMIT s; SIGTERM at LIMIT + 70 s: the run writes what finished).
-#   D2: the full profile again on D1's cache (warm), ordered by D1's seconds.
-#   D3: ci with an empty cache (/tmp/tc), then ci warm on that cache (no check started after LIMIT s).
+#   D2: the full profile again on D1's cache (warm), in the default order (ordering by D1's JSON was refused:
+#      the results schema rejected the compile keys a GPU run records; fixed after this call).
+#   D3: ci with an empty cache (/tmp/tc), then ci warm on that cache (no check started after LIMIT s); not run:
+#      the session's device time ran out.
 # The wheels are installed without byte-compiling, so the harness byte-compiles them once (compileall) before
 # any worker imports them.  `bash run.sh D1 LIMIT`, `bash run.sh D2 LIMIT`, `bash run.sh D3 LIMIT`.
 set -u
