@@ -33,6 +33,12 @@ B1)
   { time python -c "import torch, fla" ; } > $OUT/import.log 2>&1
   { time (for i in $(seq 16); do python -c "import torch, fla" 2>/dev/null & done; wait) ; } >> $OUT/import.log 2>&1
   { time python -c "import torch; torch.zeros(1, device='cuda')" ; } >> $OUT/import.log 2>&1 ;;
+I)  # why importing fla takes 19 s: the import profile, and whether the system packages have byte code
+  export TRITON_CACHE_DIR=/tmp/tci
+  python -X importtime -c "import torch, fla" 2> $OUT/importtime.log
+  python -c "import sys, torch, transformers, os; print(sys.flags.dont_write_bytecode, sys.pycache_prefix, torch.__file__, transformers.__file__, os.access(os.path.dirname(transformers.__file__), os.W_OK))" > $OUT/pyc.log 2>&1
+  ls $(python -c "import transformers, os; print(os.path.dirname(transformers.__file__))")/__pycache__ 2>&1 | head -3 >> $OUT/pyc.log
+  { time python -c "import torch, fla" ; } >> $OUT/pyc.log 2>&1 ;;
 F1)
   export TRITON_CACHE_DIR=/tmp/tcf; rm -rf $TRITON_CACHE_DIR
   gunzip -c reports/h200-2026-12-03d/full_cold.json.gz > /tmp/night_cold.json
