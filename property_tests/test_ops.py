@@ -128,13 +128,13 @@ def test_references_run_where_the_record_or_the_option_says():
     """--references auto takes each op record's choice (the CPU for the MDN and GDN recurrences, measured faster
     there on an H200; the run's device for PaTH and FoX), device and cpu override it, and a non-default choice is
     in the repro command."""
-    from verify.core.engine import reference_devices
+    from verify.core.engine import reference_device
     from verify.core.registry import Context
     from verify.run.runner import repro_command
-    where = lambda name, choice: reference_devices(ops.OPS[name], Context(device="cuda", references=choice), "cuda")
+    where = lambda name, choice: reference_device(ops.OPS[name], Context(device="cuda", references=choice), "cuda")
     assert [where(n, "auto") for n in ("mdn_recurrent", "gdn_chunk", "path_attn", "forgetting_attn")] == \
-        [("cpu", "cpu"), ("cpu", "cpu"), ("cuda", "cuda"), ("cuda", "cuda")]
-    assert where("mdn_recurrent", "device") == ("cuda", "cuda") and where("path_attn", "cpu") == ("cpu", "cpu")
+        ["cpu", "cpu", "cuda", "cuda"]
+    assert where("mdn_recurrent", "device") == "cuda" and where("path_attn", "cpu") == "cpu"
     assert "--references cpu" in repro_command("kernel.fla.path_attn.fwd.fp32.beta_uniform",
                                                 Context(device="cuda", references="cpu"))
     assert "--references" not in repro_command("kernel.fla.path_attn.fwd.fp32.beta_uniform", Context(device="cuda"))

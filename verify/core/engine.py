@@ -65,42 +65,41 @@ def _upstream(like: torch.Tensor, dtype, seed: int) -> torch.Tensor:
     return torch.randn(like.shape, generator=gen, dtype=torch.float64).to(dtype).to(like.device)
 
 
-def reference_devices(op: KernelOp, ctx: Context, device: str) -> tuple[str, str]:
-    """Where op's oracle and same-dtype implementation run: both on the CPU or the kernel's device under
-    --references cpu or device; under auto each where the record says (op.references)."""
-    choice = lambda part: op.references[part] if ctx.references == "auto" else ctx.references
-    return tuple("cpu" if choice(part) == "cpu" else device for part in ("oracle", "same_dtype"))
+def reference_device(op: KernelOp, ctx: Context, device: str) -> str:
+    """Where op's oracle and same-dtype implementation run: --references cpu or device, or under auto the
+    record's choice (op.references: "cpu", or "device": the kernel's device)."""
+    choice = op.references if ctx.references == "auto" else ctx.references
+    return "cpu" if choice == "cpu" else device
 
 
-def measure(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int,
-            refs: tuple[str, str] | None = None) -> list[Verdict]:
+def measure(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int, ref: str | None = None) -> list[Verdict]:
     """fwd: judge each output of op; bwd: judge the gradient of every present input in op.grad_inputs, for
     one random upstream gradient (in the kernel dtype, the same values for kernel, oracle and the same-dtype
     implementation).  The kernel runs first: a variant it does not offer stops before the oracle's cost.
-    refs: the devices of the oracle and of the same-dtype implementation (default: the kernel's); every tensor
-    is judged on the oracle's."""
+    ref: the device of the oracle and the same-dtype implementation (default: the kernel's); the kernel's
+    tensors are judged there."""
     c = op.budget_factor[pass_]
     s = scale_of(x)
     kernel = lambda **a: op.kernel(**a, scale=s)
     oracle = _guarded("float64 oracle", lambda **a: op.oracle(**a, scale=s))
     same_dtype = _guarded("same-dtype implementation", lambda **a: op.same_dtype(**a, prec=prec, scale=s))
     dev = x[op.required[0]].device.type
-    ref, ref32 = refs or (dev, dev)
+    ref = ref or dev
     x64 = on_device(as_oracle(x), ref)
-    x32 = on_device(floats_as(x, torch.float32), ref32)
-    there = lambda t: t.to(ref)      # a kernel or same-dtype tensor, judged where the oracle ran
+    x32 = on_device(floats_as(x, torch.float32), ref)
+    there = lambda t: t.to(ref)      # a kernel tensor, judged where the references are
     if pass_ == "fwd":
         with torch.no_grad():
             with phase("kernel", dev):
                 outs = as_tuple(call_kernel(kernel, **x))
             with phase("oracle", ref):
                 expected = as_tuple(oracle(**x64))
-            with phase("same_dtype", ref32):
+            with phase("same_dtype", ref):
                 same = as_tuple(same_dtype(**x32))
         scale = max(float(o.abs().max()) if o.numel() else 0.0 for o in expected)
         with phase("oracle", ref):      # the summed |terms| of the budget's floor, from the same float64 inputs
             terms = op.terms(**x64, scale=s) if op.terms else {}
-        return [verdict(n, there(o), r64, there(r), prec, c, scale, terms.get(n))
+        return [verdict(n, there(o), r64, r, prec, c, scale, terms.get(n))
                 for n, o, r64, r in zip(op.outputs, outs, expected, same)]
     ups = lambda outs: [_upstream(o, prec.torch_dtype, seed + i) for i, o in enumerate(outs)]
     leaves = [n for n in op.grad_inputs if x.get(n) is not None]
@@ -108,10 +107,10 @@ def measure(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int,
         g_k = call_kernel(kernel_grads, lambda **kw: kernel(**{**x, **kw}), {n: x[n] for n in leaves}, ups)
     with phase("oracle", ref):
         g_o = grads_of(lambda **kw: oracle(**{**x64, **kw}), {n: x64[n] for n in leaves}, ups)
-    with phase("same_dtype", ref32):
+    with phase("same_dtype", ref):
         g_r = grads_of(lambda **kw: same_dtype(**{**x32, **kw}), {n: x32[n] for n in leaves}, ups)
     scale = max(float(g.abs().max()) if g.numel() else 0.0 for g in g_o.values())
-    return [verdict("d" + n, there(g_k[n]), g_o[n], there(g_r[n]), prec, c, scale) for n in leaves]
+    return [verdict("d" + n, there(g_k[n]), g_o[n], g_r[n], prec, c, scale) for n in leaves]
 
 
 def _guarded(what: str, fn):
@@ -142,24 +141,24 @@ def probe(op: KernelOp, case, dtype: str, pass_: str, ctx: Context) -> Probe:
     --configs all, of the worst config round: `_rounds`)."""
     prec = Precision.of(dtype, op.dot or ctx.fp32_dot)
     x = op.inputs(case, prec.torch_dtype, ctx.device)
-    refs = reference_devices(op, ctx, ctx.device)
-    return _rounds(configs.every_config(lambda: measure(op, pass_, x, prec, case.seed, refs)), case.label())
+    ref = reference_device(op, ctx, ctx.device)
+    return _rounds(configs.every_config(lambda: measure(op, pass_, x, prec, case.seed, ref)), case.label())
 
 
 def decode_probe(op: KernelOp, case, dtype: str, ctx: Context) -> Probe:
     prec = Precision.of(dtype, op.dot or ctx.fp32_dot)
     x = op.inputs(case, prec.torch_dtype, ctx.device)
     d = op.decode
-    ref, ref32 = reference_devices(op, ctx, ctx.device)
+    ref = reference_device(op, ctx, ctx.device)
 
     def once() -> list[Verdict]:
         with phase("kernel", ctx.device):
             out = call_kernel(d.kernel, **x, scale=scale_of(x))
         with phase("oracle", ref):
             expected = d.oracle(**on_device(as_oracle(x), ref))
-        with phase("same_dtype", ref32):
-            same = d.same_dtype(**on_device(floats_as(x, torch.float32), ref32), prec=prec)
-        return [verdict(d.output, out.to(ref), expected, same.to(ref), prec, op.budget_factor["decode"])]
+        with phase("same_dtype", ref):
+            same = d.same_dtype(**on_device(floats_as(x, torch.float32), ref), prec=prec)
+        return [verdict(d.output, out.to(ref), expected, same, prec, op.budget_factor["decode"])]
     return _rounds(configs.every_config(once), case.label())
 
 

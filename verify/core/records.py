@@ -28,9 +28,6 @@ BUDGET_FACTOR_BLOCKWISE = {"fwd": 4.0, "bwd": 8.0, "decode": 4.0}
 BUDGET_FACTOR_SEQUENTIAL = {"fwd": 8.0, "bwd": 16.0}
 
 
-REFERENCES_ON_DEVICE = {"oracle": "device", "same_dtype": "device"}
-
-
 @dataclass(frozen=True)
 class ConventionProbe:
     """One declared convention, measured: on `case` in fp32 the kernel must agree with the oracle under the
@@ -96,8 +93,7 @@ class KernelOp:
     sample_case: object                 # a small valid input (OpInfo's sample inputs), for the bad-input tests
     passes: tuple[str, ...] = ("fwd", "bwd")
     dot: str | None = None              # fp32 dot format the kernel uses (None: the run's --fp32-dot)
-    references: dict = field(default_factory=lambda: dict(REFERENCES_ON_DEVICE))   # under --references auto,
-    #                                     where the oracle and the same-dtype implementation each run: "device"
+    references: str = "device"          # where the oracle and same-dtype run under --references auto: "device"
     #                                     (the run's) or "cpu" (measured faster there on a GPU run)
     terms: Callable | None = None       # (**float64 inputs, scale) -> {output: magnitude of its summed terms}
     regression_cases: dict = field(default_factory=dict)   # "<pass>.<dtype>.<regime>" -> [cases]

@@ -226,7 +226,7 @@ def _mdn_structure(chunk: int) -> Structure:
 # CPU under --references auto: on one H200 (16 cores, 8 workers, full profile, 2026-12-01,
 # reports/h200-2026-12-01e/refs_*.json) the 30 checks of mdn_chunk16.bwd and mdn_recurrent.bwd spent 755
 # worker-s in them on the GPU and 424 on the CPU (1.8x), with the same statuses.
-REFERENCES_ON = {"oracle": "cpu", "same_dtype": "cpu"}
+REFERENCES_ON = "cpu"
 
 
 def _mdn_op(name, chunk, conv, budget_factor, regression_cases=None, probes=()):
