@@ -225,7 +225,10 @@ def _mdn_structure(chunk: int) -> Structure:
 # The oracle and the same-dtype implementation (sequential recurrences: many small launches on a GPU) run on the
 # CPU under --references auto: on one H200 (16 cores, 8 workers, full profile, 2026-12-01,
 # reports/h200-2026-12-01e/refs_*.json) the 30 checks of mdn_chunk16.bwd and mdn_recurrent.bwd spent 755
-# worker-s in them on the GPU and 424 on the CPU (1.8x), with the same statuses.
+# worker-s in them on the GPU and 424 on the CPU (1.8x), with the same statuses.  Heads at once (torch.vmap) did
+# not make the GPU the place either: there the same-dtype results differ from the CPU's in the last bits (exp and
+# log; 1.1 of 1.7 million fp32 values in one check's forward and gradients, reports/h200-2026-12-03e), which the
+# budget would carry into the verdicts.
 REFERENCES_ON = "cpu"
 
 
