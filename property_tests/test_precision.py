@@ -1,6 +1,8 @@
 """Working-precision helpers and the budget rule: rounding is exact where it must be, and the budget
 rule rejects what it exists to reject (non-finite output, errors beyond c times the same-dtype error)."""
 import doctest
+import fractions
+import itertools
 import math
 
 import numpy as np
@@ -83,9 +85,38 @@ def test_fixed_order_matmul_is_the_stated_blockwise_fp32_accumulation():
     assert (fixed_order_matmul(a, b) - exact).abs().max() <= 4 * 2.0 ** -24 * (a.abs().double() @ b.abs().double()).max()
 
 
+def test_fixed_order_matmul_is_the_pairwise_tree_bit_for_bit():
+    """Every output element equals the stated order written out in Python floats (float64): exact products,
+    the pairwise tree within each block of BLOCK_K, one fp32 rounding per block; on operands spanning 2^+-60
+    with cancelling signs, so that a block's float64 sum is inexact and another order would round otherwise."""
+    import struct
+
+    from verify.core.precision import BLOCK_K, fixed_order_matmul
+    f32 = lambda x: struct.unpack("f", struct.pack("f", x))[0]
+
+    def tree(xs):
+        while len(xs) > 1:
+            xs = [xs[i] + xs[i + 1] for i in range(0, len(xs), 2)]
+        return xs[0]
+    g = torch.Generator().manual_seed(3)
+    a = torch.randn(2, 3, 45, generator=g) * torch.exp2(torch.randint(-60, 60, (2, 3, 45), generator=g).float())
+    b = torch.randn(45, 4, generator=g) * torch.exp2(torch.randint(-60, 60, (45, 4), generator=g).float())
+    out, inexact = fixed_order_matmul(a, b), 0
+    for n, i, j in itertools.product(range(2), range(3), range(4)):
+        acc = 0.0
+        for s in range(0, 48, BLOCK_K):
+            prods = [float(a[n, i, k]) * float(b[k, j]) if k < 45 else 0.0 for k in range(s, s + BLOCK_K)]
+            block = tree(prods)
+            inexact += block != sum(map(fractions.Fraction, prods))
+            acc = f32(acc + block)
+        assert float(out[n, i, j]) == acc, (n, i, j)
+    assert inexact > 0       # the data reach the roundings whose order the definition fixes
+
+
 def test_same_dtype_implementations_call_no_blas_and_give_the_same_bits_under_any_thread_count():
-    """By construction: no matmul, solve or library reduction reaches torch from the same-dtype
-    implementations (forward and backward), so the BLAS, its thread count and the CPU cannot change them."""
+    """By construction: no fp32 matmul, solve or library reduction reaches torch from the same-dtype
+    implementations (forward and backward), only float64 products of inner extent 2 (two exact products, one
+    rounding whatever the library's order), so the BLAS, its thread count and the CPU cannot change them."""
     from torch.overrides import TorchFunctionMode
 
     from verify import same_dtype
@@ -96,7 +127,9 @@ def test_same_dtype_implementations_call_no_blas_and_give_the_same_bits_under_an
 
     class NoLibraryArithmetic(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
-            assert getattr(func, "__name__", "") not in library, func
+            pair = func is torch.Tensor.__matmul__ and all(t.dtype == torch.float64 for t in args[:2]) \
+                and args[0].shape[-1] == 2
+            assert pair or getattr(func, "__name__", "") not in library, func
             return func(*args, **(kwargs or {}))
 
     prec = Precision.of("bf16")

@@ -8,11 +8,12 @@ float32 and call `Precision.mm`, so they make the rounding errors the dtype forc
 
 Machine independence: a BLAS's fp32 accumulation order differs between CPUs, libraries and thread counts
 (on another x86-64 CPU the same-dtype MDN error on one case was 3.5e-7, several times this machine's), and
-a budget built on it made verdicts machine-dependent.  So the same-dtype products never call a BLAS:
-`fixed_order_matmul` forms each product of two fp32 values exactly in float64 (24 + 24 significant bits fit
-in 53), sums each block of BLOCK_K consecutive products pairwise in float64, and rounds the fp32
-accumulator once per block, blocks in index order.  Every step is an elementwise IEEE operation (no
-reduction whose order a library chooses), so the result is the same bits on every CPU and GPU.
+a budget built on it made verdicts machine-dependent.  So the same-dtype products never leave an order to a
+BLAS: `fixed_order_matmul` forms each product of two fp32 values exactly in float64 (24 + 24 significant bits
+fit in 53), sums each block of BLOCK_K consecutive products pairwise in float64, and rounds the fp32
+accumulator once per block, blocks in index order.  Every step is an elementwise IEEE operation or (the
+tree's first level) a float64 product of inner extent 2, whose two exact products any library sums with one
+rounding; no reduction's order is a library's choice, so the result is the same bits on every CPU and GPU.
 `fixed_order()` routes fp32 matmul / @ and linalg.solve_triangular of reference code run inside it (the
 MDN chunkwise form) to these emulations.  Elementwise transcendental functions (exp, log) are not
 emulated: libraries agree on them to an ulp, which moves an error by a small factor at most.
@@ -36,22 +37,27 @@ def fixed_order_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """fp32 a @ b ([..., M, K] @ [..., K, N], batch dims broadcast) in a fixed order:
     acc_0 = 0,  acc_{s+1} = fl32(acc_s + sum_{k in block s} a_k b_k),  blocks of BLOCK_K in index order,
     each product exact in float64 and each block summed as a pairwise tree in float64 (K padded with zeros,
-    which add exactly).  Not differentiable (`matmul` is)."""
+    which add exactly).  The tree's first level, fl64(a_2j b_2j + a_2j+1 b_2j+1), is a float64 product with
+    inner extent 2: both products are exact, so any order, FMA or not, rounds their exact sum once.
+    Not differentiable (`matmul` is)."""
     K, N = a.shape[-1], b.shape[-1]
     batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     rows = max(1, MAX_BLOCK_ELEMENTS // (BLOCK_K * N * batch.numel()))     # rows whose products fit at once
     if a.shape[-2] > rows:      # rows apart: each output element is the same sequence of operations
         return torch.cat([fixed_order_matmul(a[..., r:r + rows, :], b) for r in range(0, a.shape[-2], rows)], dim=-2)
     pad = -K % BLOCK_K
-    a64 = torch.nn.functional.pad(a.detach().double(), (0, pad))
-    b64 = torch.nn.functional.pad(b.detach().double(), (0, 0, 0, pad))
-    acc = torch.zeros((*batch, a.shape[-2], N), dtype=torch.float64, device=a.device)
-    step = BLOCK_K * max(1, MAX_BLOCK_ELEMENTS // max(1, acc.numel() * BLOCK_K))   # products formed at once
-    for s in range(0, K + pad, step):
-        part = a64[..., :, s:s + step, None] * b64[..., None, s:s + step, :]       # [..., M, step, N]
-        for _ in range(BLOCK_K.bit_length() - 1):       # pairwise within each aligned block of BLOCK_K
-            part = part[..., 0::2, :] + part[..., 1::2, :]
-        for block in part.unbind(-2):
+    M = a.shape[-2]
+    a64 = torch.nn.functional.pad(a.detach().double(), (0, pad)).expand(*batch, M, K + pad)
+    b64 = torch.nn.functional.pad(b.detach().double(), (0, 0, 0, pad)).expand(*batch, K + pad, N)
+    pairs_a = a64.unflatten(-1, (-1, 2)).movedim(-2, -3)       # [..., K/2, M, 2]
+    pairs_b = b64.unflatten(-2, (-1, 2))                       # [..., K/2, 2, N]
+    acc = torch.zeros((*batch, M, N), dtype=torch.float64, device=a.device)
+    step = BLOCK_K // 2 * max(1, MAX_BLOCK_ELEMENTS // max(1, acc.numel() * BLOCK_K))   # pairs formed at once
+    for s in range(0, (K + pad) // 2, step):
+        part = pairs_a[..., s:s + step, :, :] @ pairs_b[..., s:s + step, :, :]     # [..., step, M, N]
+        for _ in range(BLOCK_K.bit_length() - 2):       # pairwise within each aligned block of BLOCK_K
+            part = part[..., 0::2, :, :] + part[..., 1::2, :, :]
+        for block in part.unbind(-3):
             acc = (acc + block).float().double()
     return acc.float()
 
