@@ -182,13 +182,10 @@ def run_one(check: Check, ctx: Context, scope: xfail_list.Scope, debug: bool = F
 # nor this toolkit's modules: a worker imports the kernel package it is given (--kernel-root) after the
 # interpreter fidelity layer.  dynamo imports triton, whose own kernels (triton.language) are then defined
 # for the interpreter or for the GPU by TRITON_INTERPRET: the server is started with it set for CPU runs,
-# as the fidelity layer would set it, and without for GPU runs.  A GPU run's server also imports the parts of torch
-# and transformers that fla imports (its torch.compile'd functions, its model zoo; a missing one is skipped): on
-# one H200 host `import torch, fla` took 15 s, mostly these, and 16 at once 28 s (reports/h200-2026-12-03e).  None
-# touches CUDA (a forked worker could not use it).  On the CPU (fla under the interpreter imports in about 2 s
-# here) the larger server only delayed the first check.
+# as the fidelity layer would set it, and without for GPU runs.  (Preloading more for GPU runs, the parts of torch
+# and transformers that fla imports, initialised CUDA in the server: every worker then failed with "Cannot
+# re-initialize CUDA in forked subprocess" on the H200, reports/h200-2026-12-03e.)
 PRELOAD = ("torch", "torch._dynamo", "hypothesis")
-PRELOAD_GPU = PRELOAD + ("torch._inductor.compile_fx", "transformers.modeling_utils", "transformers.generation.utils")
 _server_device: list[str] = []        # the device the fork server was started for (it is one per process)
 
 
@@ -199,7 +196,7 @@ def _process_context(device: str):
         return multiprocessing.get_context("spawn")
     _server_device[:] = [device]
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(list(PRELOAD_GPU if device == "cuda" else PRELOAD))
+    context.set_forkserver_preload(list(PRELOAD))
     return context
 
 
