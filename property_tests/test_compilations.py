@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 CHILD = """
@@ -65,7 +67,7 @@ def double(x, y, n, B: tl.constexpr):
     i = tl.arange(0, B)
     tl.store(y + i, tl.load(x + i, mask=i < n) * 2, mask=i < n)
 
-cache, barrier, me, lock = sys.argv[1:5]
+cache, barrier, me, lock, entry = sys.argv[1:6]
 triton.knobs.cache.dir = cache
 timing.time_compilations()
 if lock == "lock":
@@ -85,19 +87,23 @@ def compiling(self, *args, **kwargs):     # reached only on a cache miss: each r
     return make_ir(self, *args, **kwargs)
 ASTSource.make_ir = compiling
 meet("start", 300.0)                      # both racers start compiling together
-triton.compiler.compile(ASTSource(double, signature={"x": "*fp32", "y": "*fp32", "n": "i32", "B": "constexpr"},
-                                  constexprs={"B": 16}), target=GPUTarget("cuda", 90, 32))
+compile = triton.compiler.compile if entry == "jit" else triton.compile    # the JIT's entry, or torch.compile's
+compile(ASTSource(double, signature={"x": "*fp32", "y": "*fp32", "n": "i32", "B": "constexpr"}, constexprs={"B": 16}),
+        target=GPUTarget("cuda", 90, 32))
 print(json.dumps({"seconds_in": timing.spent()}))
 """
 
 
-def _race(tmp_path, lock: str) -> dict:
-    """Two processes (a run's workers) compile the same key at the same moment into one Triton cache."""
+def _race(tmp_path, lock: str, entry: str) -> dict:
+    """Two processes (a run's workers) compile the same key at the same moment into one Triton cache, through
+    triton.compiler.compile (entry "jit": what a kernel launch calls) or triton.compile ("inductor": what
+    torch.compile's generated kernels call)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    script, barrier = tmp_path / "racer.py", tmp_path / f"barrier-{lock}"
+    script, barrier = tmp_path / "racer.py", tmp_path / f"barrier-{lock}-{entry}"
     script.write_text(RACER)
     barrier.mkdir()
-    procs = [subprocess.Popen([sys.executable, str(script), str(tmp_path / f"cache-{lock}"), str(barrier), me, lock],
+    procs = [subprocess.Popen([sys.executable, str(script), str(tmp_path / f"cache-{lock}-{entry}"), str(barrier), me,
+                               lock, entry],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
                               env={**env, "PYTHONPATH": str(REPO)}) for me in ("a", "b")]
     records = []
@@ -109,10 +115,13 @@ def _race(tmp_path, lock: str) -> dict:
     return run_compilations(records)
 
 
-def test_a_key_two_workers_need_at_once_is_compiled_once(tmp_path):
+@pytest.mark.parametrize("entry", ["jit", "inductor"])
+def test_a_key_two_workers_need_at_once_is_compiled_once(tmp_path, entry):
     """timing.compile_once: the worker that takes the key's lock compiles; the other waits and loads it from the
-    disk cache.  The control, without the lock, compiles it in both (a duplicate)."""
-    once = _race(tmp_path, "lock")
+    disk cache.  The control, without the lock, compiles it in both (a duplicate).  Through triton.compile too:
+    on the H200 (reports/h200-2026-12-03e) two layer checks started together compiled five of torch.compile's
+    kernels twice while only triton.compiler.compile took the lock."""
+    once = _race(tmp_path, "lock", entry)
     assert once == {**once, "compiled": 1, "distinct": 1, "duplicates": 0, "cache_loads": 1}
-    twice = _race(tmp_path, "nolock")
+    twice = _race(tmp_path, "nolock", entry)
     assert twice == {**twice, "compiled": 2, "distinct": 1, "duplicates": 1, "cache_loads": 0}

@@ -87,11 +87,13 @@ def listen(*, src, metadata: dict, cache_hit: bool, **_) -> None:
 
 def compile_once() -> None:
     """Each compile key compiled by one process of a run: Triton's compile (triton.compiler.compile, which
-    every kernel launch and autotuning candidate goes through) takes a file lock named by the key first, in
+    every kernel launch and autotuning candidate goes through, and triton.compile, the same function bound at
+    Triton's import, through which torch.compile's generated kernels come) takes a file lock named by the key first, in
     Triton's cache directory, so that a worker needing a key another worker is compiling waits for it and then
     loads it from the disk cache (Triton looks there before compiling) instead of compiling it again.  The key
     is the kernel source's specialization (ASTSource.hash: source, signature, constexprs, attributes), the
     target and the options: what Triton's own cache key is made of.  Idempotent."""
+    import triton
     import triton.compiler as tc
     from triton import knobs
     if getattr(tc.compile, "compile_once", False):
@@ -112,3 +114,5 @@ def compile_once() -> None:
 
     compile.compile_once = True
     tc.compile = compile
+    if triton.compile is original:
+        triton.compile = compile
