@@ -127,17 +127,17 @@ def test_shard_is_deterministic_and_balanced_by_duration():
 
 
 def test_start_order_is_longest_first():
-    """On a GPU without durations: kernel backward fp32, then bf16, then the other kernel checks, layers, the
-    rest, each tier round-robin over op groups; with a previous run's durations: by them (unknown: the median);
-    on the CPU without durations: the selection's order."""
+    """On a GPU without durations: layer generation checks, kernel backward fp32, then bf16, then the other
+    kernel checks, the other layer checks, the rest, each tier round-robin over op groups; with a previous run's
+    durations: by them (unknown: the median); on the CPU without durations: the selection's order."""
     names = ["oracle.path.x", "kernel.fla.path_attn.fwd.bf16.a", "kernel.fla.path_attn.bwd.bf16.b",
              "kernel.fla.path_attn.bwd.fp32.c", "layer.fla.path.base.bf16.train", "kernel.fla.gdn_chunk.bwd.fp32.a",
-             "kernel.fla.path_attn.bwd.fp32.d", "kernel.fla.gdn_chunk.fwd.bf16.a"]
+             "kernel.fla.path_attn.bwd.fp32.d", "kernel.fla.gdn_chunk.fwd.bf16.a", "layer.fla.fox.base.fp32.generation"]
     checks = [Check(n, "d", lambda ctx: None) for n in names]
-    assert start_order(checks, "cuda") == [3, 5, 6, 2, 1, 7, 4, 0]
-    assert start_order(checks, "cpu") == list(range(8))
+    assert start_order(checks, "cuda") == [8, 3, 5, 6, 2, 1, 7, 4, 0]
+    assert start_order(checks, "cpu") == list(range(9))
     durations = {"oracle.path.x": 9.0, "kernel.fla.path_attn.fwd.bf16.a": 1.0, "kernel.fla.path_attn.bwd.bf16.b": 5.0}
-    assert start_order(checks, "cpu", durations) == [0, 2, 3, 4, 5, 6, 7, 1]     # 5 (the median) for the others
+    assert start_order(checks, "cpu", durations) == [0, 2, 3, 4, 5, 6, 7, 8, 1]     # 5 (the median) for the others
     assert start_order(checks, "cuda", durations) == start_order(checks, "cpu", durations)
 
 

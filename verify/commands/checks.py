@@ -87,7 +87,8 @@ def _common(p: argparse.ArgumentParser) -> None:
                                                   "balanced by --durations, else by id; merge with `verify merge`")
     p.add_argument("--durations", metavar="FILE",
                    help="a previous --json result: checks start longest first by its per-check seconds (default: "
-                        "on a GPU kernel backward checks first, then the other kernel, layer and remaining checks; "
+                        "on a GPU layer generation checks first, then kernel backward checks, the other kernel, "
+                        "layer and remaining checks; "
                         "on the CPU the selection's order), and they balance --shard")
     p.add_argument("--json", metavar="PATH", help="write results as JSON (format: verify/core/results.schema.json)")
     p.add_argument("--junit", metavar="PATH", help="write results as JUnit XML")

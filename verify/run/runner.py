@@ -492,14 +492,17 @@ def next_startable(pending: list[int], checks: list[Check], warming: dict[str, i
 
 
 def tier(check_id: str) -> int:
-    """A check's expected cost on a GPU with a cold Triton cache, in tiers (0 the costliest): kernel backward
-    checks (the most kernels to compile: on one H200 at ci the fp32 ones of GDN chunk and PaTH took 30-70 s,
-    reports/h200-2026-12-03), their fp32 before bf16; the other kernel checks; layer checks; the rest (oracles,
-    proofs, canaries: CPU seconds, no compilation)."""
+    """A check's expected cost on a GPU, in tiers (0 the costliest): layer generation checks (one token at a time:
+    at full, 2048 decoded tokens, the longest checks of a warm run, 64-75 s, and 87-105 s cold on one H200,
+    reports/h200-2026-12-03e); kernel backward checks (the most kernels to compile: on one H200 at ci the fp32
+    ones of GDN chunk and PaTH took 30-70 s, reports/h200-2026-12-03), their fp32 before bf16; the other kernel
+    checks; the other layer checks; the rest (oracles, proofs, canaries: CPU seconds, no compilation)."""
     cid = CheckId.parse(check_id)
     if cid.is_kernel:
-        return 0 if cid.pass_ == "bwd" and cid.dtype == "fp32" else 1 if cid.pass_ == "bwd" else 2
-    return 3 if cid.is_layer else 4
+        return 1 if cid.pass_ == "bwd" and cid.dtype == "fp32" else 2 if cid.pass_ == "bwd" else 3
+    if cid.is_layer:
+        return 0 if cid.parts[-1] == "generation" else 4
+    return 5
 
 
 def start_order(checks: list[Check], device: str, durations: dict[str, float] | None = None) -> list[int]:
