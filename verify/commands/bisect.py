@@ -152,10 +152,12 @@ def _interrupt(signum, frame):
 @contextmanager
 def worktree(repo: str, commit: str):
     """A detached worktree of repo at commit in a fresh temporary folder; removed on exit, also when
-    interrupted (SIGINT, SIGTERM, SIGHUP all end in the same cleanup)."""
+    interrupted (SIGINT, SIGTERM, SIGHUP all end in the same cleanup; SIGINT's handler is installed too, as
+    `verify all` does, since a process started with SIGINT ignored, such as a background job of a script, gets
+    no KeyboardInterrupt from Python)."""
     tmp = Path(tempfile.mkdtemp(prefix="verify-bisect-"))
     path = tmp / "worktree"
-    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
+    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         git(repo, "worktree", "add", "--detach", "--quiet", str(path), commit)
         yield path, tmp
