@@ -172,14 +172,15 @@ def attend_one(ar, q, K, V, g=None, scale=1.0, gate_scaled=False):
     """One new query per sequence against the cached keys: o = softmax_j(scores(k_j . q, gate_j)) V with
     gate_j = sum_{s=j+1..L-1} g_s.  q [B, HQ, d], K [B, L, H, d], V [B, L, H, dv], g [B, L, HQ] -> [B, HQ, dv]."""
     group = q.shape[1] // K.shape[2]
-    Kq = K.repeat_interleave(group, 2).transpose(1, 2)              # [B, HQ, L, d]
+    per_query_head = lambda X: (X if group == 1 else X.repeat_interleave(group, 2)).transpose(1, 2)   # no copy if 1
+    Kq = per_query_head(K)                                          # [B, HQ, L, d]
     logits = ar.mm(Kq, q[..., None])[..., 0]                      # [B, HQ, L]
     gate = None
     if g is not None:
         G = torch.cumsum(g, 1).transpose(1, 2)                      # [B, HQ, L]
         gate = G[..., -1:] - G
     p = softmax(ar, P.scores(logits, gate, scale, gate_scaled))
-    return ar.store(ar.mm(p[..., None, :], V.repeat_interleave(group, 2).transpose(1, 2))[..., 0, :])
+    return ar.store(ar.mm(p[..., None, :], per_query_head(V))[..., 0, :])
 
 
 def householder_update(ar, K, w, beta):
