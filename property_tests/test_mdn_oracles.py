@@ -129,6 +129,19 @@ def test_batched_wrappers_equal_per_head_and_p_alpha_k_equals_default():
     assert all(torch.equal(a, b) for a, b in zip(explicit, mdn.recurrence_head(**x)))
 
 
+def test_terms_come_from_the_oracle_walk_unchanged():
+    """with_terms adds scale |S_t|^T |q_t| (S_t the state after token t, here from the walk over the first t
+    tokens) and leaves o, S_T, M_T bit for bit as the plain walk gives them."""
+    x = _inputs(11, 9, 4, 3, True, True)
+    o, S, M, terms = mdn.recurrence_head(**x, scale=0.7, with_terms=True)
+    assert all(torch.equal(a, b) for a, b in zip((o, S, M), mdn.recurrence_head(**x, scale=0.7)))
+    for t in range(9):
+        S_t = mdn.recurrence_head(**{n: v[:t + 1] if v.dim() and n not in ("S0", "M0") else v for n, v in x.items()},
+                                  scale=0.7)[1]
+        assert torch.allclose(terms[t], 0.7 * S_t.abs().T @ x["q"][t].abs(), rtol=1e-14, atol=0)
+    assert not torch.allclose(terms, o.abs())       # a cancellation somewhere: the terms exceed |o|
+
+
 def test_chunk_intermediates_are_consistent():
     x = _inputs(7, 20, 4, 3, False, True)
     _, _, _, steps = mdn.chunk_forward_head(**x, chunk=8)

@@ -29,16 +29,16 @@ from references.ops import TORCH, TorchOps
 
 
 def recurrence_head(q, k, v, log_alpha, log_mu, beta, eta, p=None, scale=1.0, S0=None, M0=None,
-                    abs_output=False):
+                    with_terms=False):
     """One head, token by token, literally as above: q, k, p [T, Dk], v [T, Dv], gates [T], states [Dk, Dv]
-    (or any leading dims before T, the heads walked at once).  Returns (o [T, Dv], S_T, M_T).
-    With abs_output, o_t is replaced by scale |S_t|^T |q_t|: the magnitude of the terms summed into o_t."""
+    (or any leading dims before T, the heads walked at once).  Returns (o [T, Dv], S_T, M_T), and with
+    with_terms also scale |S_t|^T |q_t| [T, Dv] (the magnitude of the terms summed into o_t) from the same walk."""
     heads, Dk, Dv = k.shape[:-2], k.shape[-1], v.shape[-1]
     S = k.new_zeros(*heads, Dk, Dv) if S0 is None else S0
     M = k.new_zeros(*heads, Dk, Dv) if M0 is None else M0
     col = lambda x: x[..., :, None]            # a vector [..., d] as a column [..., d, 1]
     gate = lambda g: g[..., None, None]        # a gate [...] against a state [..., Dk, Dv]
-    out = []
+    out, terms = [], []
     # tokens by unbind, not k[t]: autograd then gathers each input's gradient once, where indexing would form a
     # zero [T, d] tensor per token (O(T^2 d): 25x the forward's time at T = 1000)
     t = -2      # the token dim of q, k, v, p (gates: -1)
@@ -50,20 +50,22 @@ def recurrence_head(q, k, v, log_alpha, log_mu, beta, eta, p=None, scale=1.0, S0
         v_res = v_t - (S.mT @ col(p_t))[..., 0]
         M = gate(mu) * M - gate(eta_t) * (col(k_t) * v_res[..., None, :])        # k_t v~_t^T
         S = gate(alpha) * S - gate(beta_t) * M
-        out.append(scale * ((S.abs().mT @ col(q_t.abs())) if abs_output else (S.mT @ col(q_t)))[..., 0])
-    o = torch.stack(out, dim=-2) if out else v.new_zeros(*heads, 0, Dv)
-    return o, S, M
+        out.append(scale * (S.mT @ col(q_t))[..., 0])
+        if with_terms:
+            terms.append(scale * (S.abs().mT @ col(q_t.abs()))[..., 0])
+    tokens = lambda xs: torch.stack(xs, dim=-2) if xs else v.new_zeros(*heads, 0, Dv)
+    return (tokens(out), S, M, tokens(terms)) if with_terms else (tokens(out), S, M)
 
 
-def recurrence(q, k, v, log_alpha, log_mu, beta, eta, p=None, scale=None, S0=None, M0=None, abs_output=False):
+def recurrence(q, k, v, log_alpha, log_mu, beta, eta, p=None, scale=None, S0=None, M0=None, with_terms=False):
     """Batched token recurrence, every head of [B, T, H, .] walked at once; scale None means Dk^-1/2 (fla's
-    default).  Returns (o, S_T, M_T)."""
+    default).  Returns (o, S_T, M_T), and with with_terms the terms' magnitude [B, T, H, Dv] (recurrence_head)."""
     _check_shapes(q, k, v, log_alpha, log_mu, beta, eta, p)
     heads_first = lambda x: None if x is None else x.movedim(1, -1 if x.dim() == 3 else 2)   # [B, H, T, .], [B, H, T]
-    o, S, M = recurrence_head(*map(heads_first, (q, k, v, log_alpha, log_mu, beta, eta, p)),
-                              scale=k.shape[-1] ** -0.5 if scale is None else scale, S0=S0, M0=M0,
-                              abs_output=abs_output)
-    return o.movedim(2, 1), S, M
+    o, S, M, *terms = recurrence_head(*map(heads_first, (q, k, v, log_alpha, log_mu, beta, eta, p)),
+                                      scale=k.shape[-1] ** -0.5 if scale is None else scale, S0=S0, M0=M0,
+                                      with_terms=with_terms)
+    return (o.movedim(2, 1), S, M, *(t.movedim(2, 1) for t in terms))
 
 
 def _check_shapes(q, k, v, log_alpha, log_mu, beta, eta, p):

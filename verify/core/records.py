@@ -95,7 +95,8 @@ class KernelOp:
     dot: str | None = None              # fp32 dot format the kernel uses (None: the run's --fp32-dot)
     references: str = "device"          # where the oracle and same-dtype run under --references auto: "device"
     #                                     (the run's) or "cpu" (measured faster there on a GPU run)
-    terms: Callable | None = None       # (**float64 inputs, scale) -> {output: magnitude of its summed terms}
+    terms: Callable | None = None       # the oracle with terms: (**float64 inputs, scale) -> (oracle's outputs,
+    #                                     {output: magnitude of its summed terms}), one evaluation for both
     regression_cases: dict = field(default_factory=dict)   # "<pass>.<dtype>.<regime>" -> [cases]
     probes: tuple[ConventionProbe, ...] = ()
     decode: Decode | None = None

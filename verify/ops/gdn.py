@@ -155,22 +155,29 @@ def validate_inputs(x: dict) -> None:
 
 def gdn_as_mdn(mdn_fn, q, k, v, g, beta, S0=None, cu_seqlens=None, scale=None, value_groups="consecutive", **kw):
     """(o, S_T [N, HV, K, V]) of GDN from an MDN function (MDN.recurrence, same_dtype.mdn) with log mu = -inf,
-    eta = 1, sequence by sequence of cu_seqlens (or the whole batch).  With HV = G H value heads (grouped value
+    eta = 1, sequence by sequence of cu_seqlens (or the whole batch); the function's outputs after M_T (the
+    oracle's terms) follow, along T as o.  With HV = G H value heads (grouped value
     attention) value head j reads key head j // G (value_groups "consecutive", fla's convention) or j % H
     ("strided", the alternative its probe rules out)."""
     G = v.shape[2] // q.shape[2]
     if G > 1:
         q, k = ((t.repeat_interleave(G, dim=2) if value_groups == "consecutive" else t.repeat(1, 1, G, 1))
                 for t in (q, k))
-    outs, states = [], []
+    per_sequence = []
     for n, (s, e) in enumerate(P.segments(q.shape[1], cu_seqlens)):
         t = slice(s, e)
         init = None if S0 is None else (S0 if cu_seqlens is None else S0[n:n + 1])
-        o, S, _ = mdn_fn(q[:, t], k[:, t], v[:, t], g[:, t], torch.full_like(g[:, t], -math.inf), beta[:, t],
-                         torch.ones_like(g[:, t]), S0=init, M0=None if init is None else torch.zeros_like(init),
-                         scale=scale, **kw)
-        outs.append(o), states.append(S)
-    return torch.cat(outs, dim=1), torch.cat(states, dim=0)
+        o, S, _, *more = mdn_fn(q[:, t], k[:, t], v[:, t], g[:, t], torch.full_like(g[:, t], -math.inf), beta[:, t],
+                                torch.ones_like(g[:, t]), S0=init, M0=None if init is None else torch.zeros_like(init),
+                                scale=scale, **kw)
+        per_sequence.append((o, S, *more))
+    o, S, *more = zip(*per_sequence)
+    return (torch.cat(o, dim=1), torch.cat(S, dim=0), *(torch.cat(m, dim=1) for m in more))
+
+
+def _gdn_terms(scale, **x):
+    o, S, terms = gdn_as_mdn(MDN.recurrence, **x, scale=scale, with_terms=True)
+    return (o, S), {"o": terms}
 
 
 GDN_PROBE_CASE = GdnCase(T=40, seed=5)
@@ -264,7 +271,7 @@ def _gdn_op(name, chunk, budget_factor, passes, dot=None, device_cases=(), struc
         grad_inputs=("q", "k", "v", "g", "beta", "S0"), outputs=("o", "S_T"), regimes=GDN_REGIMES,
         cases=gdn_cases, budget_factor=budget_factor, error_inputs=validate_inputs, passes=passes, dot=dot,
         sample_case=GdnCase(T=8, seed=1, initial_state=True, cu_seqlens=(0, 3, 8)),
-        terms=lambda scale, **x: {"o": gdn_as_mdn(MDN.recurrence, **x, scale=scale, abs_output=True)[0]},
+        terms=_gdn_terms,
         probes=_gdn_probes(name),
         examples={"quick": 1, "ci": 2, "full": 5},     # the CPU interpreter runs GDN token by token: few draws
         device_cases=device_cases, package=("fla.ops.gated_delta_rule",), not_reached=GDN_NOT_REACHED,

@@ -127,7 +127,8 @@ def validate_inputs(x: dict) -> None:
 
 
 def _mdn_terms(scale, **x):
-    return {"o": MDN.recurrence(**x, scale=scale, abs_output=True)[0]}
+    o, S, M, terms = MDN.recurrence(**x, scale=scale, with_terms=True)
+    return (o, S, M), {"o": terms}
 
 
 

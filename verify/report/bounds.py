@@ -144,8 +144,7 @@ def magnitudes(family: str, x64: dict, chunk: int | None, gate_scaled: bool | No
         if family == "path":
             out["condition"] = ut_condition(x64["w"], x64["beta"])
         return out
-    o = MDN.recurrence(**x64)[0]
-    terms = MDN.recurrence(**x64, abs_output=True)[0]
+    o, _, _, terms = MDN.recurrence(**x64, with_terms=True)
     out = {"kappa": float(terms.norm() / o.norm()) if o.norm() > 0 else math.inf}
     if chunk is not None:
         out["condition"] = mdn_condition(x64, chunk)
