@@ -234,6 +234,41 @@ def test_search_skips_what_cannot_be_verified(raised, kind):
     assert str(errors[raised]) in r.message
 
 
+def test_draws_do_not_depend_on_the_modules_loaded(tmp_path, monkeypatch):
+    """A check's examples are the seed's alone: importing a module of 300 in-range literals between two searches
+    of one seed leaves the drawn cases as they were.  Control: with hypothesis's own pool of the loaded modules'
+    literals (what verify.core.search replaces), the same search draws other cases."""
+    import importlib
+
+    from hypothesis import strategies as st
+    from hypothesis.internal.conjecture import providers
+
+    from verify.core import search as S
+    from verify.core.budget import Verdict
+    from verify.core.registry import Context
+
+    def draws():
+        seen = []
+        S.search(st.lists(st.integers(0, 2**16), min_size=20, max_size=20),
+                 lambda c: seen.append(c) or S.Probe(Verdict("o", 0.0, 0.0, 1.0, 1.0, 0.0, 0.0), str(c), {}),
+                 Context(profile="full", examples=100), "test.constants")
+        return seen
+    before = draws()
+    (tmp_path / "planted_literals.py").write_text("X = [" + ", ".join(str(211 * i + 1009) for i in range(300)) + "]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("planted_literals")
+    assert draws() == before
+    assert S.HYPOTHESIS_LOCAL_CONSTANTS is not None, "this hypothesis has no local-constant pool to control"
+    replaced = providers._get_local_constants
+    try:
+        providers._get_local_constants = S.HYPOTHESIS_LOCAL_CONSTANTS
+        providers.CONSTANTS_CACHE.cache.clear()
+        assert draws() != before
+    finally:
+        providers._get_local_constants = replaced
+        providers.CONSTANTS_CACHE.cache.clear()
+
+
 @pytest.mark.parametrize("T, tries", [(100, 12), (1024, 12), (2048, 3), (4096, 1)])
 def test_shrinking_at_full_is_charged_by_case_size(T, tries):
     """At full a failure gets 12 shrink evaluations of cases up to SHRINK_UNIT_T tokens; a larger case costs
