@@ -229,7 +229,9 @@ def _mdn_structure(chunk: int) -> Structure:
 # worker-s in them on the GPU and 424 on the CPU (1.8x), with the same statuses.  Heads at once (torch.vmap) did
 # not make the GPU the place either: there the same-dtype results differ from the CPU's in the last bits (exp and
 # log; 1.1 of 1.7 million fp32 values in one check's forward and gradients, reports/h200-2026-12-03e), which the
-# budget would carry into the verdicts.
+# budget would carry into the verdicts.  Nor the float64 oracle alone: 16 processes at once on the H200 took 2.35 s
+# on CUDA against 2.72 s on the CPU for its forward and backward at T = 1000, 8.87 s against 5.57 s at T = 4096
+# (reports/h200-2026-12-03f/bench_oracle.py).
 REFERENCES_ON = "cpu"
 
 
