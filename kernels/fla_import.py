@@ -14,7 +14,7 @@ functions, docstrings; no assignment into another module or os.environ) and impo
 A checkout whose fla/__init__.py cannot run here (it imports the model zoo, fla.layers / fla.models, which
 need `transformers`; or fla-core 0.6's extend_path would pull in another fla's zoo) gets a `fla` whose
 __init__ is never executed: fla.ops.* and fla.utils import from the checkout and the model zoo is never
-loaded.  Nothing here imports fla or the toolkit (verify.core.kernel_root and kernels.fla_ops call it).
+loaded.  Nothing here imports fla or the toolkit (pathmdn_verify.platform.kernel_root and pathmdn_verify.kernels.fla_ops call it).
 """
 from __future__ import annotations
 

@@ -67,8 +67,8 @@ check_fla_version = fla_version      # the name the commands call (no longer a v
 
 def _install_import_shim() -> None:
     """fla/__init__.py of a tree before 2026-06 imports the model zoo (transformers): register fla without
-    running it, when needed, before the first import of fla (kernels.fla_import)."""
-    from kernels.fla_import import install_import_shim
+    running it, when needed, before the first import of fla (pathmdn_verify.kernels.fla_import)."""
+    from pathmdn_verify.kernels.fla_import import install_import_shim
     install_import_shim()
 
 
@@ -244,11 +244,11 @@ def emulate_h200_tiles() -> str:
     tiles (PaTH: BT 64 / BS 32 instead of 128 / 64), which changes the rounding: measured, the state-tracking
     construction at n = 256 failed on the H200 and passed on the CPU until the CPU used the H200's tiles.
     Shared-memory limits themselves are not emulated (the interpreter has none).  Must run after the
-    interpreter fidelity layer is on (verify.core.fidelity) and before any fla.ops module is imported (fla
+    interpreter fidelity layer is on (pathmdn_verify.platform.fidelity) and before any fla.ops module is imported (fla
     builds some autotune config lists at import, e.g. chunk_delta_h.py from 0.5)."""
     import os
     import sys
-    from kernels.fla_import import is_lazy
+    from pathmdn_verify.kernels.fla_import import is_lazy
     _install_import_shim()
     early = sorted(m for m, mod in list(sys.modules.items())
                    if (m == "fla.ops" or m.startswith("fla.ops.")) and not is_lazy(mod))

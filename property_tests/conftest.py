@@ -1,9 +1,17 @@
 import importlib
 import os
+import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
+
+# The repository's folders are the installed package pathmdn_verify (pyproject.toml maps them into it), never
+# top-level packages: with the repository's top on sys.path (`python -m pytest` puts the current directory
+# first, and the check workers inherit this process's path) its kernels/ would shadow Hugging Face's `kernels`,
+# which transformers imports.
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT]
 
 # CI: deterministic, no example database writes.
 settings.register_profile("ci", derandomize=True, database=None, deadline=None, print_blob=True)
@@ -19,8 +27,8 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(scope="session")
 def registry():
-    from verify import checks
-    from verify.core.registry import REGISTRY
+    from pathmdn_verify import checks
+    from pathmdn_verify.core.registry import REGISTRY
     checks.load_all()
     return REGISTRY
 
@@ -28,8 +36,8 @@ def registry():
 @pytest.fixture
 def planted(registry, monkeypatch):
     """The checks of planted_checks.py, registered here and in every check worker (in-process runs and
-    `python -m verify` subprocesses alike)."""
-    from verify.core.registry import EXTRA_CHECKS_ENV
+    `python -m pathmdn_verify` subprocesses alike)."""
+    from pathmdn_verify.core.registry import EXTRA_CHECKS_ENV
     here = str(Path(__file__).parent)
     monkeypatch.setenv(EXTRA_CHECKS_ENV, "planted_checks")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p))
@@ -39,7 +47,7 @@ def planted(registry, monkeypatch):
 @pytest.fixture(autouse=True)
 def no_compiled_mode_triton_in_this_process():
     """A test may import triton or fla in the pytest process only with the interpreter on (TRITON_INTERPRET=1,
-    set by verify.core.fidelity): compiled-mode kernels defined here make every later in-process activation of the
+    set by pathmdn_verify.platform.fidelity): compiled-mode kernels defined here make every later in-process activation of the
     fidelity layer refuse, so the failure would land on another test, depending on the order (pytest-xdist)."""
     import sys
     before = {m for m in ("triton", "fla") if m in sys.modules}
@@ -61,8 +69,8 @@ def results_follow_the_schema(request):
 
     import jsonschema
 
-    from verify.core import results
-    from verify.report import document
+    from pathmdn_verify.core import results
+    from pathmdn_verify.report import document
     for path in tmp.rglob("*.json"):
         text = path.read_text()
         if '"schema_version"' not in text:

@@ -20,7 +20,7 @@ PATIENCE = 300.0
 
 
 def verify_command(*args) -> list[str]:
-    return [sys.executable, "-m", "verify", *map(str, args)]
+    return [sys.executable, "-m", "pathmdn_verify", *map(str, args)]
 
 
 def json_arg(args, cwd=None) -> Path | None:
@@ -48,7 +48,7 @@ def run_cli(*args, cwd=None, env=None, timeout=None):
 
     In this process (cli.main with this process's stdout, stderr, cwd and environment swapped for the call's),
     so that the call costs no interpreter start, and its workers fork from this process's fork server, started
-    once; in a `python -m verify` subprocess with a timeout, or for the commands of OWN_PROCESS (a test of the
+    once; in a `python -m pathmdn_verify` subprocess with a timeout, or for the commands of OWN_PROCESS (a test of the
     process itself calls verify_command).  Checks always run in worker processes either way."""
     words = [str(a) for a in args]
     path = json_arg(words, cwd)
@@ -64,7 +64,7 @@ def _in_process(words: list[str], cwd, env) -> subprocess.CompletedProcess:
     import contextlib
     import io
 
-    from verify import cli
+    from pathmdn_verify import cli
     out, err = io.StringIO(), io.StringIO()
     saved_env, saved_argv, saved_cwd = dict(os.environ), sys.argv[:], os.getcwd()
     try:
@@ -87,8 +87,8 @@ def _in_process(words: list[str], cwd, env) -> subprocess.CompletedProcess:
 
 
 def load(path) -> dict:
-    """A result document, strictly (NaN and Infinity refused, as verify.core.results.parse does)."""
-    from verify.core import results
+    """A result document, strictly (NaN and Infinity refused, as pathmdn_verify.core.results.parse does)."""
+    from pathmdn_verify.core import results
     return results.parse(Path(path).read_text())
 
 

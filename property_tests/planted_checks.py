@@ -14,7 +14,7 @@ from helpers import MARKER_ENV, RENDEZVOUS_ENV, block_forever, write_marker
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verify.core.registry import Result, register
+from pathmdn_verify.core.registry import Result, register
 
 _POISONED = []      # set in a worker by the fatal CUDA error; a check run later in that worker sees it
 

@@ -1,6 +1,6 @@
 """Hostile and bad input: every case ends with exit status 2 and one line on stderr that names the problem,
 no traceback, and no JSON written.  Input validation runs in-process (`cli.main`, fast); what depends on
-the process (--kernel-root, the fla package found on sys.path) runs `python -m verify` (helpers.run_cli)."""
+the process (--kernel-root, the fla package found on sys.path) runs `python -m pathmdn_verify` (helpers.run_cli)."""
 import json
 import os
 
@@ -8,11 +8,11 @@ import helpers
 import pytest
 import torch
 
-from verify import cli
-from verify.core.precision import TORCH_DTYPES
-from verify.ops import OPS
-from verify.ops.attention import PathCase, path_inputs
-from verify.ops.mdn import MdnCase, mdn_inputs
+from pathmdn_verify import cli
+from pathmdn_verify.core.precision import TORCH_DTYPES
+from pathmdn_verify.ops import OPS
+from pathmdn_verify.ops.attention import PathCase, path_inputs
+from pathmdn_verify.ops.mdn import MdnCase, mdn_inputs
 
 
 def path_file(tmp_path, **change):
@@ -91,7 +91,7 @@ def test_every_op_rejects_bad_input(capsys, tmp_path, name):
 
 def test_oracle_failure_is_a_usage_error_naming_the_input(capsys, tmp_path, monkeypatch):
     """An input the float64 oracle cannot take is exit 2 naming the file, never a kernel failure."""
-    from references import mdn as MDN
+    from pathmdn_verify.references import mdn as MDN
 
     def broken(*a, **kw):
         raise ValueError("planted oracle failure")

@@ -24,9 +24,9 @@ from helpers import (
     wait_for_marker,
 )
 
-from verify import cli
-from verify.core.mutation import fla_package_dir, materialize
-from verify.ops import mutants as _mutants
+from pathmdn_verify import cli
+from pathmdn_verify.platform.mutation import fla_package_dir, materialize
+from pathmdn_verify.ops import mutants as _mutants
 
 MUTANTS = _mutants()
 

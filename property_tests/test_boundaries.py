@@ -1,4 +1,4 @@
-"""Boundary cases derived from each op record's kernel structure (verify.core.boundaries): a covering array of
+"""Boundary cases derived from each op record's kernel structure (pathmdn_verify.core.boundaries): a covering array of
 strength 2 (every pair of levels of any two factors in some case, but the pairs the cost rule excludes), the
 same cases on every call, each case given to a check of its dtype whose regime keeps what the case covers,
 and the quick profile left without them."""
@@ -7,10 +7,10 @@ import itertools
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from verify import ops
-from verify.core import boundaries as B
-from verify.core import strategies as S
-from verify.ops import attention, gdn, mdn
+from pathmdn_verify import ops
+from pathmdn_verify.core import boundaries as B
+from pathmdn_verify.core import strategies as S
+from pathmdn_verify.ops import attention, gdn, mdn
 
 STRUCTURED = [(op.name, p) for op in ops.OPS.values() if op.structure
               for p in (*op.passes, *(("decode",) if op.decode else ())) if B.t_levels(op.structure, p, "ci")]
@@ -79,7 +79,7 @@ def test_a_missing_level_is_named(registry):
     assert set(reached["T"]["missing"]) == {"514"}       # ci thins the super-block to c + 2
 
 
-SHAPE_LEVELS = {   # the drawn examples' shape fields per op family and profile (verify.core.strategies.shape_rows)
+SHAPE_LEVELS = {   # the drawn examples' shape fields per op family and profile (pathmdn_verify.core.strategies.shape_rows)
     "path": lambda p: dict(zip(("D", "Dv", "heads"), attention.SIZES[p][1:4]),
                            batch=S.batch_levels(attention.SIZES[p][4]), gate=(False, True)),
     "gdn": lambda p: dict(zip(("Dk", "Dv", "H"), gdn.GDN_SIZES[p][1:4]), batch=S.batch_levels(gdn.GDN_SIZES[p][4])),

@@ -5,10 +5,10 @@ import xml.etree.ElementTree as ET
 import pytest
 from helpers import id_args, ids, load, run_cli
 
-from verify import cli
-from verify.core.errors import UsageError
-from verify.core.registry import Context, Result
-from verify.run import xfails
+from pathmdn_verify import cli
+from pathmdn_verify.core.errors import UsageError
+from pathmdn_verify.core.registry import Context, Result
+from pathmdn_verify.run import xfails
 
 
 def test_oracles_json_schema(tmp_path):
@@ -32,7 +32,7 @@ def test_oracles_json_schema(tmp_path):
 
 
 def test_glob_and_exact_selection(registry):
-    from verify.core.registry import select
+    from pathmdn_verify.core.registry import select
     glob = select(["oracle.path.*.negative.*"])
     assert glob and all(".negative." in c.id for c in glob)
     exact = select(None, ["oracle.path.ut_product"])
@@ -42,7 +42,7 @@ def test_glob_and_exact_selection(registry):
 
 
 def test_k_expressions_as_pytest_writes_them(registry):
-    from verify.core.registry import matcher, select
+    from pathmdn_verify.core.registry import matcher, select
     ids = {c.id for c in select(["path_attn and not bwd"])}
     assert ids and all("path_attn" in i and "bwd" not in i for i in ids)
     assert {c.id for c in select(["path_attn"])} - ids == {c.id for c in select(["path_attn and bwd"])}
@@ -127,8 +127,8 @@ def test_fatal_cuda_error_stops_the_search(registry):
     kind cuda_fatal (the runner then replaces the worker: test_runner.py), never a pass or a shrunk example."""
     from hypothesis import strategies as st
 
-    from verify.core.search import search
-    from verify.run import runner
+    from pathmdn_verify.core.search import search
+    from pathmdn_verify.run import runner
     seen = []
 
     def evaluate(n):
@@ -155,8 +155,8 @@ def test_time_limit_records_the_checks_not_run(tmp_path):
 def test_merge_later_record_wins_unless_skip_and_refuses_other_runs(tmp_path):
     """verify merge: a later record replaces an earlier one unless it is a skip; results of a different run
     (device, profile, kernel package) or not following the schema are usage errors."""
-    from verify.core import results
-    from verify.core.results import Record
+    from pathmdn_verify.core import results
+    from pathmdn_verify.core.results import Record
     cid = "kernel.fla.path_attn.fwd.bf16.beta_two"
 
     def run(name, status, measured, device="cpu"):
@@ -200,7 +200,7 @@ def test_git_dirty_says_when_the_commit_does_not_name_the_code(tmp_path):
     names the code that runs), None outside a checkout; an untracked file leaves it clean."""
     import subprocess
 
-    from verify.core import environment
+    from pathmdn_verify.platform import environment
     repo = tmp_path / "repo"
     repo.mkdir()
     f = repo / "m.py"

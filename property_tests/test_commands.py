@@ -8,12 +8,12 @@ import xml.etree.ElementTree as ET
 import pytest
 from rich.console import Console
 
-from verify import cli
-from verify.core import results
-from verify.core.errors import Bf16ArithmeticNotEmulated, UsageError
-from verify.core.registry import Context, Result, matcher
-from verify.core.results import Record
-from verify.run import terminal, xfails
+from pathmdn_verify import cli
+from pathmdn_verify.core import results
+from pathmdn_verify.core.errors import Bf16ArithmeticNotEmulated, UsageError
+from pathmdn_verify.core.registry import Context, Result, matcher
+from pathmdn_verify.core.results import Record
+from pathmdn_verify.run import terminal, xfails
 
 ID = "kernel.fla.path_attn.fwd.bf16.beta_two"
 
@@ -140,7 +140,7 @@ def _printed(records):
 def test_skip_of_a_search_names_the_check_once_and_the_innermost_error_once():
     from hypothesis import strategies as st
 
-    from verify.core.search import search
+    from pathmdn_verify.core.search import search
     cid = "kernel.fla.gdn_chunk.bwd.bf16.typical"
     res = search(st.integers(1, 3), lambda n: _wrapped_gap(), Context(profile="quick"), cid, max_examples=2)
     assert res.status == "skip" and res.kind == "interpreter_gap"
@@ -151,7 +151,7 @@ def test_skip_of_a_search_names_the_check_once_and_the_innermost_error_once():
 
 
 def test_skip_of_a_raising_check_names_the_innermost_error_once():
-    from verify.run import runner
+    from pathmdn_verify.run import runner
 
     def run(ctx):
         _wrapped_gap()
@@ -244,7 +244,7 @@ def test_status_line_lists_running_checks_within_the_width():
 
 
 def test_live_status_drops_finished_checks():
-    from verify.core.registry import Check
+    from pathmdn_verify.core.registry import Check
     console = Console(file=io.StringIO(), force_terminal=True, width=300)
     progress = terminal.Progress(console, 3)
     shown = []
@@ -271,7 +271,7 @@ def test_quiet_known_warnings_reaches_child_processes(monkeypatch):
         cli.quiet_known_warnings()
         cli.quiet_known_warnings()       # idempotent
         spec = __import__("os").environ["PYTHONWARNINGS"].split(",")
-        assert "ignore::RuntimeWarning:verify.core.fidelity" in spec and len(spec) == len(set(spec))
+        assert "ignore::RuntimeWarning:pathmdn_verify.platform.fidelity" in spec and len(spec) == len(set(spec))
         assert any("Triton is not supported on current platform" in s for s in spec)
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("default")

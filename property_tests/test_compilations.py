@@ -1,4 +1,4 @@
-"""Compile accounting (verify.core.timing): Triton really compiles here (PTX for an H200, sm_90, without a
+"""Compile accounting (pathmdn_verify.platform.timing): Triton really compiles here (PTX for an H200, sm_90, without a
 GPU) in a child process; a second check needing the same kernel specialization does not compile it again
 (a disk-cache load), and a key compiled twice in one run is counted as a duplicate; two workers needing one key
 at the same moment compile it once (timing.compile_once), and twice without it."""
@@ -17,7 +17,7 @@ import json, os, sys
 import triton, triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from verify.core import timing
+from pathmdn_verify.platform import timing
 
 @triton.jit
 def double(x, y, n, B: tl.constexpr):
@@ -60,7 +60,7 @@ import triton, triton.language as tl
 import triton.compiler
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from verify.core import timing
+from pathmdn_verify.platform import timing
 
 @triton.jit
 def double(x, y, n, B: tl.constexpr):
@@ -111,7 +111,7 @@ def _race(tmp_path, lock: str, entry: str) -> dict:
         out, err = p.communicate(timeout=300)
         assert p.returncode == 0, err[-3000:]
         records.append(json.loads(out.splitlines()[-1]))
-    from verify.core.timing import run_compilations
+    from pathmdn_verify.platform.timing import run_compilations
     return run_compilations(records)
 
 

@@ -1,4 +1,4 @@
-"""`--configs cover|all|autotune|first` (verify/core/configs.py): which tile config each autotuned kernel runs,
+"""`--configs cover|all|autotune|first` (verify/platform/configs.py): which tile config each autotuned kernel runs,
 recorded per check, covered in aggregate, and a bug that lives in one non-first config caught by cover only."""
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ def _check(doc, cid):
 def test_context_is_frozen_picklable_and_the_repro_names_configs():
     import dataclasses
 
-    from verify.core.registry import Context
-    from verify.run.runner import repro_command
+    from pathmdn_verify.core.registry import Context
+    from pathmdn_verify.run.runner import repro_command
     ctx = Context(configs="first")
     assert pickle.loads(pickle.dumps(ctx)) == ctx
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -33,7 +33,7 @@ def test_context_is_frozen_picklable_and_the_repro_names_configs():
 
 
 def test_coverage_counts_configs_run_over_declared():
-    from verify.core import configs
+    from pathmdn_verify.platform import configs
     checks = [{"details": {"configs": {"k": [0, 2]}, "configs_declared": {"k": 4}}},
               {"details": {"configs": {"k": [2]}, "configs_declared": {"k": 4}, "configs_unfit": {"k": [3]}}},
               {"details": {}}]
@@ -47,13 +47,13 @@ def test_coverage_counts_configs_run_over_declared():
 def test_autotune_runs_say_how_many_configs_triton_timed():
     """--configs autotune: each check records the configs Triton's timing ran (configs_timed, counted where
     Autotuner._bench is called); the run sums them, 0 when its choices came from the cache directory."""
-    from verify.core import configs
+    from pathmdn_verify.platform import configs
     checks = [{"details": {"configs": {"k": [1]}, "configs_declared": {"k": 4}, "configs_timed": {"k": 4}}},
               {"details": {"configs": {"k": [1]}, "configs_declared": {"k": 4}, "configs_timed": {"k": 0}}}]
     assert configs.summary("autotune", checks)["timed"] == 4
     assert "Triton timed 4 configs" in configs.summary_line(configs.summary("autotune", checks))
     assert "timed" not in configs.summary("cover", checks)
-    from verify.core.fidelity import prepare_cpu_kernels
+    from pathmdn_verify.platform.fidelity import prepare_cpu_kernels
     prepare_cpu_kernels()          # triton in this process: the interpreter's, as in a CPU worker
     with configs.scope("kernel.fla.x.fwd.fp32.r", "autotune") as st:
         from triton.runtime.autotuner import Autotuner
@@ -95,7 +95,7 @@ def test_same_seed_same_configs_and_first_is_index_0(tmp_path):
 
 @pytest.mark.slow
 def test_a_bug_only_in_a_non_first_config_is_caught_by_cover_and_missed_by_first(tmp_path):
-    from verify.core.mutation import Mutant, materialize
+    from pathmdn_verify.platform.mutation import Mutant, materialize
     tree = materialize(Mutant("gdn_chunk_o_bk32", "test", killers=(BK32_KILLER,), **BK32), tmp_path / "tree")
     status = {}
     for mode in ("first", "cover"):

@@ -6,9 +6,9 @@ import json
 import coverage
 import pytest
 
-from verify import cli
-from verify.commands.coverage import analyse, kernels_and_launchers
-from verify.core.mutation import fla_package_dir
+from pathmdn_verify import cli
+from pathmdn_verify.commands.coverage import analyse, kernels_and_launchers
+from pathmdn_verify.platform.mutation import fla_package_dir
 
 KERNELS = '''
 import functools

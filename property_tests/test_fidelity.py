@@ -1,4 +1,4 @@
-"""The Triton-interpreter fidelity layer (verify/core/fidelity.py) and its canaries.
+"""The Triton-interpreter fidelity layer (verify/platform/fidelity.py) and its canaries.
 
 TRITON_INTERPRET and the patches are process-global, and another test module may already have
 imported triton, so everything that runs a kernel runs in a child process (three in all):
@@ -61,9 +61,9 @@ RED_WHEN_OFF = {
 CANARY_CHILD = """
 import json, warnings
 warnings.filterwarnings("ignore")
-from verify.core import fidelity
-import verify.checks.interpreter  # registers; defines no kernel
-from verify.core.registry import REGISTRY, Context
+from pathmdn_verify.platform import fidelity
+import pathmdn_verify.checks.interpreter  # registers; defines no kernel
+from pathmdn_verify.core.registry import REGISTRY, Context
 FUNCTIONAL = set(json.loads(%r))   # the canaries the part-off runs judge (RED_WHEN_OFF)
 runs = [("on", list(fidelity.PARTS), "tf32"), ("on_ieee", list(fidelity.PARTS), "ieee")]
 runs += [("off:" + p, [q for q in fidelity.PARTS if q != p], "tf32") for p in fidelity.PARTS]
@@ -92,8 +92,8 @@ def canaries():
 
 
 def canary_ids():
-    import verify.checks.interpreter  # noqa: F401
-    from verify.core.registry import REGISTRY
+    import pathmdn_verify.checks.interpreter  # noqa: F401
+    from pathmdn_verify.core.registry import REGISTRY
     return sorted(c for c in REGISTRY if c.startswith("env.interpreter."))
 
 
@@ -101,7 +101,7 @@ def test_import_is_cheap():
     """Importing the family module defines no kernel, sets no env var, imports no triton."""
     out = run_child("""
         import json, os, sys
-        import verify.checks.interpreter
+        import pathmdn_verify.checks.interpreter
         print(json.dumps({"triton": "triton" in sys.modules, "env": os.environ.get("TRITON_INTERPRET")}))
     """)
     assert out == {"triton": False, "env": None}
@@ -134,7 +134,7 @@ def test_canary_turns_red_with_part_off(canaries, part):
 
 
 def test_parts_list_matches_layer():
-    from verify.core import fidelity
+    from pathmdn_verify.platform import fidelity
     assert fidelity.PARTS == PARTS
 
 
@@ -147,8 +147,8 @@ def test_active_parts_recorded(canaries):
 def test_activation_refused_after_triton_import():
     out = run_child("""
         import json, triton
-        from verify.core import fidelity
-        from verify.core.errors import UsageError
+        from pathmdn_verify.platform import fidelity
+        from pathmdn_verify.core.errors import UsageError
         try:
             fidelity.activate(); print(json.dumps({"raised": None}))
         except UsageError as e:
@@ -158,8 +158,8 @@ def test_activation_refused_after_triton_import():
 
 
 def test_bad_arguments_refused():
-    from verify.core import fidelity
-    from verify.core.errors import UsageError
+    from pathmdn_verify.platform import fidelity
+    from pathmdn_verify.core.errors import UsageError
     with pytest.raises(UsageError):
         fidelity.activate(fp32_dot="fp16")
     with pytest.raises(UsageError):
@@ -173,7 +173,7 @@ def test_fixed_order_dot_is_the_once_rounded_sum():
 
     import numpy as np
 
-    from verify.core.fidelity import fixed_order_dot
+    from pathmdn_verify.platform.fidelity import fixed_order_dot
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal(s).astype(np.float32) for s in ((16, 64), (64, 8)))
     d = rng.standard_normal((16, 8)).astype(np.float32)
@@ -187,8 +187,8 @@ BF16_CONSTANTS_CHILD = """
 import json, re
 import numpy as np
 from triton._C.libtriton import ir
-from verify.core.bits import f64_to_bf16_bits
-from verify.core.fidelity import bf16_constant_bits
+from pathmdn_verify.core.bits import f64_to_bf16_bits
+from pathmdn_verify.platform.fidelity import bf16_constant_bits
 values = [1e-7, 5e-7, 1.5e-6, 3e-6, 0.3, 1 / 3, 1.00390625, 1.01171875, -2.5e-4, 123456.789, 1e30]
 values += list(np.random.default_rng(0).standard_normal(40) * np.exp2(np.arange(40) % 24 - 12))
 ctx = ir.context()
@@ -224,12 +224,12 @@ def test_performance_canaries_catch_a_wrong_answer():
         import json, warnings
         warnings.filterwarnings("ignore")
         import numpy as np
-        from verify.core import fidelity
+        from pathmdn_verify.platform import fidelity
         fidelity.activate()
         import triton.language as tl
         from triton.runtime import interpreter
-        import verify.checks.interpreter as canaries
-        from verify.core.registry import Context
+        import pathmdn_verify.checks.interpreter as canaries
+        from pathmdn_verify.core.registry import Context
         ctx = Context(device="cpu")
         good = [canaries.np_dtypes(ctx).status, canaries.lazy_types(ctx).status]
         patched = interpreter._get_np_dtype
@@ -248,7 +248,7 @@ def test_bf16_fma_canary_discriminates():
 
     import torch
 
-    from verify.core.bits import bf16_rne
+    from pathmdn_verify.core.bits import bf16_rne
     g = torch.Generator().manual_seed(2)
     x, y = (torch.randn(16, generator=g).to(torch.bfloat16).double().tolist() for _ in range(2))
     pairs = [(Fraction(a), Fraction(b)) for a, b in zip(x, y)]
@@ -264,8 +264,8 @@ def test_exact_bf16_conversions():
 
     import numpy as np
 
-    from verify.checks.interpreter import _F32_CAST_CASES
-    from verify.core.bits import (
+    from pathmdn_verify.checks.interpreter import _F32_CAST_CASES
+    from pathmdn_verify.core.bits import (
         bf16_bits_to_f32,
         bf16_rne,
         f32_to_bf16_bits,
@@ -288,10 +288,10 @@ def test_bf16_lowering_canary_rejects_the_unfused_model():
     out = run_child("""
         import json, warnings
         warnings.filterwarnings("ignore")
-        from verify.core import fidelity
+        from pathmdn_verify.platform import fidelity
         fidelity.activate()
-        import verify.checks.interpreter as I
-        from verify.core.registry import Context
+        import pathmdn_verify.checks.interpreter as I
+        from pathmdn_verify.core.registry import Context
         I._BF16_PTX[9] = {"mul.bf16", "add.bf16"}
         r = I.bf16_lowering(Context(device="cpu"))
         print(json.dumps([r.status, r.details["x * y + x"]]))
@@ -302,7 +302,8 @@ def test_bf16_lowering_canary_rejects_the_unfused_model():
 GAP_CHILD = """
 import json, warnings
 warnings.filterwarnings("ignore")
-from verify.core import errors, fidelity
+from pathmdn_verify.core import errors
+from pathmdn_verify.platform import fidelity
 fidelity.activate(parts=[p for p in fidelity.PARTS if p != "bf16_scalar"])
 import torch, triton, triton.language as tl
 
@@ -357,12 +358,13 @@ def test_is_interpreter_gap_on_real_errors():
 GDN_CHILD = """
 import json, warnings
 warnings.filterwarnings("ignore")
-from verify.core import errors, fidelity
+from pathmdn_verify.core import errors
+from pathmdn_verify.platform import fidelity
 fidelity.prepare_cpu_kernels()
-from verify.core.engine import measure
-from verify.ops.gdn import GdnCase
-from verify.ops import OPS
-from verify.core.precision import Precision
+from pathmdn_verify.core.engine import measure
+from pathmdn_verify.ops.gdn import GdnCase
+from pathmdn_verify.ops import OPS
+from pathmdn_verify.core.precision import Precision
 op, out = OPS["gdn_chunk"], {}
 for dt in ("fp32", "bf16"):
     prec = Precision.of(dt, op.dot or "tf32")
@@ -395,12 +397,12 @@ def test_fla_gdn_chunk_runs():
 E2E_CHILD = """
 import json, time, warnings
 warnings.filterwarnings("ignore")
-from verify.core import fidelity
+from pathmdn_verify.platform import fidelity
 fidelity.activate()
 import torch
 from fla.ops.path_attn import parallel_path_attn
 from fla.ops.forgetting_attn import parallel_forgetting_attn
-from references.path_attn import path_attn, fox_attn
+from pathmdn_verify.references.path_attn import path_attn, fox_attn
 
 B, T, H, D = 1, 128, 1, 32
 torch.manual_seed(0)

@@ -50,7 +50,7 @@ def set_version(root: Path, version: str) -> None:
 
 
 def verify(root: Path, *args: str, env: dict | None = None, json_out: Path | None = None):
-    cmd = [sys.executable, "-m", "verify", "kernels", "--device", "cpu", "--profile", "quick", "--workers", "1",
+    cmd = [sys.executable, "-m", "pathmdn_verify", "kernels", "--device", "cpu", "--profile", "quick", "--workers", "1",
            "--kernel-root", str(root), *args]
     if json_out is not None:
         cmd += ["--json", str(json_out)]
@@ -71,7 +71,7 @@ def ids(*check_ids: str) -> list[str]:
 # ------------------------------------------------------------------------------------------------ in process
 
 def test_init_obstacle_reads_fla_init_without_running_it(tmp_path, monkeypatch):
-    from kernels import fla_import as kr
+    from pathmdn_verify.kernels import fla_import as kr
     root = tree(tmp_path)
     # fla-core 0.6.0: the model zoo is optional, found through extend_path in any fla directory on sys.path;
     # a tree without one while the installed fla has one would import the installed layers on its ops
@@ -97,7 +97,7 @@ def test_init_obstacle_reads_fla_init_without_running_it(tmp_path, monkeypatch):
 LAZY_PROBE = """
 import os, sys
 sys.path.insert(0, sys.argv[1])
-from kernels.fla_import import install_import_shim, is_lazy
+from pathmdn_verify.kernels.fla_import import install_import_shim, is_lazy
 install_import_shim()
 import fla.ops.a                                   # a submodule: runs a only
 print(os.environ["RAN"], is_lazy(sys.modules["fla.ops"]), fla.__version__)
@@ -128,7 +128,7 @@ def test_reexporting_packages_run_their_init_on_first_use_of_a_name(tmp_path):
 
 def test_keywords_only_when_named():
     """A **kwargs is not a parameter: an old tree's swallows unknown keywords silently; the body reading it is."""
-    from kernels import fla_ops
+    from pathmdn_verify.kernels import fla_ops
 
     def old(q, k, scale=None, **kwargs):
         return "ran"
@@ -144,7 +144,7 @@ def test_keywords_only_when_named():
 
 
 def test_fla_version_is_not_a_gate():
-    from kernels import fla_ops
+    from pathmdn_verify.kernels import fla_ops
     assert not hasattr(fla_ops, "SUPPORTED_FLA")
     assert fla_ops.fla_version() == fla_ops.check_fla_version() == "0.6.0"
 
@@ -248,15 +248,15 @@ autotune_cache_kwargs = {"cache_results": FLA_CACHE_RESULTS} if SUPPORTS_AUTOTUN
 
 
 def test_import_fixes_apply_only_where_their_defect_is(monkeypatch):
-    """Each declared import fix (kernels.fla_import.IMPORT_FIXES) changes a module only where its defect is: the
+    """Each declared import fix (pathmdn_verify.kernels.fla_import.IMPORT_FIXES) changes a module only where its defect is: the
     fork's undefined FLA_CACHE_RESULTS and its unused pandas import (pandas taken as not installed) are fixed; a
     module that defines the name, reads it only inside a function, uses pandas, imports another missing module
     unused, or imports an installed one unused, is left as it is (its own NameError or ImportError stays the
     tree's)."""
     import ast
 
-    from kernels import fla_import
-    from kernels.fla_import import IMPORT_FIXES, fix_module
+    from pathmdn_verify.kernels import fla_import
+    from pathmdn_verify.kernels.fla_import import IMPORT_FIXES, fix_module
     findable = fla_import._findable
     monkeypatch.setattr(fla_import, "_findable", lambda name: name != "pandas" and findable(name))
 

@@ -5,8 +5,8 @@ import json
 import pytest
 from helpers import run_cli
 
-from verify.core.mutation import materialize
-from verify.ops import mutants as _mutants
+from pathmdn_verify.platform.mutation import materialize
+from pathmdn_verify.ops import mutants as _mutants
 
 MUTANTS = _mutants()
 
@@ -41,7 +41,7 @@ def test_stale_mutant_is_an_error(tmp_path):
 def test_kernel_root_without_package_is_usage_error(tmp_path):
     import subprocess
     import sys
-    r = subprocess.run([sys.executable, "-m", "verify", "kernels", "--device", "cpu", "--kernel-root", str(tmp_path)],
+    r = subprocess.run([sys.executable, "-m", "pathmdn_verify", "kernels", "--device", "cpu", "--kernel-root", str(tmp_path)],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "fla/__init__.py" in r.stderr and "Traceback" not in r.stderr
 
@@ -51,8 +51,8 @@ def test_cpu_runs_pick_the_h200_tile_sizes():
     the rounding: the state-tracking construction at n = 256 fails with H200 tiles and passed without)."""
     import subprocess
     import sys
-    code = ("from verify.core.engine import prepare; from verify.core.registry import Context; prepare(Context()); "
-            "import fla.utils; from verify.core import fidelity; "
+    code = ("from pathmdn_verify.core.engine import prepare; from pathmdn_verify.core.registry import Context; prepare(Context()); "
+            "import fla.utils; from pathmdn_verify.platform import fidelity; "
             "print(fla.utils.check_shared_mem('hopper'), fidelity.active_parts()['device_properties'])")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -62,7 +62,7 @@ def test_cpu_runs_pick_the_h200_tile_sizes():
 STUB_MODE_RULE = '''
 import torch
 
-from references import mdn as MDN
+from pathmdn_verify.references import mdn as MDN
 
 
 def _exact(q, k, v, log_alpha, log_mu, beta, eta, p, scale, initial_state, use_p_times_alpha):
@@ -127,7 +127,7 @@ def test_authors_fork_api_through_kernel_root(tmp_path):
     skipped = {"kernel.fla.mdn_chunk16.fwd.bf16.typical": "chunk is fixed at 64",
                "kernel.fla.mdn_recurrent.bwd.fp32.typical": "has no backward"}
     r = subprocess.run(
-        [sys.executable, "-m", "verify", "kernels", "--device", "cpu", "--profile", "quick", "--json", str(out),
+        [sys.executable, "-m", "pathmdn_verify", "kernels", "--device", "cpu", "--profile", "quick", "--json", str(out),
          "--kernel-root", str(tmp_path / "fork"), *[a for i in (*passing, *skipped) for a in ("--id", i)]],
         capture_output=True, text=True, cwd=repo)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
@@ -147,10 +147,10 @@ def test_missing_backward_is_only_the_packages_own():
     is a variant the package lacks.  The same error raised anywhere else stays a failure."""
     import torch
 
-    from kernels import fla_ops
-    from verify.core.engine import prepare
-    from verify.core.registry import Context
-    from verify.ops.gdn import GdnCase, gdn_inputs
+    from pathmdn_verify.kernels import fla_ops
+    from pathmdn_verify.core.engine import prepare
+    from pathmdn_verify.core.registry import Context
+    from pathmdn_verify.ops.gdn import GdnCase, gdn_inputs
     prepare(Context(device="cpu"))
     x = {n: t.requires_grad_() if t is not None and t.is_floating_point() else t
          for n, t in gdn_inputs(GdnCase(T=4), torch.float32).items()}
@@ -167,17 +167,17 @@ def test_missing_backward_is_only_the_packages_own():
 
 
 def test_regression_cases_fail_without_their_fixes(monkeypatch):
-    """The regression cases of verify.ops pass with the budget's summed-terms floor (MDN) and the
+    """The regression cases of pathmdn_verify.ops pass with the budget's summed-terms floor (MDN) and the
     same-dtype implementations' stored-O delta (FoX, PaTH), and each fix is what sets their budget: without
     it the budget's same-dtype term is several times smaller.  Those terms come from the float64 oracle and
-    the fixed-order same-dtype implementation (verify.core.precision), so this holds on every machine; whether
+    the fixed-order same-dtype implementation (pathmdn_verify.core.precision), so this holds on every machine; whether
     a kernel's own error would cross the smaller budget depends on the machine and is not asserted."""
-    from references import path_attn as P
-    from verify import same_dtype
-    from verify.core import engine as K
-    from verify.core.budget import verdict
-    from verify.core.registry import Context
-    from verify.ops import OPS, regression_cases
+    from pathmdn_verify.references import path_attn as P
+    from pathmdn_verify import same_dtype
+    from pathmdn_verify.core import engine as K
+    from pathmdn_verify.core.budget import verdict
+    from pathmdn_verify.core.registry import Context
+    from pathmdn_verify.ops import OPS, regression_cases
     ctx = Context(device="cpu", profile="quick")
     K.prepare(ctx)
     mdn_case = regression_cases("kernel.fla.mdn_recurrent.fwd.fp32.eta_near2")[0]
@@ -220,10 +220,10 @@ def test_search_skips_what_cannot_be_verified(raised, kind):
     that kind, with the reason; any other exception of the kernel stays a failure."""
     from hypothesis import strategies as st
 
-    from kernels.fla_ops import VariantUnsupported
-    from verify.core.errors import Bf16ArithmeticNotEmulated
-    from verify.core.registry import Context
-    from verify.core.search import search
+    from pathmdn_verify.kernels.fla_ops import VariantUnsupported
+    from pathmdn_verify.core.errors import Bf16ArithmeticNotEmulated
+    from pathmdn_verify.core.registry import Context
+    from pathmdn_verify.core.search import search
     errors = {"unsupported": VariantUnsupported("chunk 16 is not offered"),
               "gap": Bf16ArithmeticNotEmulated("bf16 multiply"), "kernel": RuntimeError("kernel bug")}
 
@@ -237,15 +237,15 @@ def test_search_skips_what_cannot_be_verified(raised, kind):
 def test_draws_do_not_depend_on_the_modules_loaded(tmp_path, monkeypatch):
     """A check's examples are the seed's alone: importing a module of 300 in-range literals between two searches
     of one seed leaves the drawn cases as they were.  Control: with hypothesis's own pool of the loaded modules'
-    literals (what verify.core.search replaces), the same search draws other cases."""
+    literals (what pathmdn_verify.core.search replaces), the same search draws other cases."""
     import importlib
 
     from hypothesis import strategies as st
     from hypothesis.internal.conjecture import providers
 
-    from verify.core import search as S
-    from verify.core.budget import Verdict
-    from verify.core.registry import Context
+    from pathmdn_verify.core import search as S
+    from pathmdn_verify.core.budget import Verdict
+    from pathmdn_verify.core.registry import Context
 
     def draws():
         seen = []
@@ -279,9 +279,9 @@ def test_shrinking_at_full_is_charged_by_case_size(T, tries):
 
     from hypothesis import strategies as st
 
-    from verify.core.budget import Verdict
-    from verify.core.registry import Context
-    from verify.core.search import Probe, search
+    from pathmdn_verify.core.budget import Verdict
+    from pathmdn_verify.core.registry import Context
+    from pathmdn_verify.core.search import Probe, search
 
     @dataclass(frozen=True)
     class Case:
@@ -309,8 +309,8 @@ def test_save_failing_writes_a_file_that_compare_replays(tmp_path, registry):
     `verify compare` command, and that command reproduces the failure with the same error."""
     import shlex
 
-    from verify import cli
-    from verify.core.registry import Context
+    from pathmdn_verify import cli
+    from pathmdn_verify.core.registry import Context
     cid = "kernel.fla.mdn_chunk16.fwd.bf16.alpha_near1"
     result = registry[cid].run(Context(device="cpu", profile="quick", save_failing=str(tmp_path / "f")))
     command = result.details["compare_command"]
@@ -337,13 +337,13 @@ def _gdn_literal(q, k, v, g, beta, S0, scale):
 
 @pytest.mark.parametrize("seed", range(3))
 def test_gdn_is_mdn_without_momentum(seed):
-    """The GDN records' oracle (verify.ops.gdn.gdn_as_mdn on the MDN recurrence, mu = 0, p = alpha k, eta = 1)
+    """The GDN records' oracle (pathmdn_verify.ops.gdn.gdn_as_mdn on the MDN recurrence, mu = 0, p = alpha k, eta = 1)
     equals GDN's literal rule sequence by sequence; negative control: with MDN's eta = 2 it does not."""
     import torch
 
-    from references import mdn as MDN
-    from verify.core.inputs import as_oracle
-    from verify.ops.gdn import GdnCase, gdn_as_mdn, gdn_inputs
+    from pathmdn_verify.references import mdn as MDN
+    from pathmdn_verify.core.inputs import as_oracle
+    from pathmdn_verify.ops.gdn import GdnCase, gdn_as_mdn, gdn_inputs
     x = as_oracle(gdn_inputs(GdnCase(T=12, Dk=4, Dv=3, beta="near2", initial_state=True, cu_seqlens=(0, 5, 12), seed=seed)))
     o, S = gdn_as_mdn(MDN.recurrence, **x, scale=0.5)
     for n, (s, e) in enumerate([(0, 5), (5, 12)]):
@@ -363,9 +363,9 @@ def test_search_stops_at_a_fatal_device_error_wherever_it_surfaces(surfaces_in):
     of the check (raised)."""
     from hypothesis import strategies as st
 
-    from verify.core.budget import OracleFailed
-    from verify.core.registry import DEVICE_LOST, Context
-    from verify.core.search import search
+    from pathmdn_verify.core.budget import OracleFailed
+    from pathmdn_verify.core.registry import DEVICE_LOST, Context
+    from pathmdn_verify.core.search import search
     fault = RuntimeError("CUDA error: an illegal memory access was encountered")
     calls = []
 
@@ -387,9 +387,9 @@ def test_search_stops_at_a_fatal_device_error_wherever_it_surfaces(surfaces_in):
 def test_a_kernel_check_says_where_its_time_went(monkeypatch):
     """details.seconds_in splits a kernel check's time into kernel, float64 oracle and same-dtype
     implementation (within the check's own seconds); Triton's compile hooks add compile time and count."""
-    from verify.core import timing
-    from verify.core.registry import REGISTRY, Context, load_checks
-    from verify.run.runner import execute
+    from pathmdn_verify.platform import timing
+    from pathmdn_verify.core.registry import REGISTRY, Context, load_checks
+    from pathmdn_verify.run.runner import execute
     load_checks()
     record = execute(REGISTRY["kernel.fla.mdn_recurrent.bwd.fp32.typical"], Context(device="cpu", profile="quick"))
     from triton import knobs  # after the check installed the interpreter

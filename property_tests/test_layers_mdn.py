@@ -8,9 +8,9 @@ import torch
 import torch.nn.functional as F
 from helpers import load, run_cli
 
-from references import layers_mdn as L
-from verify.core.mutation import materialize
-from verify.layers import mdn as layers_mdn
+from pathmdn_verify.references import layers_mdn as L
+from pathmdn_verify.platform.mutation import materialize
+from pathmdn_verify.layers import mdn as layers_mdn
 
 H, DK, DV, HIDDEN = 2, 2, 3, 4
 

@@ -4,10 +4,10 @@ planted bug that a check catches."""
 import torch
 from helpers import by_id, run_cli
 
-from references import layers_path as L
-from references import path_attn as P
-from verify.core.mutation import materialize
-from verify.layers import load
+from pathmdn_verify.references import layers_path as L
+from pathmdn_verify.references import path_attn as P
+from pathmdn_verify.platform.mutation import materialize
+from pathmdn_verify.layers import load
 
 D = torch.float64
 
@@ -129,13 +129,13 @@ class _AttentionCache:
 
 
 def test_cache_ops_judges_each_operation_and_demands_a_refused_crop():
-    """verify.layers.common.cache_ops on a toy layer whose output is the running sum of its tokens, kept in the
+    """pathmdn_verify.layers.common.cache_ops on a toy layer whose output is the running sum of its tokens, kept in the
     cache: every operation (reorder, repeat, beam reorder, crop) matches the sums of each row's history;
     controls: a layer that keeps its sums outside the cache (the operations miss them) fails at the first
     reorder, and a cache that crops where the record says it must refuse fails."""
-    from verify.core.registry import Context
-    from verify.layers import LayerCase
-    from verify.layers.common import cache_ops, call
+    from pathmdn_verify.core.registry import Context
+    from pathmdn_verify.layers import LayerCase
+    from pathmdn_verify.layers.common import cache_ops, call
     case = LayerCase(Context(device="cpu", profile="ci"), load()["fox"], "base", "fp32")
     gen = torch.Generator().manual_seed(0)
     draw = lambda rows, n: torch.randn(rows, n, 4, generator=gen, dtype=torch.float64).float().double()

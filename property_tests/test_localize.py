@@ -9,13 +9,13 @@ import sys
 
 import pytest
 
-from verify import cli, ops
-from verify.core import examples as example
-from verify.core.ids import CheckId
-from verify.core.mutation import Mutant, materialize
-from verify.ops import mutants as _mutants
-from verify.ops.attention import PathCase
-from verify.ops.mdn import MdnCase
+from pathmdn_verify import cli, ops
+from pathmdn_verify.core import examples as example
+from pathmdn_verify.core.ids import CheckId
+from pathmdn_verify.platform.mutation import Mutant, materialize
+from pathmdn_verify.ops import mutants as _mutants
+from pathmdn_verify.ops.attention import PathCase
+from pathmdn_verify.ops.mdn import MdnCase
 
 MUTANTS = _mutants()
 
@@ -36,7 +36,7 @@ def localize(tmp_path, check_id, case, mutant=None, *extra):
     x = example.build(ops.record(check_id), CheckId.parse(check_id).dtype, case, "cpu")
     inputs, out = tmp_path / "x.pt", tmp_path / "out.json"
     example.save(x, inputs)
-    cmd = [sys.executable, "-m", "verify", "localize", "--id", check_id, "--device", "cpu", "--inputs", str(inputs),
+    cmd = [sys.executable, "-m", "pathmdn_verify", "localize", "--id", check_id, "--device", "cpu", "--inputs", str(inputs),
            "--json", str(out), *extra]
     if mutant:
         cmd += ["--kernel-root", str(materialize(MUTANTS.get(mutant, mutant), tmp_path / "root"))]
@@ -72,7 +72,7 @@ def test_planted_bug_is_localized_to_its_stage(tmp_path, check_id, case, mutant,
 def test_example_from_the_checks_search(tmp_path):
     """--seed reruns the check's search and localizes the example it reports (a label rebuilt exactly)."""
     out = tmp_path / "out.json"
-    proc = subprocess.run([sys.executable, "-m", "verify", "localize", "--id", MDN[0], "--device", "cpu",
+    proc = subprocess.run([sys.executable, "-m", "pathmdn_verify", "localize", "--id", MDN[0], "--device", "cpu",
                            "--profile", "quick", "--examples", "1", "--seed", "2", "--json", str(out)],
                           capture_output=True, text=True)
     doc = json.loads(out.read_text())

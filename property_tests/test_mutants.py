@@ -1,12 +1,12 @@
-"""Proof of teeth: every planted bug of the op and layer records (verify.ops, verify.layers) applies to the installed kernels and names registered
+"""Proof of teeth: every planted bug of the op and layer records (pathmdn_verify.ops, pathmdn_verify.layers) applies to the installed kernels and names registered
 killer checks, and `verify mutants` kills every one at the ci profile; `verify all` leaves the family out
 unless it is named; --repeat reports per check how many seeds failed."""
 import pytest
 from helpers import ids, load, run_cli
 
-from verify import cli
-from verify.checks.mutants import every
-from verify.core.mutation import fla_package_dir, materialize
+from pathmdn_verify import cli
+from pathmdn_verify.checks.mutants import every
+from pathmdn_verify.platform.mutation import fla_package_dir, materialize
 
 MUTANTS = every()      # the op records' and the layer records' planted bugs
 
@@ -23,10 +23,10 @@ def test_mutant_applies_and_names_registered_killers(name, tmp_path, registry):
 
 
 def test_every_op_has_regimes_conventions_and_a_mutant(registry):
-    """The registry meta-test: every op of verify.ops has a regime check per pass and dtype, at least one
+    """The registry meta-test: every op of pathmdn_verify.ops has a regime check per pass and dtype, at least one
     convention check, and at least one planted bug that its own checks must catch (the bad-input tests of
     property_tests/test_bad_input.py are parametrized over the same registry)."""
-    from verify.ops import OPS
+    from pathmdn_verify.ops import OPS
     for name, op in OPS.items():
         ids = {op.check_id(p, d, r) for p in op.passes for d in op.dtypes for r in op.regimes}
         assert op.regimes and op.passes and ids <= set(registry), name

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from verify import cli, ops
-from verify.core import examples
-from verify.core.ids import CheckId
-from verify.core.mutation import materialize
+from pathmdn_verify import cli, ops
+from pathmdn_verify.core import examples
+from pathmdn_verify.core.ids import CheckId
+from pathmdn_verify.platform.mutation import materialize
 
 PLUGINS = Path(__file__).parent / "plugins"
 TOY = "kernel.fla.toy_scalar_gate"
@@ -32,7 +32,7 @@ def test_every_id_round_trips_and_resolves_to_its_record(registry):
                 assert parsed.pass_ in (*op.passes, "decode") and parsed.regime in regimes
                 assert cid in {op.check_id(parsed.pass_, parsed.dtype, parsed.regime)}
         if parsed.is_layer:        # layer.<impl>.<layer>.<variant>.<dtype>.<comparison>: a declared combination
-            from verify import layers
+            from pathmdn_verify import layers
             rec = layers.LAYERS[parsed.layer]
             assert (cid, *parsed.parts[2:]) in rec.ids(parsed.impl) and parsed.dtype in rec.dtypes
 
@@ -41,7 +41,7 @@ def test_every_id_round_trips_and_resolves_to_its_record(registry):
                                   "Kernel.fla.x.fwd.bf16.y", "kernel..path_attn.fwd.bf16.y", "oracle",
                                   "layer.fla.path.base.fp16.train", "layer.fla.path.base.bf16"])
 def test_malformed_ids_are_refused(text):
-    from verify.core.errors import UsageError
+    from pathmdn_verify.core.errors import UsageError
     with pytest.raises(UsageError):
         CheckId.parse(text)
 
@@ -62,7 +62,7 @@ def test_localize_and_the_sanitizer_accept_every_searched_kernel_check(registry,
 def test_the_sanitizer_replays_gdn_and_decode_checks_clean(check_id, case, tmp_path):
     op = ops.record(check_id)
     examples.save(examples.from_label(op, "fp32", case), tmp_path / "x.pt")
-    proc = subprocess.run([sys.executable, "-m", "verify", "localize", "--id", check_id, "--device", "cpu", "--sanitize",
+    proc = subprocess.run([sys.executable, "-m", "pathmdn_verify", "localize", "--id", check_id, "--device", "cpu", "--sanitize",
                            "--inputs", str(tmp_path / "x.pt"), "--json", str(tmp_path / "out.json")],
                           capture_output=True, text=True)
     doc = json.loads((tmp_path / "out.json").read_text())
@@ -72,7 +72,7 @@ def test_the_sanitizer_replays_gdn_and_decode_checks_clean(check_id, case, tmp_p
 def _verify(tmp_path, *args, env_extra=None):
     env = dict(os.environ, VERIFY_EXTRA_CHECKS="toy_op",
                PYTHONPATH=os.pathsep.join(p for p in (str(PLUGINS), os.environ.get("PYTHONPATH")) if p))
-    proc = subprocess.run([sys.executable, "-m", "verify", *args], capture_output=True, text=True, env=env,
+    proc = subprocess.run([sys.executable, "-m", "pathmdn_verify", *args], capture_output=True, text=True, env=env,
                           cwd=tmp_path)
     return proc
 
@@ -94,7 +94,7 @@ def test_a_toy_op_gets_every_command_from_its_record_alone(tmp_path):
         import toy_op
     finally:
         sys.path.remove(str(PLUGINS))
-    from verify.ops.attention import PathCase
+    from pathmdn_verify.ops.attention import PathCase
     case = PathCase(T=70, D=32, Dv=16, HQ=2, H=1, seed=4)
     examples.save(toy_op.make_inputs(case, toy_op.torch.float32), tmp_path / "x.pt")
     compared = _verify(tmp_path, "compare", "--op", "toy_scalar_gate", "--inputs", "x.pt", "--device", "cpu")
@@ -128,9 +128,9 @@ def test_references_run_where_the_record_or_the_option_says():
     """--references auto takes each op record's choice (the CPU for the MDN and GDN recurrences, measured faster
     there on an H200; the run's device for PaTH and FoX), device and cpu override it, and a non-default choice is
     in the repro command."""
-    from verify.core.engine import reference_device
-    from verify.core.registry import Context
-    from verify.run.runner import repro_command
+    from pathmdn_verify.core.engine import reference_device
+    from pathmdn_verify.core.registry import Context
+    from pathmdn_verify.run.runner import repro_command
     where = lambda name, choice: reference_device(ops.OPS[name], Context(device="cuda", references=choice), "cuda")
     assert [where(n, "auto") for n in ("mdn_recurrent", "gdn_chunk", "path_attn", "forgetting_attn")] == \
         ["cpu", "cpu", "cuda", "cuda"]

@@ -4,12 +4,12 @@ import torch
 from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
-from references import path_attn as P
-from verify.core.inputs import as_oracle
-from verify.core.metrics import rel_err
-from verify.core.registry import Context
-from verify.core.strategies import value_patterns
-from verify.ops.attention import (
+from pathmdn_verify.references import path_attn as P
+from pathmdn_verify.core.inputs import as_oracle
+from pathmdn_verify.core.metrics import rel_err
+from pathmdn_verify.core.registry import Context
+from pathmdn_verify.core.strategies import value_patterns
+from pathmdn_verify.ops.attention import (
     BETA_REGIMES,
     GATE_REGIMES,
     W_REGIMES,
@@ -84,8 +84,8 @@ def test_varlen_equals_separate_sequences():
 def test_varlen_decode_cache_gives_each_sequence_its_last_query_logits():
     """Each sequence's decode keys dotted with its last query are that sequence's path logits (the walk);
     the same-dtype decode keys in fp32 agree; without the split, the first sequence's keys differ."""
-    from verify import same_dtype
-    from verify.core.precision import Precision
+    from pathmdn_verify import same_dtype
+    from pathmdn_verify.core.precision import Precision
     case = PathCase(T=30, D=4, cu_seqlens=(0, 11, 30), seed=3)
     x = as_oracle(path_inputs(case, torch.float64, "cpu", torch.float64, torch.float64))
     keys = P.decode_cache(x["k"], x["w"], x["beta"], x["cu_seqlens"])
@@ -133,8 +133,8 @@ def test_planted_zero_mask_turns_mpmath_check_red(registry, monkeypatch):
 def test_same_dtype_heads_at_once_equal_each_head_alone(storage, dot):
     """per_head runs every head of a segment at once (vmap); each head alone (B = HQ = H = 1) gives the same bits,
     output and gradients, with GQA, a gate and varlen segments (tf32: a bit-level rounding inside vmap)."""
-    from verify import same_dtype
-    from verify.core.precision import Precision
+    from pathmdn_verify import same_dtype
+    from pathmdn_verify.core.precision import Precision
     g_ = torch.Generator().manual_seed(3)
     T, HQ, H, D, Dv = 70, 4, 2, 16, 8
     x = {"q": torch.randn(1, T, HQ, D, generator=g_), "k": torch.randn(1, T, H, D, generator=g_),

@@ -10,11 +10,11 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from verify.core import bits, inputs
-from verify.core.bits import round_bf16, truncate_tf32
-from verify.core.budget import verdict
-from verify.core.precision import Precision, matmul
-from verify.core.strategies import bf16_values
+from pathmdn_verify.core import bits, inputs
+from pathmdn_verify.core.bits import round_bf16, truncate_tf32
+from pathmdn_verify.core.budget import verdict
+from pathmdn_verify.core.precision import Precision, matmul
+from pathmdn_verify.core.strategies import bf16_values
 
 
 @given(bf16_values())
@@ -74,7 +74,7 @@ def test_budget_for_an_exactly_zero_tensor_uses_max_abs_at_the_given_scale():
 
 def test_fixed_order_matmul_is_the_stated_blockwise_fp32_accumulation():
     """acc_{s+1} = fl32(acc_s + block sum), written out literally for one output element."""
-    from verify.core.precision import BLOCK_K, fixed_order_matmul
+    from pathmdn_verify.core.precision import BLOCK_K, fixed_order_matmul
     gen = torch.Generator().manual_seed(0)
     a, b = torch.randn(3, 37, generator=gen), torch.randn(37, 2, generator=gen)
     acc = torch.tensor(0.0)
@@ -91,7 +91,7 @@ def test_fixed_order_matmul_is_the_pairwise_tree_bit_for_bit():
     with cancelling signs, so that a block's float64 sum is inexact and another order would round otherwise."""
     import struct
 
-    from verify.core.precision import BLOCK_K, fixed_order_matmul
+    from pathmdn_verify.core.precision import BLOCK_K, fixed_order_matmul
     f32 = lambda x: struct.unpack("f", struct.pack("f", x))[0]
 
     def tree(xs):
@@ -119,10 +119,10 @@ def test_same_dtype_implementations_call_no_blas_and_give_the_same_bits_under_an
     rounding whatever the library's order), so the BLAS, its thread count and the CPU cannot change them."""
     from torch.overrides import TorchFunctionMode
 
-    from verify import same_dtype
-    from verify.core.inputs import floats_as
-    from verify.ops.attention import PathCase, path_inputs
-    from verify.ops.mdn import MdnCase, mdn_inputs
+    from pathmdn_verify import same_dtype
+    from pathmdn_verify.core.inputs import floats_as
+    from pathmdn_verify.ops.attention import PathCase, path_inputs
+    from pathmdn_verify.ops.mdn import MdnCase, mdn_inputs
     library = {"matmul", "mm", "bmm", "__matmul__", "linalg_solve_triangular", "softmax", "sum", "einsum", "mv"}
 
     class NoLibraryArithmetic(TorchFunctionMode):
@@ -174,7 +174,7 @@ def test_operand_rounding_under_vmap_sees_plain_tensors():
 
 def test_fixed_order_matmul_is_the_same_bits_in_row_slices(monkeypatch):
     """A product too large to form at once runs in row slices (a bounded float64 buffer): the same bits."""
-    from verify.core import precision
+    from pathmdn_verify.core import precision
     g = torch.Generator().manual_seed(1)
     a, b = torch.randn(2, 37, 50, generator=g), torch.randn(50, 9, generator=g)
     whole = precision.fixed_order_matmul(a, b)

@@ -11,15 +11,15 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from verify.report import bounds, diff, document, plots
-from verify.report.sweeps import measured, points
-from verify.run import xfails
+from pathmdn_verify.report import bounds, diff, document, plots
+from pathmdn_verify.report.sweeps import measured, points
+from pathmdn_verify.run import xfails
 
 SCHEMA = json.loads(document.SCHEMA_FILE.read_text())
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "verify", *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "pathmdn_verify", *args], capture_output=True, text=True)
 
 
 def images_exist(folder: Path) -> list[str]:
@@ -128,7 +128,7 @@ def test_quick_subset_writes_report(tmp_path):
 def test_measure_catches_the_known_mdn_chunk_failure():
     """The measurement is the checks' comparison: fla's chunk path at log mu = -2, chunk 64 (a listed expected
     failure) is non-finite, while the stable chunk form in fp32 on the same kind of input is accurate."""
-    from verify.report.measure import measure
+    from pathmdn_verify.report.measure import measure
     by_id = {p.id: p for p in points("quick")}
     bad = measure(by_id["mdn_map.mdn_chunk64.fwd.bf16.-2"], "cpu", "tf32")
     good = measure(by_id["mdn_map.stable_chunk64.fwd.fp32.-2"], "cpu", "tf32")
@@ -138,7 +138,7 @@ def test_measure_catches_the_known_mdn_chunk_failure():
 
 def test_workers_give_the_same_records():
     """Spawned workers measure exactly what the process itself measures, in the order of the points."""
-    from verify.report.measure import run_points
+    from pathmdn_verify.report.measure import run_points
     pts = [p for p in points("quick") if p.op in ("stable_chunk16", "log_chunk16")][:3]
     seen = []
     one, facts_one = run_points(pts, "cpu", "tf32", 1, lambda p, finished: seen.append((p.id, finished)))
@@ -206,7 +206,7 @@ def test_sweeps_ids_unique_and_ops_known():
 def test_measured_ops_come_from_the_op_table():
     """The report measures exactly the records whose `report` family is set (plus the reference forms), and
     the PaTH-only sweeps select by that family, not by a name."""
-    from verify.ops import OPS as KERNEL_OPS
+    from pathmdn_verify.ops import OPS as KERNEL_OPS
     ops = measured()
     kernels = {k for k, o in ops.items() if o.family != "form"}
     assert kernels == {r.name for r in KERNEL_OPS.values() if r.report}
@@ -221,7 +221,7 @@ def test_measured_ops_come_from_the_op_table():
 def test_report_code_names_no_kernel_op():
     """No kernel op's name is written in verify/report/ (the ops come from their records) except in an import
     of a module of the same name or on a line whose comment gives the reason."""
-    from verify.ops import OPS as KERNEL_OPS
+    from pathmdn_verify.ops import OPS as KERNEL_OPS
     folder = Path(document.__file__).parent
     found = []
     for src in sorted(folder.glob("*.py")):

@@ -24,10 +24,10 @@ from helpers import (
     wait_for_marker,
 )
 
-from verify import cli
-from verify.core import timing
-from verify.core.registry import Check
-from verify.run.runner import next_startable, shard, start_order
+from pathmdn_verify import cli
+from pathmdn_verify.platform import timing
+from pathmdn_verify.core.registry import Check
+from pathmdn_verify.run.runner import next_startable, shard, start_order
 
 HYPOTHESIS_SNIPPET = """
 from hypothesis import given, settings, strategies as st
@@ -72,7 +72,7 @@ def test_shards_merge_to_the_unsharded_run(planted, tmp_path):
     sel = ["-k", "oracle.fox or oracle.path.ut or test.planted.pass or test.planted.fail", "--device", "cpu"]
     whole = tmp_path / "whole.json"
     assert cli.main(["all", *sel, "--workers", "2", "--json", str(whole)]) == 1
-    from verify.core.registry import select
+    from pathmdn_verify.core.registry import select
     expected = [c.id for c in select(sel[1:2])]
     assert ids(load(whole)) == expected
     parts = [str(tmp_path / f"s{k}.json") for k in (1, 2, 3)]
@@ -190,7 +190,7 @@ def test_signals_after_the_first_are_ignored_until_the_json_is_written(planted, 
     get to the point where it restores its signal handlers while TERMs still come; the test then opens the FIFO
     and the run ends.  (A TERM that arrived after the handlers were restored would kill it: exit -15.)"""
     out, junit, marker = tmp_path / "out.json", tmp_path / "out.xml", tmp_path / "hang.started"
-    fifo = tmp_path / "out.xml.tmp"                  # where verify.core.results.write_junit writes first
+    fifo = tmp_path / "out.xml.tmp"                  # where pathmdn_verify.core.results.write_junit writes first
     os.mkfifo(fifo)
     monkeypatch.setenv(MARKER_ENV, str(marker))
     proc = subprocess.Popen(verify_command("all", *id_args("pass", "hang"), "--device", "cpu", "--workers", "1",

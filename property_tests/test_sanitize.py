@@ -1,15 +1,15 @@
-"""verify.run.sanitize: compute-sanitizer's report parsed from captured output, and the CPU interpreter's bounds
+"""pathmdn_verify.run.sanitize: compute-sanitizer's report parsed from captured output, and the CPU interpreter's bounds
 check shown to name a planted out-of-bounds load (a copy of fla with one mask removed) to its file and line,
 with the example shrunk to the smallest shape that still faults; the unmodified kernel is clean."""
 import json
 import subprocess
 import sys
 
-from verify import ops
-from verify.core import examples as example
-from verify.core.mutation import Mutant, materialize
-from verify.ops.attention import PathCase
-from verify.run import sanitize
+from pathmdn_verify import ops
+from pathmdn_verify.core import examples as example
+from pathmdn_verify.platform.mutation import Mutant, materialize
+from pathmdn_verify.ops.attention import PathCase
+from pathmdn_verify.run import sanitize
 
 # Captured compute-sanitizer memcheck reports of Triton kernels, as published: the 2025 format (kernel+offset
 # in file:line) from triton-viz issue #158, and the 2024 format (offset in file:line:kernel) from sglang
@@ -90,7 +90,7 @@ def test_cpu_bounds_check_names_a_planted_out_of_bounds_load(tmp_path, monkeypat
 def test_runner_hook_annotates_a_result(tmp_path, monkeypatch):
     """annotate(): the example named by a failing Result is rebuilt, rerun, and the verdict lands in the
     message and details (the path the runner takes for a cuda_fatal result; here the CPU's bounds check)."""
-    from verify.core.registry import Result
+    from pathmdn_verify.core.registry import Result
     root = materialize(UNMASKED_V, tmp_path / "root")
     monkeypatch.setenv("PYTHONPATH", f"{root}:{sys.path[0] if sys.path[0] else '.'}")
     result = Result("fail", message="kernel raised", details={"failing_example": PathCase(T=3, seed=2).label()})
@@ -106,7 +106,7 @@ def test_unmodified_kernel_is_clean_under_the_bounds_check(tmp_path):
 
 def test_localize_sanitize_on_demand(tmp_path):
     out = tmp_path / "o.json"
-    proc = subprocess.run([sys.executable, "-m", "verify", "localize", "--id", "kernel.fla.path_attn.bwd.fp32.beta_uniform",
+    proc = subprocess.run([sys.executable, "-m", "pathmdn_verify", "localize", "--id", "kernel.fla.path_attn.bwd.fp32.beta_uniform",
                            "--inputs", str(_example(tmp_path)), "--device", "cpu", "--sanitize", "--json", str(out)],
                           capture_output=True, text=True)
     doc = json.loads(out.read_text())
@@ -128,8 +128,8 @@ def test_no_compute_sanitizer_is_said_not_guessed(monkeypatch):
 def test_a_listed_fault_with_its_error_text_is_not_replayed(monkeypatch):
     """The runner replays a fatal CUDA error under compute-sanitizer unless an applicable entry lists the fault
     with its error text (`fault`) and the error repeats it; another text is replayed (the control)."""
-    from verify.core.registry import REGISTRY, Context, Result, load_checks
-    from verify.run import runner, xfails
+    from pathmdn_verify.core.registry import REGISTRY, Context, Result, load_checks
+    from pathmdn_verify.run import runner, xfails
     load_checks()
     cid = "kernel.fla.path_attn.bwd.bf16.gate_weak"     # listed for cuda:NVIDIA H200 with fault = "an illegal ..."
     monkeypatch.setattr(runner, "scope", lambda ctx, pkg: xfails.Scope("fla 0.6.0", "cuda:NVIDIA H200", "ci", None))

@@ -4,12 +4,12 @@ themselves (mutation tests), and the float64 code they do not run is tied to the
 import pytest
 import torch
 
-from references import mdn_forms, path_forms
-from references import path_attn as PA
-from references import spectra as SP
-from references.symbolic import mdn as SM
-from references.symbolic import path as SPATH
-from verify.core.registry import Context
+from pathmdn_verify.references import mdn_forms, path_forms
+from pathmdn_verify.references import path_attn as PA
+from pathmdn_verify.references import spectra as SP
+from pathmdn_verify.references.symbolic import mdn as SM
+from pathmdn_verify.references.symbolic import path as SPATH
+from pathmdn_verify.core.registry import Context
 
 IDENTITIES = [
     "symbolic.path.ut_orientation", "symbolic.path.causal_logits", "symbolic.path.block_transform",
@@ -75,7 +75,7 @@ def test_evaluation_at_a_point_equals_substitution():
     symbolic result (substitution is a ring homomorphism)."""
     import sympy as sp
 
-    from references.symbolic import _evaluate_exact
+    from pathmdn_verify.references.symbolic import _evaluate_exact
     for pr in (SPATH.causal_logits(3, 2), SPATH.ut_orientation(3, 2)):
         pt = {g: sp.Rational(i % 7 - 3, 5) for i, g in enumerate(pr.gens)}
         for name in pr.exprs:

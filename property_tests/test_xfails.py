@@ -7,10 +7,10 @@ import subprocess
 
 import pytest
 
-from verify import cli
-from verify.core.errors import UsageError
-from verify.core.registry import DEVICE_LOST, Result
-from verify.run import xfails
+from pathmdn_verify import cli
+from pathmdn_verify.core.errors import UsageError
+from pathmdn_verify.core.registry import DEVICE_LOST, Result
+from pathmdn_verify.run import xfails
 
 LIST = '''# header comment kept
 [[xfail]]

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from helpers import run_cli
 
-from verify import cli
-from verify.core.registry import Result
-from verify.run import xfails
+from pathmdn_verify import cli
+from pathmdn_verify.core.registry import Result
+from pathmdn_verify.run import xfails
 
 ENTRY = '''[[xfail]]
 id = "kernel.fla.op.fwd.bf16.r"
@@ -162,7 +162,7 @@ def test_xfails_file_turns_a_listed_failure_into_xfail(tmp_path, planted):
 def test_compare_survives_a_kernel_that_aborts(tmp_path, registry):
     import torch
 
-    from verify.ops import OPS
+    from pathmdn_verify.ops import OPS
     root = copy_fla(tmp_path / "abort")
     target = root / "fla" / "ops" / "path_attn" / "parallel.py"
     text = target.read_text()
@@ -182,8 +182,8 @@ def test_compare_survives_a_kernel_that_aborts(tmp_path, registry):
 
 
 def test_save_failing_repro_names_the_kernel_root_and_reproduces(tmp_path):
-    from verify.core.mutation import materialize
-    from verify.ops.attention import PATH_MUTANTS
+    from pathmdn_verify.platform.mutation import materialize
+    from pathmdn_verify.ops.attention import PATH_MUTANTS
     mutant = next(m for m in PATH_MUTANTS if m.name == "path_zero_mask")
     root = materialize(mutant, tmp_path / "mutant")
     out = tmp_path / "run.json"

@@ -30,7 +30,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from references import mdn as MDN
+from pathmdn_verify.references import mdn as MDN
 
 L2_EPS = 1e-6       # fla's l2norm (fla/modules/norm/l2norm.py, and the GDN kernels' in-kernel norm)
 

@@ -23,7 +23,7 @@ per query head, o = W_o (sigmoid(W_g x) * fox_attn(q, k, v, f)) (the output gate
 query t attends to the keys t - W + 1 .. t.
 
 Decoding (PaTH): the cache holds every key transformed by all later Householders, k_j <- k_j - beta_t w_t (w_t^T k_j)
-at each new token t (references.path_attn.decode_cache after the prompt); the new query attends to the cache.
+at each new token t (pathmdn_verify.references.path_attn.decode_cache after the prompt); the new query attends to the cache.
 Shapes: x [B, T, hidden]; stages q [B, T, HQ, d], k, v, w [B, T, H, d], beta [B, T, H], g [B, T, HQ].
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
-from references import path_attn as P
+from pathmdn_verify.references import path_attn as P
 
 RMS_EPS = 1e-5          # fla's RMSNorm / GroupNorm eps
 L2_EPS = 1e-6           # fla's l2_norm eps: u / sqrt(u.u + eps)
@@ -159,7 +159,7 @@ def softmax(ar, s):
 
 
 def windowed_fox(ar, q, k, v, g, scale, window):
-    """FoX with a window W: the logits of keys j <= i - W are -inf; otherwise references.path_attn's FoX."""
+    """FoX with a window W: the logits of keys j <= i - W are -inf; otherwise pathmdn_verify.references.path_attn's FoX."""
     def head(q_, k_, v_, w_, b_, g_):
         logits = P.plain_logits(q_, k_, ar.mm)
         i = torch.arange(q_.shape[0], device=q_.device)

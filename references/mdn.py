@@ -21,8 +21,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from references import mdn_forms as forms
-from references.ops import TORCH, TorchOps
+from pathmdn_verify.references import mdn_forms as forms
+from pathmdn_verify.references.ops import TORCH, TorchOps
 
 # ----------------------------------------------------------------------------------------------------
 # The token recurrence

@@ -25,8 +25,8 @@ import math
 
 import torch
 
-from references import path_forms as forms
-from references.ops import TORCH, TorchOps
+from pathmdn_verify.references import path_forms as forms
+from pathmdn_verify.references.ops import TORCH, TorchOps
 
 # ----------------------------------------------------------------------------------------------------
 # Householder factors and ordered products (independent: formed literally, no UT algebra)

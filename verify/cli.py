@@ -16,10 +16,10 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from kernels.fla_ops import KernelUnavailable
-from verify.commands import bisect, checks, compare, coverage, localize, merge, report
-from verify.commands import xfails as xfails_command
-from verify.core.errors import UsageError
+from pathmdn_verify.kernels.fla_ops import KernelUnavailable
+from pathmdn_verify.commands import bisect, checks, compare, coverage, localize, merge, report
+from pathmdn_verify.commands import xfails as xfails_command
+from pathmdn_verify.core.errors import UsageError
 
 # in the order of `verify --help`; each module's add_parser(sub) adds its subcommand(s), run(args[, command]) runs one
 COMMANDS = (checks, compare, merge, localize, xfails_command, report, bisect, coverage)
@@ -47,7 +47,7 @@ class _Version(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):
         import warnings
 
-        from verify.core import environment
+        from pathmdn_verify.platform import environment
         tk = environment.toolkit()
         print(f"verify ({tk['name']}) {tk['version']}" + (f", git {tk['git_commit'][:12]}" if tk["git_commit"] else "")
               + (" with uncommitted changes" if tk.get("git_dirty") else ""))
@@ -89,15 +89,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def quiet_known_warnings() -> None:
     """Filter the third-party warnings a user cannot act on (environment.CONTRADICTED_WARNINGS, e.g. fla's
-    "roll back to CPU", and numpy's RuntimeWarnings from the interpreter's emulation in verify/core/fidelity.py)
+    "roll back to CPU", and numpy's RuntimeWarnings from the interpreter's emulation in verify/platform/fidelity.py)
     in this process and, through PYTHONWARNINGS, in the processes it starts (bisect's steps, report's
-    workers).  The check runs' workers filter the same (verify.run.runner); --debug shows them all."""
-    from verify.core import environment
+    workers).  The check runs' workers filter the same (pathmdn_verify.run.runner); --debug shows them all."""
+    from pathmdn_verify.platform import environment
     specs = [f"ignore:{text}" for text in environment.CONTRADICTED_WARNINGS if not set(text) & set(":,")]
-    specs.append("ignore::RuntimeWarning:verify.core.fidelity")
+    specs.append("ignore::RuntimeWarning:pathmdn_verify.platform.fidelity")
     for text in environment.CONTRADICTED_WARNINGS:
         warnings.filterwarnings("ignore", message=text)
-    warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"verify\.core\.fidelity")
+    warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"pathmdn_verify\.platform\.fidelity")
     inherited = [w for w in os.environ.get("PYTHONWARNINGS", "").split(",") if w]
     os.environ["PYTHONWARNINGS"] = ",".join(inherited + [s for s in specs if s not in inherited])
 

@@ -8,17 +8,17 @@ $VERIFY_EXTRA_CHECKS (property_tests/test_ops.py sets it).
 """
 import torch
 
-from kernels import fla_ops
-from references import path_attn as P
-from verify import same_dtype
-from verify.checks.kernels import declare
-from verify.core import validate
-from verify.core.inputs import as_oracle, floats_as
-from verify.core.mutation import Mutant
-from verify.core.precision import Precision
-from verify.core.records import BUDGET_FACTOR_BLOCKWISE, KernelOp
-from verify.ops.attention import PathCase, path_cases, path_inputs
-from verify.stages import Stage
+from pathmdn_verify.kernels import fla_ops
+from pathmdn_verify.references import path_attn as P
+from pathmdn_verify import same_dtype
+from pathmdn_verify.checks.kernels import declare
+from pathmdn_verify.core import validate
+from pathmdn_verify.core.inputs import as_oracle, floats_as
+from pathmdn_verify.platform.mutation import Mutant
+from pathmdn_verify.core.precision import Precision
+from pathmdn_verify.core.records import BUDGET_FACTOR_BLOCKWISE, KernelOp
+from pathmdn_verify.ops.attention import PathCase, path_cases, path_inputs
+from pathmdn_verify.stages import Stage
 
 NAME = "toy_scalar_gate"
 

@@ -5,8 +5,8 @@ Recurrence (per head; S, M are d_k x d_v):
     M_t  = mu_t M_{t-1} - eta_t k_t v~_t^T
     S_t  = alpha_t S_{t-1} - beta_t M_t,        o_t = S_t^T q_t
 The step, the chunk coefficients (stable and log form), the row shift and the chunk algorithm are the code
-that runs, references/mdn_forms.py, called with an exact binding (:class:`references.symbolic.Ring` for
-polynomial identities over QQ, :data:`references.symbolic.EXPR` where logs or divisions appear).  The
+that runs, references/mdn_forms.py, called with an exact binding (:class:`pathmdn_verify.references.symbolic.Ring` for
+polynomial identities over QQ, :data:`pathmdn_verify.references.symbolic.EXPR` where logs or divisions appear).  The
 truths they are compared with are the recurrence run token by token (through the same step function: the
 step is the model's definition) and the paper's printed coefficient formulas.
 Chunk indices are 1..C in the statements and rows 0..C-1 in arrays.  Gates are positive symbols (so
@@ -20,8 +20,8 @@ from math import prod
 import numpy as np
 import sympy as sp
 
-from references import mdn_forms as forms
-from references.symbolic import EXPR, Proof, Ring, column, find_witness
+from pathmdn_verify.references import mdn_forms as forms
+from pathmdn_verify.references.symbolic import EXPR, Proof, Ring, column, find_witness
 
 # ----------------------------------------------------------------------------------------------------
 # Gates and the paper's coefficient formulas (1-based i, j)

@@ -3,7 +3,7 @@
 Conventions: rows are 0-based in code, t = 0 .. L-1; the statements use the papers' 1-based words.
 H_t = I - beta_t w_t w_t^T.  The literal truths are explicit ordered products of these matrices, built
 here; the closed forms (UT transform, boundary-adjusted blocks, scan) are the code that runs,
-references/path_forms.py, called with the exact binding :class:`references.symbolic.Ring`.  Both live in
+references/path_forms.py, called with the exact binding :class:`pathmdn_verify.references.symbolic.Ring`.  Both live in
 the polynomial ring QQ[w, q, k, beta] (the UT factor is the inverse of a unit lower-triangular matrix,
 computed by forward substitution without division), so "difference == 0" is an exact polynomial identity.
 
@@ -17,8 +17,8 @@ from functools import lru_cache
 
 import sympy as sp
 
-from references import path_forms as forms
-from references.symbolic import Proof, Ring, column, find_witness
+from pathmdn_verify.references import path_forms as forms
+from pathmdn_verify.references.symbolic import Proof, Ring, column, find_witness
 
 # ----------------------------------------------------------------------------------------------------
 # Symbols and the literal products

@@ -2,17 +2,17 @@
 import importlib
 
 FAMILY_MODULES = [
-    "verify.checks.oracles_path",
-    "verify.checks.oracles_mdn",
-    "verify.checks.spectra",
-    "verify.checks.symbolic",
-    "verify.checks.kernels",
-    "verify.checks.layers",
-    "verify.checks.state_tracking",
-    "verify.checks.interpreter",
-    "verify.checks.configs",
-    "verify.checks.tiles",
-    "verify.checks.mutants",
+    "pathmdn_verify.checks.oracles_path",
+    "pathmdn_verify.checks.oracles_mdn",
+    "pathmdn_verify.checks.spectra",
+    "pathmdn_verify.checks.symbolic",
+    "pathmdn_verify.checks.kernels",
+    "pathmdn_verify.checks.layers",
+    "pathmdn_verify.checks.state_tracking",
+    "pathmdn_verify.checks.interpreter",
+    "pathmdn_verify.checks.configs",
+    "pathmdn_verify.checks.tiles",
+    "pathmdn_verify.checks.mutants",
 ]
 
 

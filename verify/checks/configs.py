@@ -1,4 +1,4 @@
-"""Canary for `--configs` (verify/core/configs.py): the tile config each autotuned kernel runs.
+"""Canary for `--configs` (verify/platform/configs.py): the tile config each autotuned kernel runs.
 
 env.interpreter.configs_cover: a tiny autotuned kernel whose config is visible in its output (it writes its
 BLOCK constexpr), with three configs that fit and a fourth that does not (its pre_hook raises
@@ -17,7 +17,7 @@ Importing this module defines no kernel: the kernel is built on first use, after
 """
 from __future__ import annotations
 
-from verify.core.registry import Context, Result, check
+from pathmdn_verify.core.registry import Context, Result, check
 
 CHECK_ID = "env.interpreter.configs_cover"
 BLOCKS = (16, 32, 64)
@@ -70,7 +70,7 @@ def _replay(torch, dev, seed: int) -> tuple[str, dict]:
     from hypothesis import strategies as st
     from hypothesis.errors import Flaky
 
-    from verify.core import configs
+    from pathmdn_verify.platform import configs
     kern, _ = _tuned()
 
     @hseed(seed)
@@ -93,8 +93,8 @@ def _replay(torch, dev, seed: int) -> tuple[str, dict]:
                  "deterministically; all runs each example under each; first / off run one; an unfit config is "
                  "recorded, a replay is not flaky")
 def configs_cover(ctx: Context) -> Result:
-    from verify.checks.interpreter import _setup
-    from verify.core import configs
+    from pathmdn_verify.checks.interpreter import _setup
+    from pathmdn_verify.platform import configs
     torch, dev = _setup(ctx)
     problems: list[str] = []
     times = 8

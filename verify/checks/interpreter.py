@@ -1,4 +1,4 @@
-"""Canaries for the interpreter fidelity layer (verify/core/fidelity.py, docs/design.md section 8).
+"""Canaries for the interpreter fidelity layer (verify/platform/fidelity.py, docs/design.md section 8).
 
 env.interpreter.<part>: a tiny Triton kernel, run under the layer on the CPU (or natively with
 --device cuda), against the GPU behaviour computed exactly here.  Each fails when its part is off or
@@ -16,15 +16,15 @@ import math
 import os
 from fractions import Fraction
 
-from verify.core.bits import (
+from pathmdn_verify.core.bits import (
     bf16_rne,
     f32_bits,
     f32_from_bits,
     round_tf32_half_away,
     truncate_tf32,
 )
-from verify.core.errors import UsageError
-from verify.core.registry import Context, Result, check, rejects, within
+from pathmdn_verify.core.errors import UsageError
+from pathmdn_verify.core.registry import Context, Result, check, rejects, within
 
 _KERNELS: dict = {}
 
@@ -35,7 +35,7 @@ _KERNELS: dict = {}
 def _setup(ctx: Context):
     """Activate the layer on cpu (ctx.fp32_dot gives the mode); on cuda require a native GPU run.
     Returns (torch, device string)."""
-    from verify.core import fidelity
+    from pathmdn_verify.platform import fidelity
     if ctx.device == "cpu":
         if fidelity.is_active():
             installed = fidelity._state["installed"]
@@ -147,7 +147,7 @@ def _k():
 
 def _raw(ctx: Context):
     """Context manager for the raw interpreter (cpu only)."""
-    from verify.core import fidelity
+    from pathmdn_verify.platform import fidelity
     return fidelity.bypassed()
 
 
@@ -174,7 +174,7 @@ def _runs_right(wrong: int | None, err: str, what: str) -> Result:
 
 
 # ------------------------------------------------------------------------------------------------
-# cast test values (their exact bf16 roundings: verify.core.bits.bf16_rne)
+# cast test values (their exact bf16 roundings: pathmdn_verify.core.bits.bf16_rne)
 
 # fp32 values -> where a correct (RNE) and a truncating cast differ, plus the edge cases
 _F32_CAST_CASES = [
@@ -596,7 +596,7 @@ def torch_cpu_device(ctx: Context) -> Result:
 @check("env.interpreter.upstream_bug.torch_cpu_device",
        "torch still has no torch.cpu.device of its own: keep torch_cpu_device", devices=("cpu",))
 def upstream_torch_cpu_device(ctx: Context) -> Result:
-    from verify.core import fidelity
+    from pathmdn_verify.platform import fidelity
     torch, _ = _setup(ctx)
     own = getattr(torch.cpu, "device", None)
     if own is None or own is fidelity._CpuDevice:
@@ -704,7 +704,7 @@ def bf16_lowering(ctx: Context) -> Result:
     import subprocess
     import sys
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run([sys.executable, "-c", "import json; from verify.checks.interpreter import "
+    proc = subprocess.run([sys.executable, "-c", "import json; from pathmdn_verify.checks.interpreter import "
                            "sm90_instructions as f; print(json.dumps(f()))"], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         return Result("error", message="compiling the bf16 canary kernel for sm_90 failed: "
@@ -885,7 +885,7 @@ def _np_dtypes_run(ctx: Context) -> dict:
     import triton.language as tl
     from triton.runtime import interpreter
 
-    from verify.core import fidelity
+    from pathmdn_verify.platform import fidelity
     _setup(ctx)
     original = fidelity._originals.get((interpreter, "_get_np_dtype"))
     names = ("int1", "float16", "float32", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32",
@@ -916,7 +916,7 @@ def _lazy_types_run(ctx: Context) -> dict:
     original constructor stores (run on a subclass where that attribute is a plain one)."""
     import triton.language as tl
 
-    from verify.core import fidelity
+    from pathmdn_verify.platform import fidelity
     _setup(ctx)
     core = tl.core
     originals = {c: fidelity._originals.get((c, "__init__")) for c in (core.tuple_type, core.block_type, core.tuple)}

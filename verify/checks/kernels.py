@@ -1,22 +1,22 @@
 """kernel.<impl>.<op>.<pass>.<dtype>.<regime>: production kernels against the float64 oracles, declared from
-the op table (verify.ops): every pass x dtype x regime of a record, its decode regimes and its conventions.
+the op table (pathmdn_verify.ops): every pass x dtype x regime of a record, its decode regimes and its conventions.
 
-Each check runs a hypothesis search (verify.core.search) over cases of one regime of one op, climbing the
-error/budget ratio measured by the engine (verify.core.engine).  kernel.<impl>.<op>.convention.<name>:
+Each check runs a hypothesis search (pathmdn_verify.core.search) over cases of one regime of one op, climbing the
+error/budget ratio measured by the engine (pathmdn_verify.core.engine).  kernel.<impl>.<op>.convention.<name>:
 each declared convention of an op (its ConventionProbe), measured.
 """
 from __future__ import annotations
 
-from kernels import fla_ops
-from verify import ops
-from verify.checks import mutants
-from verify.core import engine
-from verify.core.errors import is_interpreter_gap
-from verify.core.records import KernelOp
-from verify.core.registry import Context, Result, register
-from verify.core.errors import innermost_error
-from verify.core.search import search
-from verify.core.strategies import BWD_MAX_T
+from pathmdn_verify.kernels import fla_ops
+from pathmdn_verify import ops
+from pathmdn_verify.checks import mutants
+from pathmdn_verify.core import engine
+from pathmdn_verify.core.errors import is_interpreter_gap
+from pathmdn_verify.core.records import KernelOp
+from pathmdn_verify.core.registry import Context, Result, register
+from pathmdn_verify.core.errors import innermost_error
+from pathmdn_verify.core.search import search
+from pathmdn_verify.core.strategies import BWD_MAX_T
 
 
 def declare(op: KernelOp) -> KernelOp:

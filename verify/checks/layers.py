@@ -1,15 +1,15 @@
-"""layer.<impl>.<layer>.<variant>.<dtype>.<comparison>: the model layers users call (verify.layers records)
+"""layer.<impl>.<layer>.<variant>.<dtype>.<comparison>: the model layers users call (pathmdn_verify.layers records)
 against float64 literals of the same layers.  Registration is cheap (no fla import); a check imports the layer
 when it runs, after the interpreter fidelity layer is installed.  Without flash-linear-attention every check is
 a skip whose message says how to install it.  The records' mutants are declared here with their layers."""
 from __future__ import annotations
 
-from verify import layers
-from verify.checks import mutants
-from verify.core import engine
-from verify.core.registry import Context, Result, register
-from verify.layers import LayerCase
-from verify.layers.common import LayerMissing, LayerRaised
+from pathmdn_verify import layers
+from pathmdn_verify.checks import mutants
+from pathmdn_verify.core import engine
+from pathmdn_verify.core.registry import Context, Result, register
+from pathmdn_verify.layers import LayerCase
+from pathmdn_verify.layers.common import LayerMissing, LayerRaised
 
 
 def run_layer(rec, variant: str, dtype: str, comparison: str, ctx: Context) -> Result:

@@ -1,15 +1,15 @@
-"""mutant.<name>: each planted bug of an op record (verify.ops, field `mutants`) must turn at least one of its
-killer checks red.  verify.checks.kernels.declare declares an op's mutants with its other checks.
+"""mutant.<name>: each planted bug of an op record (pathmdn_verify.ops, field `mutants`) must turn at least one of its
+killer checks red.  pathmdn_verify.checks.kernels.declare declares an op's mutants with its other checks.
 
 The check copies the kernel package with the mutant's patch into a temporary directory and runs the
-mutant's killer checks against it as a kernel root, in fresh worker processes (verify.run.runner.run_ids),
+mutant's killer checks against it as a kernel root, in fresh worker processes (pathmdn_verify.run.runner.run_ids),
 at the run's profile, seed, device and options.  A killer must be green on the unmodified kernels (pass, or xfail: a listed check that only the
 expected-failure ratchet turns red when it fails worse), or a red killer proves nothing: that is
 measured once per run for all killers (shared by the run's workers through the run directory, $VERIFY_RUN_DIR),
 and a killer that is not green makes the check an error.  A mutant's own killers run in one
 worker, in the registry's order, and none starts after the first that kills it (as under --exitfirst): the
 run's workers already keep the cores busy, and each extra worker costs an fla import.
-`verify all` skips this family unless it is named (verify.commands.checks.OPT_IN); `verify mutants` runs it.
+`verify all` skips this family unless it is named (pathmdn_verify.commands.checks.OPT_IN); `verify mutants` runs it.
 """
 from __future__ import annotations
 
@@ -24,11 +24,11 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from verify import layers, ops
-from verify.core.mutation import Mutant, materialize
-from verify.core.registry import RUN_DIR_ENV, Context, Result, register
-from verify.core.results import record_json
-from verify.run import runner
+from pathmdn_verify import layers, ops
+from pathmdn_verify.platform.mutation import Mutant, materialize
+from pathmdn_verify.core.registry import RUN_DIR_ENV, Context, Result, register
+from pathmdn_verify.core.results import record_json
+from pathmdn_verify.run import runner
 
 _CLEAN: dict[tuple, dict[str, dict]] = {}   # run settings -> killer id -> its JSON record on the unmodified kernels
 

@@ -18,10 +18,10 @@ import math
 import torch
 import torch.nn.functional as F
 
-from references import mdn
-from references.mdn_mp import chunk_coefficients_mp, recurrence_head_mp
-from verify.core.metrics import rel_err
-from verify.core.registry import Context, Result, check, register, rejects, within
+from pathmdn_verify.references import mdn
+from pathmdn_verify.references.mdn_mp import chunk_coefficients_mp, recurrence_head_mp
+from pathmdn_verify.core.metrics import rel_err
+from pathmdn_verify.core.registry import Context, Result, check, register, rejects, within
 
 EXACT = 1e-12          # float64 recurrence vs mpmath; chunk intermediates vs the recurrence
 CHUNK64 = 1e-10        # a chunkwise algorithm in float64 vs the float64 recurrence

@@ -13,16 +13,16 @@ import math
 import torch
 import torch.nn.functional as F
 
-from references import mdn
-from references.spectra import (
+from pathmdn_verify.references import mdn
+from pathmdn_verify.references.spectra import (
     closed_form_spectrum,
     gdn_transition_matrix,
     key_eigenvalues,
     second_order_step,
     transition_matrix,
 )
-from verify.core.metrics import rel_err
-from verify.core.registry import Context, Result, check, rejects, within
+from pathmdn_verify.core.metrics import rel_err
+from pathmdn_verify.core.registry import Context, Result, check, rejects, within
 
 EXACT = 1e-12          # a frozen step or the second-order rule vs the recurrence
 EIG = 1e-10            # closed-form vs numerical eigenvalues (absolute; every |lambda| <= 1 here)

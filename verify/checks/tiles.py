@@ -1,5 +1,5 @@
-"""Canaries for the H200 tile emulation (kernels.fla_ops.emulate_h200_tiles, run by
-verify.core.fidelity.prepare_cpu_kernels before any fla.ops module is imported).
+"""Canaries for the H200 tile emulation (pathmdn_verify.kernels.fla_ops.emulate_h200_tiles, run by
+pathmdn_verify.platform.fidelity.prepare_cpu_kernels before any fla.ops module is imported).
 
 A CPU run claims "H200 (max_shared_mem 232448)" in its results (interpreter_fidelity.device_properties).  These
 checks read back what fla actually chose, in whatever tree --kernel-root gave (check_shared_mem lives in
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 
-from verify.core.registry import Context, Result, check
+from pathmdn_verify.core.registry import Context, Result, check
 
 EXPECTED_PATH = {"BS": 64, "BT": 128}      # parallel.py: BS = 64 if hopper else 32, BT = 128 if ampere else 64
 EXPECTED_FOX = {"BS": 64, "num_warps": 8}  # attn/parallel.py parallel_attn_fwd: the hopper branch (T >= 64)
@@ -30,7 +30,7 @@ D = 16
 
 
 def _prepare(ctx: Context) -> None:
-    from verify.core.engine import prepare
+    from pathmdn_verify.core.engine import prepare
     prepare(ctx)
 
 
@@ -92,8 +92,8 @@ def _unsupported(exc) -> Result:
        "fla's check_shared_mem answers as on an H200 (hopper/ampere/ada, tensor_idx None and 0) and the results "
        "claim H200 tiles", devices=("cpu",))
 def tiles_check_shared_mem(ctx: Context) -> Result:
-    from kernels import fla_ops
-    from verify.core import fidelity
+    from pathmdn_verify.kernels import fla_ops
+    from pathmdn_verify.platform import fidelity
     _prepare(ctx)
     claimed = (fidelity.active_parts() or {}).get("device_properties")
     _, hw, _ = fla_ops.shared_mem_module()
@@ -120,7 +120,7 @@ def tiles_check_shared_mem(ctx: Context) -> Result:
 def tiles_path_fwd(ctx: Context) -> Result:
     import torch
 
-    from kernels import fla_ops
+    from pathmdn_verify.kernels import fla_ops
     _prepare(ctx)
     gen = torch.Generator().manual_seed(ctx.seed)
     q, k, v = (torch.randn(1, T, 1, D, generator=gen) for _ in range(3))
@@ -140,7 +140,7 @@ def tiles_path_fwd(ctx: Context) -> Result:
 def tiles_fox_fwd(ctx: Context) -> Result:
     import torch
 
-    from kernels import fla_ops
+    from pathmdn_verify.kernels import fla_ops
     _prepare(ctx)
     gen = torch.Generator().manual_seed(ctx.seed)
     q, k, v = (torch.randn(1, T, 1, D, generator=gen) for _ in range(3))

@@ -9,7 +9,7 @@ state are never touched; the worktree is removed afterwards, also on Ctrl-C, SIG
 Like for like at every step: the checks run once at --bad (fixed seed; the search is seeded, its example
 database off), the cases they failed on are replayed first at every later step (explicit examples of the
 check's own search, so forward and backward checks are replayed under their own budgets), then the
-seeded search itself.  Each step runs in a fresh interpreter (`python -m verify.commands.bisect step SPEC`) that
+seeded search itself.  Each step runs in a fresh interpreter (`python -m pathmdn_verify.commands.bisect step SPEC`) that
 imports the kernel package from the worktree (--import-root for a package in a subfolder) and ignores the
 expected-failure list and the fla version pin.  A step is bad when a check fails the way it failed at
 --bad (over budget or non-finite; or the same exception type), good when every check passes, and skipped
@@ -36,8 +36,8 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from verify.core.errors import UsageError
-from verify.core.registry import K_HELP
+from pathmdn_verify.core.errors import UsageError
+from pathmdn_verify.core.registry import K_HELP
 
 SKIP = 125
 GIT = ("git", "-c", "core.hooksPath=/dev/null", "-c", "advice.detachedHead=false")
@@ -96,9 +96,9 @@ class Plan:
 
 def validate(args) -> Plan:
     """Every bad input as a UsageError before anything is created."""
-    from verify import checks
-    from verify.core import results
-    from verify.core.registry import select
+    from pathmdn_verify import checks
+    from pathmdn_verify.core import results
+    from pathmdn_verify.core.registry import select
     results.check_writable(args.json, "--json")
     if not Path(args.repo).is_dir():
         raise UsageError(f"--repo {args.repo}: no such directory")
@@ -189,7 +189,7 @@ def call(cmd: list[str], cwd, echo: bool = True) -> tuple[int, str]:
 
 
 def step_command(spec: Path) -> list[str]:
-    return [sys.executable, "-m", "verify.commands.bisect", "step", str(spec)]
+    return [sys.executable, "-m", "pathmdn_verify.commands.bisect", "step", str(spec)]
 
 
 def run_step(wt: Path, sha: str, spec: dict, tmp: Path, name: str) -> dict:
@@ -211,7 +211,7 @@ def load_record(tmp: Path, sha: str) -> dict | None:
 
 def run(args) -> int:
     plan = validate(args)
-    from verify.core import environment
+    from pathmdn_verify.platform import environment
     device = environment.resolve_device(args.device)
     if plan.dirty:
         print(f"note: {plan.repo} has uncommitted changes; they are left as they are (bisect runs in a separate "
@@ -246,7 +246,7 @@ def run(args) -> int:
         return 130
     report(result, args, old_term, new_term)
     if args.json:
-        from verify.core import results
+        from pathmdn_verify.core import results
         results.write_text_atomic(args.json, json.dumps(result, indent=2))
     return 0 if result["first"] else 1
 
@@ -337,9 +337,9 @@ def failure(message: str) -> str:
 
 
 def case_from_label(check_id: str, label: str):
-    """The case a check printed (verify.core.inputs.case_label), of its op's case type."""
-    from verify import ops
-    from verify.core.examples import case_from_label as parse
+    """The case a check printed (pathmdn_verify.core.inputs.case_label), of its op's case type."""
+    from pathmdn_verify import ops
+    from pathmdn_verify.core.examples import case_from_label as parse
     return parse(type(ops.record(check_id).sample_case), label)
 
 
@@ -363,11 +363,11 @@ def step(spec_path: str) -> int:
 
 
 def _step(spec: dict) -> tuple[str, str, list[dict]]:
-    from verify import ops
-    from verify.core.engine import prepare
-    from verify.core.kernel_root import activate
-    from verify.core.registry import REGISTRY, Context, load_checks
-    from verify.run import runner
+    from pathmdn_verify import ops
+    from pathmdn_verify.core.engine import prepare
+    from pathmdn_verify.platform.kernel_root import activate
+    from pathmdn_verify.core.registry import REGISTRY, Context, load_checks
+    from pathmdn_verify.run import runner
     load_checks()                                      # the toolkit's modules first, then the kernel package
     root = activate(str(Path(spec["import_root"]).resolve()))   # import path and, for old trees, the import shim
     ctx = Context(device=spec["device"], profile=spec["profile"], seed=spec["seed"], fp32_dot=spec["fp32_dot"],
@@ -423,5 +423,5 @@ def _ratio(r: dict) -> str:
 
 if __name__ == "__main__":
     if sys.argv[1:2] != ["step"] or len(sys.argv) != 3:
-        sys.exit("usage: python -m verify.commands.bisect step SPEC.json (run by `verify bisect`)")
+        sys.exit("usage: python -m pathmdn_verify.commands.bisect step SPEC.json (run by `verify bisect`)")
     sys.exit(step(sys.argv[2]))

@@ -12,10 +12,10 @@ import signal
 import time
 from pathlib import Path
 
-from kernels.fla_ops import check_fla_version
-from verify.core.errors import UsageError
-from verify.core.registry import K_HELP, PROFILES
-from verify.run import xfails
+from pathmdn_verify.kernels.fla_ops import check_fla_version
+from pathmdn_verify.core.errors import UsageError
+from pathmdn_verify.core.registry import K_HELP, PROFILES
+from pathmdn_verify.run import xfails
 
 # subcommand -> (id prefixes it runs, help)
 FAMILIES = {
@@ -45,7 +45,7 @@ def add_parser(sub) -> None:
 
 
 def run(args, command: list[str]) -> int:
-    from verify.core.registry import load_checks
+    from pathmdn_verify.core.registry import load_checks
     load_checks()
     if args.command == "list":
         return _list(args)
@@ -53,7 +53,7 @@ def run(args, command: list[str]) -> int:
 
 
 def _list(args) -> int:
-    from verify.core.registry import select
+    from pathmdn_verify.core.registry import select
     chosen = select(args.patterns)
     if not chosen:
         raise UsageError(f"no check id matches {args.patterns}")
@@ -130,8 +130,8 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _selection(args, seconds: dict[str, float] | None) -> list:
-    from verify.core.registry import select
-    from verify.run.runner import shard
+    from pathmdn_verify.core.registry import select
+    from pathmdn_verify.run.runner import shard
     chosen = select(args.patterns, args.ids, FAMILIES[args.command][0])
     if args.command == "all":
         chosen = [c for c in chosen if not c.id.startswith(OPT_IN) or c.id in (args.ids or ())
@@ -148,7 +148,7 @@ def _selection(args, seconds: dict[str, float] | None) -> list:
 
 def _durations(path: str) -> dict[str, float]:
     """Per-check seconds of a --json result (the checks that ran)."""
-    from verify.core import results
+    from pathmdn_verify.core import results
     return {c["id"]: c["seconds"] for c in results.load(path)["checks"] if c["started"]}
 
 
@@ -171,7 +171,7 @@ def _interrupt(signum, frame):
     """The first SIGINT / SIGTERM stops the run; later ones are ignored until the results are written (GNU
     timeout signals the command and then its process group: two TERMs at once, and the second, arriving
     after the first's handler, used to kill the run before it wrote its JSON)."""
-    from verify.run.runner import Interrupted
+    from pathmdn_verify.run.runner import Interrupted
     if _stopping:          # a second signal that arrived before the first handler ignored them: already stopping
         return
     _stopping.append(signum)
@@ -184,11 +184,12 @@ _stopping: list[int] = []       # the signal that stopped this run (the handler 
 
 
 def _run(args, command: list[str]) -> int:
-    from kernels.fla_import import IMPORT_FIXES, scan_fixes
-    from verify.core import configs, environment, results
-    from verify.core.kernel_root import activate
-    from verify.core.registry import Context
-    from verify.run import runner, terminal
+    from pathmdn_verify.kernels.fla_import import IMPORT_FIXES, scan_fixes
+    from pathmdn_verify.core import results
+    from pathmdn_verify.platform import configs, environment
+    from pathmdn_verify.platform.kernel_root import activate
+    from pathmdn_verify.core.registry import Context
+    from pathmdn_verify.run import runner, terminal
 
     _validate(args)
     if args.kernel_root:
@@ -237,7 +238,7 @@ def _run(args, command: list[str]) -> int:
                           f"device={device}, profile={args.profile}, seed{'s' if len(seeds) > 1 else ''}="
                           f"{_span(seeds)}, workers={n_workers}, torch {env['torch']}, triton {env['triton']}, "
                           f"{environment.describe_kernel_package(info['kernel_package'])}")
-            if info["kernel_package"]:      # the declared import fixes this tree calls for (kernels.fla_import)
+            if info["kernel_package"]:      # the declared import fixes this tree calls for (pathmdn_verify.kernels.fla_import)
                 info["kernel_package"]["import_fixes"] = scan_fixes(info["kernel_package"]["path"])
                 for file, names in info["kernel_package"]["import_fixes"].items():
                     console.print(f"import fix for {file}: " + "; ".join(f"{n}: {IMPORT_FIXES[n][0]}" for n in names),
@@ -272,7 +273,7 @@ def _run(args, command: list[str]) -> int:
         if len(seeds) > 1:
             terminal.print_repeat_summary(runs, console)
         if args.command == "mutants":
-            from verify.checks.mutants import table
+            from pathmdn_verify.checks.mutants import table
             console.print(table(records))
         environment_doc = {**environment.versions(), **environment.describe(device), "profile": args.profile,
                            "seed": contexts[0].seed, "fp32_dot": args.fp32_dot, "kernel_root": args.kernel_root,

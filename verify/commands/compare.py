@@ -1,5 +1,5 @@
 """`verify compare`: run one kernel op on your own tensors (a repro) against the float64 oracle, under the
-budget rule of the kernel checks (verify.core.budget, with the op's budget factor c for the pass).
+budget rule of the kernel checks (pathmdn_verify.core.budget, with the op's budget factor c for the pass).
 
 FILE.pt holds a dict of tensors saved with torch.save, named as the op's record (verify/ops/) names its
 inputs (a file that lacks one is refused with the list).  q, k, v are cast to --dtype (default:
@@ -22,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from verify.core.errors import UsageError, is_device_fatal, is_interpreter_gap
+from pathmdn_verify.core.errors import UsageError, is_device_fatal, is_interpreter_gap
 
 DTYPES = {"torch.bfloat16": "bf16", "torch.float32": "fp32"}
 
@@ -60,7 +60,7 @@ def _child_argv(args) -> list[str]:
 
 
 def _fail_doc(args, device: str | None, kind: str, message: str, **extra) -> dict:
-    from verify.core import environment
+    from pathmdn_verify.platform import environment
     env = {**environment.versions(), **(environment.describe(device) if device else {}), "fp32_dot": args.fp32_dot,
            "kernel_root": args.kernel_root}
     return {"environment": env, "op": args.op, "pass": args.pass_, "dtype": args.dtype, "inputs": str(args.inputs),
@@ -69,7 +69,7 @@ def _fail_doc(args, device: str | None, kind: str, message: str, **extra) -> dic
 
 def _write(path: str | None, doc: dict) -> None:
     if path:
-        from verify.core import results
+        from pathmdn_verify.core import results
         results.write_text_atomic(path, json.dumps(doc, indent=2, allow_nan=False))
 
 
@@ -79,7 +79,7 @@ def _in_child(args, device: str) -> int:
     if args.json:
         Path(args.json).unlink(missing_ok=True)       # never leave a stale result in place
     args.device = device
-    proc = subprocess.run([sys.executable, "-m", "verify", "compare", *_child_argv(args), "--in-child"],
+    proc = subprocess.run([sys.executable, "-m", "pathmdn_verify", "compare", *_child_argv(args), "--in-child"],
                           capture_output=True, text=True, errors="replace", check=False)
     sys.stdout.write(proc.stdout)
     sys.stderr.write(proc.stderr)
@@ -103,15 +103,16 @@ def _in_child(args, device: str) -> int:
 
 def run(args) -> int:
     if args.kernel_root:       # before anything imports fla; the child inherits it (PYTHONPATH) and repeats it
-        from verify.core.kernel_root import activate
+        from pathmdn_verify.platform.kernel_root import activate
         args.kernel_root = activate(args.kernel_root)
-    from kernels import fla_ops
-    from verify.core import environment, examples, results
-    from verify.core.budget import OracleFailed
-    from verify.core.engine import measure, prepare
-    from verify.core.precision import Precision
-    from verify.core.registry import Context, load_checks
-    from verify.ops import OPS
+    from pathmdn_verify.kernels import fla_ops
+    from pathmdn_verify.core import examples, results
+    from pathmdn_verify.platform import environment
+    from pathmdn_verify.core.budget import OracleFailed
+    from pathmdn_verify.core.engine import measure, prepare
+    from pathmdn_verify.core.precision import Precision
+    from pathmdn_verify.core.registry import Context, load_checks
+    from pathmdn_verify.ops import OPS
 
     load_checks()       # the op table, with the ops of any plug-in module ($VERIFY_EXTRA_CHECKS)
     if args.op not in OPS:

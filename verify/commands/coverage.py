@@ -19,16 +19,16 @@ import re
 import tempfile
 from pathlib import Path
 
-from verify.core.errors import UsageError
-from verify.core.ids import CheckId, op_of
-from verify.core.registry import K_HELP
+from pathmdn_verify.core.errors import UsageError
+from pathmdn_verify.core.ids import CheckId, op_of
+from pathmdn_verify.core.registry import K_HELP
 
 
 def structure_reached(records, profile: str) -> dict:
-    """op -> pass -> factor -> declared / reached / missing levels (verify.core.boundaries.reached), from the
+    """op -> pass -> factor -> declared / reached / missing levels (pathmdn_verify.core.boundaries.reached), from the
     cases each searched check of the records evaluated (details["cases"])."""
-    from verify import ops
-    from verify.core import boundaries, examples
+    from pathmdn_verify import ops
+    from pathmdn_verify.core import boundaries, examples
     by: dict[tuple[str, str], list] = {}
     for r in records:
         cid = CheckId.parse(r.id)
@@ -47,7 +47,7 @@ def families(names: set[str] | None = None) -> dict[str, tuple[str, tuple[str, .
     records exclude), from the op records' `package`: the ops (of `names`, default all) sharing a package are
     one family, named by their names' common prefix (mdn_chunk16 ... mdn_recurrent -> mdn; gdn_chunk,
     gdn_recurrent -> gdn), or each by its own name when they share none."""
-    from verify.ops import OPS
+    from pathmdn_verify.ops import OPS
     by_package: dict[tuple, list] = {}
     for op in OPS.values():
         if op.package:
@@ -141,17 +141,18 @@ def analyse(report: dict, package: Path, dirs: tuple[str, ...], excluded: dict |
 
 def run(args) -> int:
     if args.kernel_root:
-        from verify.core.kernel_root import activate
+        from pathmdn_verify.platform.kernel_root import activate
         args.kernel_root = activate(args.kernel_root)
     import coverage
     from rich.console import Console
     from rich.table import Table
 
-    from verify.core import configs, results
-    from verify.core.mutation import fla_package_dir
-    from verify.core.registry import Context, load_checks, select
-    from verify.run import runner
-    from verify.run import xfails as xfail_list
+    from pathmdn_verify.core import results
+    from pathmdn_verify.platform import configs
+    from pathmdn_verify.platform.mutation import fla_package_dir
+    from pathmdn_verify.core.registry import Context, load_checks, select
+    from pathmdn_verify.run import runner
+    from pathmdn_verify.run import xfails as xfail_list
     results.check_writable(args.json, "--json")
     if args.html and Path(args.html).exists() and not Path(args.html).is_dir():
         raise UsageError(f"--html {args.html}: not a directory")

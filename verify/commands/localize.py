@@ -7,10 +7,10 @@ when it passes, the minimal failing one when it fails) or a saved file of named 
 format of `verify compare`).  Each stage is judged like a kernel output (verify/core/budget.py): within c
 (4 for a forward stage, 8 for a backward one) times the error of the same stage computed in the working
 precision by the references, with the unit roundoff floor.  The stages of an op's pass are
-its record's (verify.ops, field `stages`; `verify localize --id ID` names the passes that have them):
+its record's (pathmdn_verify.ops, field `stages`; `verify localize --id ID` names the passes that have them):
 today fla's PaTH forward and backward (the backward's cross-block kernels are judged through the gradients
 they end in) and fla's MDN chunk forward, defined in verify/stages/.  --sanitize reruns the example alone
-under compute-sanitizer, or on the CPU under an interpreter bounds check (verify.run.sanitize), for any
+under compute-sanitizer, or on the CPU under an interpreter bounds check (pathmdn_verify.run.sanitize), for any
 searched kernel check (fwd, bwd, decode).
 
 Exit status: 0 no stage diverges, 1 a stage diverges (or the kernel raised), 2 bad input.
@@ -23,8 +23,8 @@ import math
 import os
 import tempfile
 
-from verify.core.errors import UsageError
-from verify.core.registry import PROFILES
+from pathmdn_verify.core.errors import UsageError
+from pathmdn_verify.core.registry import PROFILES
 
 
 def add_parser(sub) -> None:
@@ -80,14 +80,15 @@ def run(args) -> int:
     from rich.console import Console
     from rich.markup import escape
 
-    from kernels import fla_ops
-    from verify import ops
-    from verify.core import environment, results
-    from verify.core import examples as example
-    from verify.core.engine import prepare
-    from verify.core.errors import is_device_fatal
-    from verify.core.ids import CheckId
-    from verify.core.registry import DEVICE_LOST, REGISTRY, Context, load_checks
+    from pathmdn_verify.kernels import fla_ops
+    from pathmdn_verify import ops
+    from pathmdn_verify.core import results
+    from pathmdn_verify.platform import environment
+    from pathmdn_verify.core import examples as example
+    from pathmdn_verify.core.engine import prepare
+    from pathmdn_verify.core.errors import is_device_fatal
+    from pathmdn_verify.core.ids import CheckId
+    from pathmdn_verify.core.registry import DEVICE_LOST, REGISTRY, Context, load_checks
 
     cid = CheckId.parse(args.id)
     load_checks()
@@ -98,7 +99,7 @@ def run(args) -> int:
         raise UsageError(f"--id {args.id}: not a searched kernel check (kernel.<impl>.<op>.<fwd|bwd|decode>.<dtype>."
                          "<regime>): it reports no example to localize")
     if args.kernel_root:        # before anything imports fla
-        from verify.core.kernel_root import activate
+        from pathmdn_verify.platform.kernel_root import activate
         args.kernel_root = activate(args.kernel_root)
     staged = cid.pass_ in op.stages
     if not staged and not args.sanitize:
@@ -155,7 +156,7 @@ def run(args) -> int:
         doc["first_divergent"] = first and {k: first[k] for k in ("stage", "source", "tensor")}
         status = 1 if first or not rows else 0
     if args.sanitize:
-        from verify.run import sanitize
+        from pathmdn_verify.run import sanitize
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "example.pt")
             example.save(x, path)

@@ -1,8 +1,8 @@
 """`verify merge`: the --json results of shards (`verify ... --shard K/N`) or reruns combined into one JSON /
-JUnit result (verify.core.results.merge: the last record that ran wins); exit status as for a run."""
+JUnit result (pathmdn_verify.core.results.merge: the last record that ran wins); exit status as for a run."""
 from __future__ import annotations
 
-from verify.core import results
+from pathmdn_verify.core import results
 
 
 def add_parser(sub) -> None:

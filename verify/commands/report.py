@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from verify.core.errors import UsageError
+from pathmdn_verify.core.errors import UsageError
 
 EPILOG = """examples:
   verify report --profile quick                      reports/<date>-<device>-quick/
@@ -46,16 +46,16 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from verify.report import diff
+    from pathmdn_verify.report import diff
     if args.compare:
         return diff.run(*args.compare, args.out)
     if args.workers < 1:
         raise UsageError(f"--workers {args.workers}: must be at least 1")
     results = _results(args.results)
-    from kernels.fla_ops import check_fla_version
-    from verify.core import environment
-    from verify.core.registry import load_checks
-    from verify.report import sweeps
+    from pathmdn_verify.kernels.fla_ops import check_fla_version
+    from pathmdn_verify.platform import environment
+    from pathmdn_verify.core.registry import load_checks
+    from pathmdn_verify.report import sweeps
     load_checks()       # the op table with any plug-in op ($VERIFY_EXTRA_CHECKS): the report's sweeps read it
     device = environment.resolve_device(args.device)
     check_fla_version()
@@ -90,9 +90,9 @@ def _write(args, device: str, chosen, out: Path, results: dict | None) -> int:
         TimeElapsedColumn,
     )
 
-    from verify.core import environment
-    from verify.report import document, measure, plots
-    from verify.run import xfails
+    from pathmdn_verify.platform import environment
+    from pathmdn_verify.report import document, measure, plots
+    from pathmdn_verify.run import xfails
     t0, c0 = time.perf_counter(), time.process_time()
     with Progress(TextColumn("verify report"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.description}")) as bar:

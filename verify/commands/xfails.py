@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from verify.core.registry import PROFILES
-from verify.run.xfails import (
+from pathmdn_verify.core.registry import PROFILES
+from pathmdn_verify.run.xfails import (
     EXPECTED_FAILURES_FILE,
     Scope,
     applicable,
@@ -46,8 +46,8 @@ def run(args) -> int:
         for line in update(args.update, path) or ["nothing to update: the run measured no listed check of its scope"]:
             print(line)
         return 0
-    from verify.core import environment
-    from verify.core.kernel_root import validate_kernel_root
+    from pathmdn_verify.platform import environment
+    from pathmdn_verify.platform.kernel_root import validate_kernel_root
     device = environment.resolve_device(args.device)
     scope = current_scope(device, args.profile)
     if args.kernel_root:

@@ -1,4 +1,4 @@
-"""Boundary cases derived from an op's kernel structure (its record's `structure`, verify.core.records.Structure).
+"""Boundary cases derived from an op's kernel structure (its record's `structure`, pathmdn_verify.core.records.Structure).
 
 The kernels change code path at their structural constants (a 64-token chunk, a 128-token query block,
 PaTH's 512-token backward super-block), with D != Dv, with an optional input present or absent, and in a

@@ -4,7 +4,7 @@ A kernel output passes when, against the float64 oracle, both
     normwise relative error <= c * max(same_dtype_rel, floor_rel, u_storage) + TINY_REL   and
     max absolute error      <= c * max(same_dtype_abs, floor_abs, u * scale) + TINY_ABS
 where same_dtype_* is the error of the same-dtype implementation (plain PyTorch in the same precision, on the
-same input: verify.same_dtype) and floor_* the error of merely rounding the oracle's output to the storage dtype.
+same input: pathmdn_verify.same_dtype) and floor_* the error of merely rounding the oracle's output to the storage dtype.
 u_storage, the storage dtype's unit roundoff, bounds that rounding error; the measured one can be far
 smaller on a small tensor (a single number at T = 1), and a budget built on such a lucky sample made
 fp32 checks flake at 1.6-3.4 u across seeds (measured with --repeat), so the bound is the floor.
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 import torch
 
-from verify.core.metrics import max_abs, rel_err
-from verify.core.precision import Precision
+from pathmdn_verify.core.metrics import max_abs, rel_err
+from pathmdn_verify.core.precision import Precision
 
 
 class OracleFailed(Exception):
@@ -49,7 +49,7 @@ class Verdict:
     err_abs: float
     budget_rel: float
     budget_abs: float
-    same_dtype_rel: float        # the same-dtype implementation's errors (verify.same_dtype), floors included
+    same_dtype_rel: float        # the same-dtype implementation's errors (pathmdn_verify.same_dtype), floors included
     same_dtype_abs: float
     error: str | None = None     # the kernel raised instead of returning (always a failure)
     shape: list[int] | None = None
@@ -68,7 +68,7 @@ class Verdict:
 
     @property
     def measure(self) -> str:
-        """What measured / budget are, in verify.core.registry.Result's words."""
+        """What measured / budget are, in pathmdn_verify.core.registry.Result's words."""
         return "normwise_relative" if self.decided_by == "normwise-relative" else "max_abs"
 
     @property

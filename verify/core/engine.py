@@ -1,6 +1,6 @@
 """The comparison engine: run one kernel op, its float64 oracle and its same-dtype implementation on the same
-inputs and judge every output or gradient under the budget rule (verify.core.budget, with the op's budget
-factor c).  The kernel check family (verify.checks.kernels), `verify compare`, localize, the sanitizer,
+inputs and judge every output or gradient under the budget rule (pathmdn_verify.core.budget, with the op's budget
+factor c).  The kernel check family (pathmdn_verify.checks.kernels), `verify compare`, localize, the sanitizer,
 bisect and the report all measure through here; nothing here registers a check.
 
 Each declared convention is measured here too (`convention_result`): the kernel must agree with the oracle
@@ -14,17 +14,17 @@ import os
 
 import torch
 
-from kernels import fla_ops
-from verify.core import configs
-from verify.core.budget import OracleFailed, Verdict, verdict, worst
-from verify.core.errors import UsageError
-from verify.core.inputs import as_oracle, floats_as, on_device
-from verify.core.metrics import rel_err
-from verify.core.precision import Precision
-from verify.core.records import KernelOp, as_tuple, scale_of
-from verify.core.registry import Context, Result
-from verify.core.search import Probe
-from verify.core.timing import compile_once, phase, time_compilations
+from pathmdn_verify.kernels import fla_ops
+from pathmdn_verify.platform import configs
+from pathmdn_verify.core.budget import OracleFailed, Verdict, verdict, worst
+from pathmdn_verify.core.errors import UsageError
+from pathmdn_verify.core.inputs import as_oracle, floats_as, on_device
+from pathmdn_verify.core.metrics import rel_err
+from pathmdn_verify.core.precision import Precision
+from pathmdn_verify.core.records import KernelOp, as_tuple, scale_of
+from pathmdn_verify.core.registry import Context, Result
+from pathmdn_verify.core.search import Probe
+from pathmdn_verify.platform.timing import compile_once, phase, time_compilations
 
 
 def prepare(ctx: Context) -> None:
@@ -34,7 +34,7 @@ def prepare(ctx: Context) -> None:
     non-finite every time instead of returning whatever the allocator reused (a verdict that would
     change from run to run, and that hypothesis reports as flaky)."""
     if ctx.device == "cpu":
-        from verify.core import fidelity
+        from pathmdn_verify.platform import fidelity
         fidelity.prepare_cpu_kernels(ctx.fp32_dot)
     else:
         time_compilations()

@@ -28,11 +28,11 @@ def is_device_fatal(exc: BaseException) -> bool:
 
 
 class OutOfBoundsAccess(RuntimeError):
-    """Raised (inside the interpreter) by verify.core.fidelity's part bounds: a kernel loaded, stored or
+    """Raised (inside the interpreter) by pathmdn_verify.platform.fidelity's part bounds: a kernel loaded, stored or
     atomically updated an address outside every tensor argument of its launch.  A kernel bug, not an
     interpreter gap: on a GPU it is an illegal memory access or a silent write into a neighbouring
     allocation; unchecked, the interpreter writes into the CPU heap and the process may die later.
-    `fault` names it as verify.run.sanitize names a compute-sanitizer report (kernel, file, line, block,
+    `fault` names it as pathmdn_verify.run.sanitize names a compute-sanitizer report (kernel, file, line, block,
     address, access, size, distance)."""
 
     def __init__(self, fault: dict):
@@ -43,7 +43,7 @@ class OutOfBoundsAccess(RuntimeError):
 
 
 class Bf16ArithmeticNotEmulated(NotImplementedError):
-    """Raised (inside the interpreter, so it arrives wrapped in InterpreterError) by verify.core.fidelity's bf16_guard."""
+    """Raised (inside the interpreter, so it arrives wrapped in InterpreterError) by pathmdn_verify.platform.fidelity's bf16_guard."""
 
 
 def is_interpreter_gap(exc: BaseException) -> bool:

@@ -1,10 +1,10 @@
-"""One concrete input of a kernel check: rebuilt from the case label a check reports (verify.core.search),
+"""One concrete input of a kernel check: rebuilt from the case label a check reports (pathmdn_verify.core.search),
 or loaded from a saved file of named tensors (the format `verify compare` takes and `--save-failing` writes).
 
 A searched kernel check's Result names the example it judged worst (details "minimal_example" when it
 failed, "failing_example" when the kernel faulted, "worst_example" when it passed) by the case label of
-verify.core.inputs.case_label, which lists every field that differs from the defaults: enough to rebuild
-the tensors exactly.  Every function takes the op's record (verify.ops.record(check_id) resolves it).
+pathmdn_verify.core.inputs.case_label, which lists every field that differs from the defaults: enough to rebuild
+the tensors exactly.  Every function takes the op's record (pathmdn_verify.ops.record(check_id) resolves it).
 """
 from __future__ import annotations
 
@@ -15,16 +15,16 @@ from pathlib import Path
 
 import torch
 
-from verify.core import validate
-from verify.core.errors import UsageError
-from verify.core.precision import TORCH_DTYPES
+from pathmdn_verify.core import validate
+from pathmdn_verify.core.errors import UsageError
+from pathmdn_verify.core.precision import TORCH_DTYPES
 
 EXAMPLE_KEYS = ("minimal_example", "failing_example", "worst_example")
 KERNEL_DTYPE_INPUTS = ("q", "k", "v")      # in the check's dtype; cu_seqlens int32; every other float fp32
 
 
 def case_from_label(case_type, label: str):
-    """The case whose label (verify.core.inputs.case_label) is `label`: 'T=100 D=32 cu_seqlens=(0, 19, 100) seed=2'."""
+    """The case whose label (pathmdn_verify.core.inputs.case_label) is `label`: 'T=100 D=32 cu_seqlens=(0, 19, 100) seed=2'."""
     known = {f.name for f in fields(case_type)}
     values = {}
     for item in re.split(r"\s(?=\w+=)", label.strip()):
@@ -39,7 +39,7 @@ def case_from_label(case_type, label: str):
 
 
 def build(op, dtype: str, case, device: str) -> dict:
-    """The kernel inputs of op for case in dtype, as its checks build them (verify.core.engine)."""
+    """The kernel inputs of op for case in dtype, as its checks build them (pathmdn_verify.core.engine)."""
     return op.inputs(case, TORCH_DTYPES[dtype], device)
 
 

@@ -5,10 +5,10 @@ An id is dotted words (letters, digits, _ and -), the first, lower-case, naming 
     kernel.<impl>.<op>.<pass>.<dtype>.<regime>    pass fwd | bwd | decode: a search over the regime's cases
     kernel.<impl>.<op>.convention.<name>          a declared convention of the op, measured
     kernel.<impl>.<op>.<name>.<dtype>             another check of one op (state_tracking)
-    layer.<impl>.<layer>.<variant>.<dtype>.<comparison>   a model layer (verify.layers) against its literal
+    layer.<impl>.<layer>.<variant>.<dtype>.<comparison>   a model layer (pathmdn_verify.layers) against its literal
     oracle.<...>, symbolic.<...>, env.<...>, mutant.<name>
 
-`<op>` names a record of verify.ops (`verify.ops.record(check_id)` resolves it); `<impl>` is the kernel
+`<op>` names a record of pathmdn_verify.ops (`pathmdn_verify.ops.record(check_id)` resolves it); `<impl>` is the kernel
 package (fla).  The group of an id (`group`) is kernel.<impl>.<op> for a kernel check, the checks that share
 the op's compiled kernels (layer.<impl>.<layer> likewise), and its section, <family>.<first word>, otherwise.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from verify.core.errors import UsageError
+from pathmdn_verify.core.errors import UsageError
 
 PASSES = ("fwd", "bwd", "decode")      # the passes whose checks search over cases
 DTYPES = ("bf16", "fp32")

@@ -1,5 +1,5 @@
 """Working precisions: storage dtype, how dot operands are rounded, and the unit roundoff; and the fixed-order
-fp32 arithmetic that the same-dtype implementations (verify.same_dtype) run on.
+fp32 arithmetic that the same-dtype implementations (pathmdn_verify.same_dtype) run on.
 
 A kernel "in bf16" stores bf16 and multiplies bf16 operands with fp32 accumulation; a kernel "in fp32"
 on an NVIDIA GPU multiplies TF32 operands (fp32 truncated to 10 explicit mantissa bits, as measured on
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch.overrides import TorchFunctionMode
 
-from verify.core.bits import round_bf16, truncate_tf32
+from pathmdn_verify.core.bits import round_bf16, truncate_tf32
 
 UNIT_ROUNDOFF = {"bf16": 2.0 ** -8, "fp16": 2.0 ** -11, "tf32": 2.0 ** -11, "fp32": 2.0 ** -24, "fp64": 2.0 ** -53}
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp64": torch.float64}

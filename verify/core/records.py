@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from kernels import fla_ops
-from verify.core.ids import CheckId
+from pathmdn_verify.kernels import fla_ops
+from pathmdn_verify.core.ids import CheckId
 
-# Budget factors c: how many times the same-dtype implementation's error a kernel may make (verify.core.budget).
+# Budget factors c: how many times the same-dtype implementation's error a kernel may make (pathmdn_verify.core.budget).
 # Forward passes: the kernel performs the same rounded operations as the same-dtype implementation (same
 # block size, same operand formats) in a different order of accumulation, so its error should be of the
 # same size: c = 4 leaves a factor 2 for ordering and 2 for the spread between random inputs.  Backward
@@ -56,7 +56,7 @@ class Decode:
 @dataclass(frozen=True)
 class Structure:
     """Where an op's kernels change code path, read off the kernels and their launchers on the H200's tiles
-    (the tiles every CPU run emulates), and the factors its boundary cases cover pairwise (verify.core.boundaries).
+    (the tiles every CPU run emulates), and the factors its boundary cases cover pairwise (pathmdn_verify.core.boundaries).
     build(T, D, Dv, HQ, H, cu_seqlens, seed, **options) -> a case; present(case) -> {option: present?}."""
     lengths: dict                       # pass -> {constant: tokens}: PaTH {"chunk": 64, "block": 128, ...}
     dims: dict                          # profile -> (a, b), a < b: the head dims the cases pair (D, Dv)
@@ -100,14 +100,14 @@ class KernelOp:
     regression_cases: dict = field(default_factory=dict)   # "<pass>.<dtype>.<regime>" -> [cases]
     probes: tuple[ConventionProbe, ...] = ()
     decode: Decode | None = None
-    examples: dict | None = None        # hypothesis examples per check by profile (None: verify.core.search's default)
-    device_cases: tuple = ()            # (dtype, case) pairs that verify.tools.device_compare runs on CPU and GPU
+    examples: dict | None = None        # hypothesis examples per check by profile (None: pathmdn_verify.core.search's default)
+    device_cases: tuple = ()            # (dtype, case) pairs that pathmdn_verify.tools.device_compare runs on CPU and GPU
     impl: str = "fla"                   # the kernel package, the second word of its check ids
     query_inputs: tuple[str, ...] = ()  # inputs whose head axis counts query heads (HQ), not key heads (H)
     stages: dict = field(default_factory=dict)   # pass -> stages(op, x, dtype, fp32_dot) -> [Stage] (localize)
-    mutants: tuple = ()                 # planted bugs in a copy of the kernel package (verify.core.mutation.Mutant)
+    mutants: tuple = ()                 # planted bugs in a copy of the kernel package (pathmdn_verify.platform.mutation.Mutant)
     not_reached: dict = field(default_factory=dict)   # regex -> (kind, why): package lines verify coverage excludes
-    structure: Structure | None = None  # where the kernels change path: the boundary cases (verify.core.boundaries)
+    structure: Structure | None = None  # where the kernels change path: the boundary cases (pathmdn_verify.core.boundaries)
     report: str | None = None           # the report's family for this op (path | fox | mdn), None: not measured
     package: tuple[str, ...] = ()       # the kernel package's modules that are this op's own code: verify bisect
     #                                     imports them, verify coverage counts their lines

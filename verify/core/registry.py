@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from verify.core.errors import UsageError
-from verify.core.ids import CheckId
+from pathmdn_verify.core.errors import UsageError
+from pathmdn_verify.core.ids import CheckId
 
 STATUSES = ("pass", "fail", "xfail", "skip", "error")
 # Result.kind: why a check did not pass (or was not measured).  Failures: over_budget, non_finite, exception,
@@ -27,13 +27,13 @@ KINDS = ("over_budget", "non_finite", "exception", "cuda_fatal", "crashed", "tim
          "interpreter_gap", "not_run", "import_error", "check_error")
 PROFILES = ("quick", "ci", "full")
 DEVICE_LOST = "device_lost"     # Result.details key: the CUDA context is unusable after this check
-# every worker of one run sees this directory (created and removed by verify.run.runner.Workers): checks share
+# every worker of one run sees this directory (created and removed by pathmdn_verify.run.runner.Workers): checks share
 # work across the run's workers there
 RUN_DIR_ENV = "VERIFY_RUN_DIR"
-# The check families, by module name (verify.checks.load_all imports each), and comma-separated modules that
+# The check families, by module name (pathmdn_verify.checks.load_all imports each), and comma-separated modules that
 # register extra checks (tests plant checks that crash, hang or raise a fatal CUDA error this way): imported
 # by name, so that whatever runs checks (the CLI, every worker) needs no import of the families themselves.
-FAMILIES = "verify.checks"
+FAMILIES = "pathmdn_verify.checks"
 EXTRA_CHECKS_ENV = "VERIFY_EXTRA_CHECKS"
 
 
@@ -54,7 +54,7 @@ class Context:
     kernel_root: str | None = None
     examples: int | None = None       # hypothesis examples per kernel check (None: the profile's default)
     save_failing: str | None = None   # directory: save each failing check's minimal example for `verify compare`
-    configs: str = "cover"            # which config autotuned kernels run (verify.core.configs.MODES)
+    configs: str = "cover"            # which config autotuned kernels run (pathmdn_verify.platform.configs.MODES)
     references: str = "auto"          # where the oracle and same-dtype run: auto (the op record's), device or cpu
 
     def pick(self, quick, ci, full):
@@ -110,7 +110,7 @@ def register(check_id: str, description: str, run: Callable[[Context], Result],
              devices: tuple[str, ...] = ("cpu", "cuda")) -> None:
     if check_id in REGISTRY:
         raise ValueError(f"duplicate check id {check_id!r}")
-    if str(CheckId.parse(check_id)) != check_id:     # the one grammar (verify.core.ids); UsageError if malformed
+    if str(CheckId.parse(check_id)) != check_id:     # the one grammar (pathmdn_verify.core.ids); UsageError if malformed
         raise ValueError(f"check id {check_id!r} does not round-trip")
     if not description or "\n" in description:
         raise ValueError(f"{check_id}: description must be one line")

@@ -13,9 +13,9 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from verify.core.errors import UsageError
-from verify.core.registry import STATUSES, Result
-from verify.core.timing import run_compilations
+from pathmdn_verify.core.errors import UsageError
+from pathmdn_verify.core.registry import STATUSES, Result
+from pathmdn_verify.platform.timing import run_compilations
 
 SCHEMA_VERSION = 1
 SCHEMA_FILE = Path(__file__).with_name("results.schema.json")
@@ -192,7 +192,7 @@ def merge(paths: list[str], command: list[str]) -> dict:
             if c["status"] != "skip" or c["id"] not in by_id:
                 by_id[c["id"]] = c
     checks = [by_id[k] for k in sorted(by_id)]
-    from verify.core.environment import toolkit
+    from pathmdn_verify.platform.environment import toolkit
     return {"schema_version": SCHEMA_VERSION, "command": command, "toolkit": toolkit(),
             "kernel_package": first["kernel_package"],
             "environment": {**first["environment"], "merged_from": list(paths)},

@@ -23,17 +23,17 @@ from hypothesis import HealthCheck, Phase, example, given, seed, settings, targe
 from hypothesis import strategies as st
 from hypothesis.internal.conjecture import providers as _providers
 
-from kernels.fla_ops import VariantUnsupported
-from verify.core import configs
-from verify.core.boundaries import cost
-from verify.core.budget import OracleFailed, Verdict
-from verify.core.errors import (
+from pathmdn_verify.kernels.fla_ops import VariantUnsupported
+from pathmdn_verify.platform import configs
+from pathmdn_verify.core.boundaries import cost
+from pathmdn_verify.core.budget import OracleFailed, Verdict
+from pathmdn_verify.core.errors import (
     UsageError,
     innermost_error,
     is_device_fatal,
     is_interpreter_gap,
 )
-from verify.core.registry import DEVICE_LOST, Context, Result
+from pathmdn_verify.core.registry import DEVICE_LOST, Context, Result
 
 # Hypothesis (6.131 and later) also draws integers and floats from the literals of every loaded module outside
 # site-packages and the standard library, its "local constants": this toolkit's modules, a --kernel-root tree's.

@@ -14,8 +14,8 @@ from functools import lru_cache
 from allpairspy import AllPairs
 from hypothesis import strategies as st
 
-from verify.core.bits import bf16_from_bits
-from verify.core.inputs import VALUE_PATTERNS
+from pathmdn_verify.core.bits import bf16_from_bits
+from pathmdn_verify.core.inputs import VALUE_PATTERNS
 
 # Backward passes differentiate the float64 oracle through every step of its walk: cap T there.
 BWD_MAX_T = {"quick": 160, "ci": 160, "full": 1024}
@@ -35,7 +35,7 @@ def drawn(x):
 
 
 def value_patterns() -> st.SearchStrategy:
-    """(pattern, scale exponent) of a case's free tensors (verify.core.inputs.patterned): a failing example shrinks
+    """(pattern, scale exponent) of a case's free tensors (pathmdn_verify.core.inputs.patterned): a failing example shrinks
     toward all-ones values of scale 1, so that a minimal example is small in its values too, not only in T
     and D.  The kernel checks keep seeded values (their examples, and so their verdicts, stay as listed)."""
     return st.tuples(st.sampled_from(VALUE_PATTERNS), st.integers(-4, 4))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from verify.core.errors import UsageError
+from pathmdn_verify.core.errors import UsageError
 
 # |norm(w_t) - 1| allowed: fla uses w as given (no re-normalisation); a unit vector stored in fp32 is
 # within 1e-7 of norm 1, one normalised in bf16 arithmetic within ~1e-2 is not what the kernel assumes.

@@ -1,5 +1,5 @@
 """The layer table: one declarative record per model layer under test (flash-linear-attention's fla.layers:
-PaTHAttention, ForgettingAttention, MomentumDeltaNet, GatedDeltaNet), as verify.ops is for the kernel ops.
+PaTHAttention, ForgettingAttention, MomentumDeltaNet, GatedDeltaNet), as pathmdn_verify.ops is for the kernel ops.
 
 A layer computes its op's inputs from the hidden states (projections, gates, short convolutions,
 normalisations), calls the op, and caches for generation; its record says how to build it (module, class,
@@ -12,14 +12,14 @@ for every (variant, dtype, comparison) the record declares.  The truth is a floa
 built from the layer's own parameters (references/layers_*.py): the papers' gate formulas written once, the
 op oracles of references/ for the recurrences; every way the layer departs from its paper is a declared
 convention with its own comparison.  A record's `mutants` are planted bugs in a copy of the layer's
-source (verify.core.mutation; path relative to the fla package, e.g. "layers/path_attn.py").
+source (pathmdn_verify.platform.mutation; path relative to the fla package, e.g. "layers/path_attn.py").
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from verify.core.registry import Context
+from pathmdn_verify.core.registry import Context
 
 LAYER_PACKAGE = "flash-linear-attention"
 INSTALL = "pip install 'pathmdn-verify[layers]' (flash-linear-attention 0.6.0 with transformers 5)"
@@ -49,7 +49,7 @@ class LayerRecord:
     comparisons: dict[str, tuple[str, Callable]]   # comparison word -> (one-line description, fn(LayerCase) -> Result)
     dtypes: tuple[str, ...] = ("bf16", "fp32")
     declared: Callable[[str, str, str], bool] = lambda variant, dtype, comparison: True   # which ids exist
-    mutants: tuple = field(default=())          # verify.core.mutation.Mutant, killers are layer ids
+    mutants: tuple = field(default=())          # pathmdn_verify.platform.mutation.Mutant, killers are layer ids
 
     def ids(self, impl: str = "fla") -> list[tuple[str, str, str, str]]:
         """(check id, variant, dtype, comparison) of every check the record declares."""
@@ -72,7 +72,7 @@ def mutants() -> dict:
     return {m.name: m for r in load().values() for m in r.mutants}
 
 
-BUILT_IN_MODULES = ("verify.layers.path", "verify.layers.mdn")     # the modules (verify.layers.<family>) whose import adds their records with `add`
+BUILT_IN_MODULES = ("pathmdn_verify.layers.path", "pathmdn_verify.layers.mdn")     # the modules (pathmdn_verify.layers.<family>) whose import adds their records with `add`
 
 
 def load() -> dict[str, LayerRecord]:

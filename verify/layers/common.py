@@ -1,6 +1,6 @@
 """What every layer comparison needs: import the layer, build it with seeded parameters, take its parameters in
 float64 for the literal, run it so that its own exceptions are findings, and judge tensors under the kernel
-budget rule (verify.core.budget: error against the float64 literal <= c x the same-dtype literal's error, or the
+budget rule (pathmdn_verify.core.budget: error against the float64 literal <= c x the same-dtype literal's error, or the
 rounding floor where that is larger)."""
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import importlib
 
 import torch
 
-from verify.core.budget import Verdict, verdict, worst
-from verify.core.errors import is_interpreter_gap
-from verify.core.precision import Precision
-from verify.core.registry import Result
-from verify.layers import INSTALL, LayerCase
+from pathmdn_verify.core.budget import Verdict, verdict, worst
+from pathmdn_verify.core.errors import is_interpreter_gap
+from pathmdn_verify.core.precision import Precision
+from pathmdn_verify.core.registry import Result
+from pathmdn_verify.layers import INSTALL, LayerCase
 
 
 class LayerRaised(Exception):
@@ -55,7 +55,7 @@ def params64(layer: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 def call(fn, *args, **kwargs):
     """fn(*args, **kwargs) where fn is the layer under test: its exception becomes LayerRaised, except the CPU
-    interpreter's own gap (verify.core.errors.is_interpreter_gap), which the runner makes a skip."""
+    interpreter's own gap (pathmdn_verify.core.errors.is_interpreter_gap), which the runner makes a skip."""
     try:
         return fn(*args, **kwargs)
     except Exception as exc:

@@ -22,13 +22,13 @@ import math
 
 import torch
 
-from references import layers_mdn as L
-from verify.core.metrics import rel_err
-from verify.core.mutation import Mutant
-from verify.core.precision import Precision, fixed_order
-from verify.core.registry import Result
-from verify.layers import LayerCase, LayerRecord, add
-from verify.layers.common import (
+from pathmdn_verify.references import layers_mdn as L
+from pathmdn_verify.core.metrics import rel_err
+from pathmdn_verify.platform.mutation import Mutant
+from pathmdn_verify.core.precision import Precision, fixed_order
+from pathmdn_verify.core.registry import Result
+from pathmdn_verify.layers import LayerCase, LayerRecord, add
+from pathmdn_verify.layers.common import (
     build,
     cache_ops,
     call,
@@ -38,7 +38,7 @@ from verify.layers.common import (
     precision,
 )
 
-C_FWD, C_BWD = 8.0, 16.0      # the sequential budget factors (verify.core.records.BUDGET_FACTOR_SEQUENTIAL)
+C_FWD, C_BWD = 8.0, 16.0      # the sequential budget factors (pathmdn_verify.core.records.BUDGET_FACTOR_SEQUENTIAL)
 OPS = {"mdn": ("chunk_momentum_delta_rule", "fused_recurrent_momentum_delta_rule"),
        "gdn": ("chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule")}
 STAGES = {"mdn": ("q", "k", "v", "log_alpha", "log_mu", "beta", "eta"), "gdn": ("q", "k", "v", "g_raw", "beta_raw")}
@@ -224,7 +224,7 @@ def generation(case: LayerCase) -> Result:
 
 
 def cache_operations(case: LayerCase) -> Result:
-    """verify.layers.common.cache_ops on the layer: repeat and reorder (its cache holds the recurrent state, and
+    """pathmdn_verify.layers.common.cache_ops on the layer: repeat and reorder (its cache holds the recurrent state, and
     the convolutions' with use_short_conv, so its crop must refuse)."""
     seed = case.ctx.seed
     T0, n = case.ctx.pick((8, 2), (8, 3), (64, 32))

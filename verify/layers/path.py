@@ -22,16 +22,16 @@ from contextlib import contextmanager
 
 import torch
 
-from references import layers_path as L
-from verify import same_dtype
-from verify.core.budget import verdict
-from verify.core.metrics import rel_err
-from verify.core.mutation import Mutant
-from verify.core.precision import Precision
-from verify.core.records import BUDGET_FACTOR_BLOCKWISE as C
-from verify.core.registry import Result
-from verify.layers import LayerCase, LayerRecord, add
-from verify.layers.common import (
+from pathmdn_verify.references import layers_path as L
+from pathmdn_verify import same_dtype
+from pathmdn_verify.core.budget import verdict
+from pathmdn_verify.core.metrics import rel_err
+from pathmdn_verify.platform.mutation import Mutant
+from pathmdn_verify.core.precision import Precision
+from pathmdn_verify.core.records import BUDGET_FACTOR_BLOCKWISE as C
+from pathmdn_verify.core.registry import Result
+from pathmdn_verify.layers import LayerCase, LayerRecord, add
+from pathmdn_verify.layers.common import (
     build,
     cache_ops,
     call,
@@ -44,7 +44,7 @@ from verify.layers.common import (
 
 class _Store(torch.autograd.Function):
     """Round to the storage dtype in the forward and the gradient in the backward (a bf16 layer stores both)."""
-    generate_vmap_rule = True     # the heads of references.path_attn.per_head run under torch.vmap
+    generate_vmap_rule = True     # the heads of pathmdn_verify.references.path_attn.per_head run under torch.vmap
 
     @staticmethod
     def forward(x, dtype):
@@ -260,7 +260,7 @@ def continuation(case: LayerCase) -> Result:
 
 
 def cache_operations(case: LayerCase) -> Result:
-    """verify.layers.common.cache_ops on the layer: repeat, reorder and crop (PaTH's cache holds the w
+    """pathmdn_verify.layers.common.cache_ops on the layer: repeat, reorder and crop (PaTH's cache holds the w
     convolution's state, so its crop must refuse)."""
     T0, n = case.ctx.pick((12, 2), (20, 3), (500, 32))
     layer, p64, p32, spec = setup(case, 0)

@@ -10,20 +10,20 @@ family.  Each family of ops is one module here (attention.py: PaTH and FoX; mdn.
 
 Adding an op (docs/design.md, "Adding an op"): one op module with its record, one adapter, one mutant in
 the record; built-in ops are listed in BUILT_IN below, an op defined elsewhere (a plug-in module named by
-$VERIFY_EXTRA_CHECKS) calls `verify.checks.kernels.declare(record)`, which adds it here and declares its
+$VERIFY_EXTRA_CHECKS) calls `pathmdn_verify.checks.kernels.declare(record)`, which adds it here and declares its
 checks.
 """
 from __future__ import annotations
 
 import functools
 
-from verify.core import boundaries
-from verify.core.errors import UsageError
-from verify.core.ids import CheckId
-from verify.core.records import KernelOp, as_tuple, scale_of
-from verify.ops.attention import FORGETTING_ATTN, PATH_ATTN
-from verify.ops.gdn import GDN_CHUNK, GDN_RECURRENT
-from verify.ops.mdn import MDN_CHUNK_OPS, MDN_RECURRENT
+from pathmdn_verify.core import boundaries
+from pathmdn_verify.core.errors import UsageError
+from pathmdn_verify.core.ids import CheckId
+from pathmdn_verify.core.records import KernelOp, as_tuple, scale_of
+from pathmdn_verify.ops.attention import FORGETTING_ATTN, PATH_ATTN
+from pathmdn_verify.ops.gdn import GDN_CHUNK, GDN_RECURRENT
+from pathmdn_verify.ops.mdn import MDN_CHUNK_OPS, MDN_RECURRENT
 
 __all__ = ["OPS", "REPLAY", "KernelOp", "add", "as_tuple", "boundary_cases", "explicit_cases", "mutants", "record",
            "regression_cases", "scale_of"]
@@ -73,7 +73,7 @@ def _assigned(op_name: str, pass_: str, profile: str) -> dict:
 
 
 def boundary_cases(check_id: str, profile: str) -> list:
-    """The boundary cases (verify.core.boundaries) that the op's structure gives this check at the profile."""
+    """The boundary cases (pathmdn_verify.core.boundaries) that the op's structure gives this check at the profile."""
     cid = CheckId.parse(check_id)
     if not cid.searched or cid.op not in OPS or OPS[cid.op].structure is None:
         return []

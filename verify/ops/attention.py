@@ -12,14 +12,14 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from kernels import fla_ops
-from references import path_attn as P
-from verify import same_dtype
-from verify.core import validate
-from verify.core.errors import UsageError
-from verify.core.inputs import case_label, cu_seqlens_tensor, on_device, patterned
-from verify.core.mutation import Mutant
-from verify.core.records import (
+from pathmdn_verify.kernels import fla_ops
+from pathmdn_verify.references import path_attn as P
+from pathmdn_verify import same_dtype
+from pathmdn_verify.core import validate
+from pathmdn_verify.core.errors import UsageError
+from pathmdn_verify.core.inputs import case_label, cu_seqlens_tensor, on_device, patterned
+from pathmdn_verify.platform.mutation import Mutant
+from pathmdn_verify.core.records import (
     BUDGET_FACTOR_BLOCKWISE,
     ConventionProbe,
     Decode,
@@ -27,8 +27,8 @@ from verify.core.records import (
     Structure,
     scale_default_probe,
 )
-from verify.core.strategies import batch_for, batch_levels, capped, drawn, shape_rows
-from verify.stages import path as path_stages
+from pathmdn_verify.core.strategies import batch_for, batch_levels, capped, drawn, shape_rows
+from pathmdn_verify.stages import path as path_stages
 
 BETA_REGIMES = ("uniform", "near2_2", "near2_4", "near2_7", "two", "tiny")
 W_REGIMES = ("random", "aligned", "antialigned")
@@ -50,7 +50,7 @@ class PathCase:
     logit_gain: float = 1.0      # multiplies q and k: large values saturate the softmax
     cu_seqlens: tuple[int, ...] | None = None
     seed: int = 0
-    values: str = "seeded"       # q, k, v: seeded, or ones / one_hot (verify.core.inputs.patterned), times 2^value_scale
+    values: str = "seeded"       # q, k, v: seeded, or ones / one_hot (pathmdn_verify.core.inputs.patterned), times 2^value_scale
     value_scale: int = 0
 
     def label(self) -> str:
@@ -231,7 +231,7 @@ def validate_inputs(x: dict, head_dims: tuple[int, ...]) -> None:
 # toolkit, not a gap in the checks.
 PATH_NOT_REACHED = {
     r"^[ \t]*if cu_seqlens is not None and q\.shape\[0\] != 1:": (
-        "exclude", "fla's refusal of varlen input with batch > 1: verify.core.validate rejects that input first"),
+        "exclude", "fla's refusal of varlen input with batch > 1: pathmdn_verify.core.validate rejects that input first"),
     r"^[ \t]*if RETURN_H:": (
         "exclude", "parallel.py always calls the backward's prepare kernel with return_h=False"),
     r"^[ \t]*if BS == BT:": (
@@ -247,7 +247,7 @@ FOX_NOT_REACHED = {
                    "verified through their layer checks (layer.fla.fox.*.generation, layer.fla.path.*.generation)"),
 }
 
-# Planted bugs (verify.core.mutation.Mutant): each must turn one of its killer checks red (`verify mutants`).
+# Planted bugs (pathmdn_verify.platform.mutation.Mutant): each must turn one of its killer checks red (`verify mutants`).
 PATH_FWD, PATH_PRE, PATH_API = ("ops/path_attn/parallel_path_fwd.py", "ops/path_attn/intra_chunk_preprocess_fwd.py",
                                 "ops/path_attn/parallel.py")
 FOX_FILE = "ops/attn/parallel.py"
@@ -299,9 +299,9 @@ PATH_MUTANTS = (
     Mutant("path_tail_block_dropped", "PaTH forward: T // BT query blocks instead of cdiv(T, BT): the rows past the "
            "last full block are never computed when T is not a multiple of the block", PATH_FWD,
            "NT = triton.cdiv(T, BT) if cu_seqlens is None", "NT = T // BT if cu_seqlens is None",
-           # the unwritten rows are NaN (verify.core.engine.prepare), not whatever the allocator reused
+           # the unwritten rows are NaN (pathmdn_verify.core.engine.prepare), not whatever the allocator reused
            ("kernel.fla.path_attn.fwd.fp32.beta_uniform",)),
-    # PaTH stages only the coverage regression cases of verify.ops reach (T > 512 backward, varlen decode)
+    # PaTH stages only the coverage regression cases of pathmdn_verify.ops reach (T > 512 backward, varlen decode)
     Mutant("path_bwd_superblock_query_frame", "PaTH backward: dq against an earlier 512-token super-block's keys "
            "read the queries transformed to the wrong super-block (idx_j for idx_j + 1; runs only for T > 512)",
            "ops/path_attn/parallel_path_bwd_inter_dqh.py", "(bos.to(tl.int64) * NUM_BLOCKS + idx_j + 1) * HQ",
@@ -332,7 +332,7 @@ PATH_MUTANTS = (
 )
 
 
-# Planted bugs (verify.core.mutation.Mutant): each must turn one of its killer checks red (`verify mutants`).
+# Planted bugs (pathmdn_verify.platform.mutation.Mutant): each must turn one of its killer checks red (`verify mutants`).
 FOX_MUTANTS = (
     # FoX (Triton)
     # structural: reached only by the boundary cases (T > 256: a third 128-token query block)

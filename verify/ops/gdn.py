@@ -10,15 +10,15 @@ from dataclasses import dataclass
 import torch
 from hypothesis import strategies as st
 
-from kernels import fla_ops
-from references import mdn as MDN
-from references import path_attn as P
-from verify import same_dtype
-from verify.core import validate
-from verify.core.ids import op_of
-from verify.core.inputs import case_label, cu_seqlens_tensor, linear_draws, on_device
-from verify.core.mutation import Mutant
-from verify.core.records import (
+from pathmdn_verify.kernels import fla_ops
+from pathmdn_verify.references import mdn as MDN
+from pathmdn_verify.references import path_attn as P
+from pathmdn_verify import same_dtype
+from pathmdn_verify.core import validate
+from pathmdn_verify.core.ids import op_of
+from pathmdn_verify.core.inputs import case_label, cu_seqlens_tensor, linear_draws, on_device
+from pathmdn_verify.platform.mutation import Mutant
+from pathmdn_verify.core.records import (
     BUDGET_FACTOR_BLOCKWISE,
     BUDGET_FACTOR_SEQUENTIAL,
     ConventionProbe,
@@ -26,7 +26,7 @@ from verify.core.records import (
     Structure,
     scale_default_probe,
 )
-from verify.core.strategies import batch_for, batch_levels, capped, shape_rows
+from pathmdn_verify.core.strategies import batch_for, batch_levels, capped, shape_rows
 
 
 @dataclass(frozen=True)
@@ -211,7 +211,7 @@ def _gdn_probes(name):
 
 
 
-# Planted bugs (verify.core.mutation.Mutant): each must turn one of its killer checks red (`verify mutants`).
+# Planted bugs (pathmdn_verify.platform.mutation.Mutant): each must turn one of its killer checks red (`verify mutants`).
 GDN_MUTANTS = (
     # Gated DeltaNet (Triton)
     # structural: a tile config other than the first (--configs cover runs every config; first never does)

@@ -8,23 +8,23 @@ from dataclasses import dataclass, replace
 import torch
 from hypothesis import strategies as st
 
-from kernels import fla_ops
-from references import mdn as MDN
-from verify import same_dtype
-from verify.core import validate
-from verify.core.errors import UsageError
-from verify.core.ids import op_of
-from verify.core.inputs import case_label, linear_draws, on_device
-from verify.core.mutation import Mutant
-from verify.core.records import (
+from pathmdn_verify.kernels import fla_ops
+from pathmdn_verify.references import mdn as MDN
+from pathmdn_verify import same_dtype
+from pathmdn_verify.core import validate
+from pathmdn_verify.core.errors import UsageError
+from pathmdn_verify.core.ids import op_of
+from pathmdn_verify.core.inputs import case_label, linear_draws, on_device
+from pathmdn_verify.platform.mutation import Mutant
+from pathmdn_verify.core.records import (
     BUDGET_FACTOR_BLOCKWISE,
     BUDGET_FACTOR_SEQUENTIAL,
     ConventionProbe,
     KernelOp,
     Structure,
 )
-from verify.core.strategies import capped, shape_rows
-from verify.stages import mdn as mdn_stages
+from pathmdn_verify.core.strategies import capped, shape_rows
+from pathmdn_verify.stages import mdn as mdn_stages
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,7 @@ MDN_NOT_REACHED = {
         "partial", "the checks judge S_T and M_T, so they always ask for the final state"),
 }
 
-# Planted bugs (verify.core.mutation.Mutant): each must turn one of its killer checks red (`verify mutants`).
+# Planted bugs (pathmdn_verify.platform.mutation.Mutant): each must turn one of its killer checks red (`verify mutants`).
 NAIVE = "ops/momentum_delta_rule/naive.py"
 MDN_MUTANTS = (
     # MDN (PyTorch)

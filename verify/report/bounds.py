@@ -17,13 +17,13 @@ import math
 
 import torch
 
-from references import mdn as MDN
-from references import path_attn as P
-from verify.core.precision import UNIT_ROUNDOFF
+from pathmdn_verify.references import mdn as MDN
+from pathmdn_verify.references import path_attn as P
+from pathmdn_verify.core.precision import UNIT_ROUNDOFF
 
 U_ACC = UNIT_ROUNDOFF["fp32"]     # every kernel here accumulates in fp32
 LAMBDA = 4.0                      # the probabilistic bounds' lambda
-UT_BLOCK = 64                     # PaTH's UT transform block (verify.same_dtype.path_attn)
+UT_BLOCK = 64                     # PaTH's UT transform block (pathmdn_verify.same_dtype.path_attn)
 
 BOUNDS = {   # name -> (formula, source)
     "unit roundoff": ("u = 2^-8 (bf16), 2^-11 (fp16, tf32), 2^-24 (fp32)", "IEEE 754; TF32: NVIDIA Ampere whitepaper"),

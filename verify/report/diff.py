@@ -10,8 +10,8 @@ import json
 import math
 from pathlib import Path
 
-from verify.core.errors import UsageError
-from verify.report.document import SCHEMA_VERSION, strict, value
+from pathmdn_verify.core.errors import UsageError
+from pathmdn_verify.report.document import SCHEMA_VERSION, strict, value
 
 GROWTH = 2.0
 BAD = ("fail", "error")
@@ -102,7 +102,7 @@ def plot(old: dict, new: dict, found: dict, out: Path) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from verify.report.plots import DPI
+    from pathmdn_verify.report.plots import DPI
     o_pts = {p["id"]: p for p in old["points"]}
     bad = {(c["id"], c.get("tensor")) for c in found["regressions"]}
     xy, red = [], []

@@ -8,9 +8,9 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from verify.core.precision import UNIT_ROUNDOFF
-from verify.report import bounds
-from verify.report.plots import (
+from pathmdn_verify.core.precision import UNIT_ROUNDOFF
+from pathmdn_verify.report import bounds
+from pathmdn_verify.report.plots import (
     MIN_FIT_POINTS,
     growth_exponent,
     label,

@@ -1,8 +1,8 @@
 """Measure one point: the kernel against the float64 oracle and the same-dtype implementation, by the checks' own
-functions (verify.core.engine.measure, the budget rule of verify.core.budget, the ops of verify.commands.compare), plus
+functions (pathmdn_verify.core.engine.measure, the budget rule of pathmdn_verify.core.budget, the ops of pathmdn_verify.commands.compare), plus
 the a-priori bounds; and run a list of points, in this process or in spawned workers, with a progress bar.
 
-A record is plain data (floats may be non-finite; verify.report.document writes them as strict JSON).
+A record is plain data (floats may be non-finite; pathmdn_verify.report.document writes them as strict JSON).
 """
 from __future__ import annotations
 
@@ -15,17 +15,17 @@ from multiprocessing import get_context
 
 import torch
 
-from kernels import fla_ops
-from references import mdn as MDN
-from verify.checks import state_tracking as ST
-from verify.core import engine
-from verify.core.errors import UsageError, is_interpreter_gap
-from verify.core.inputs import as_oracle
-from verify.core.metrics import max_abs, rel_err
-from verify.core.precision import Precision
-from verify.core.registry import Context
-from verify.report import bounds
-from verify.report.sweeps import Point, axis_value, inputs, measured
+from pathmdn_verify.kernels import fla_ops
+from pathmdn_verify.references import mdn as MDN
+from pathmdn_verify.checks import state_tracking as ST
+from pathmdn_verify.core import engine
+from pathmdn_verify.core.errors import UsageError, is_interpreter_gap
+from pathmdn_verify.core.inputs import as_oracle
+from pathmdn_verify.core.metrics import max_abs, rel_err
+from pathmdn_verify.core.precision import Precision
+from pathmdn_verify.core.registry import Context
+from pathmdn_verify.report import bounds
+from pathmdn_verify.report.sweeps import Point, axis_value, inputs, measured
 
 
 def measure(point: Point, device: str, fp32_dot: str) -> dict:
@@ -130,7 +130,7 @@ def autotune_configs() -> dict:
 def process_facts() -> dict:
     """What the measuring process ran under: the interpreter fidelity parts (None natively) and the autotune
     configs chosen."""
-    from verify.core import fidelity
+    from pathmdn_verify.platform import fidelity
     return {"interpreter_fidelity": fidelity.active_parts(), "autotune_configs": autotune_configs()}
 
 

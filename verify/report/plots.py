@@ -1,6 +1,6 @@
 """The report's plots (matplotlib, Agg): each measured error next to the same-dtype implementation's error and the
 a-priori bounds.  Every function takes the point records of one plot family and writes PNGs into a folder,
-returning {file name: caption}; ops are named by their records (verify.report.sweeps.label), never here.
+returning {file name: caption}; ops are named by their records (pathmdn_verify.report.sweeps.label), never here.
 Non-finite errors are drawn at the top edge (red ^), exact zeros at the bottom edge (v), vacuous bounds
 (gamma_n undefined, or above 1 relative) above the non-finite errors (grey x).  Every PNG is DPI dots per
 inch, every legend outside the data area.
@@ -27,8 +27,8 @@ LEGEND = 2.9                 # inches beside each panel for its legend
 
 
 def label(op: str) -> str:
-    """A point's op in the report's words (from the op's record: verify.report.sweeps)."""
-    from verify.report.sweeps import label as op_label
+    """A point's op in the report's words (from the op's record: pathmdn_verify.report.sweeps)."""
+    from pathmdn_verify.report.sweeps import label as op_label
     return op_label(op)
 
 
@@ -200,7 +200,7 @@ def _joined(ops) -> str:
 
 
 def regimes(records: list[dict], out: Path) -> dict[str, str]:
-    """Per op of the beta and alignment sweeps (the PaTH family's: verify.report.sweeps.points): error vs
+    """Per op of the beta and alignment sweeps (the PaTH family's: pathmdn_verify.report.sweeps.points): error vs
     2 - beta and vs the UT system's condition; every op of the gate and magnitude sweeps: error vs gate
     strength and vs the largest |q|, |k|."""
     made = {}
@@ -235,7 +235,7 @@ def map_panels(ops) -> list[tuple[str, list[str]]]:
     """The MDN map's panels from the points' ops, in their order: one per kind of implementation (a
     family's chunked kernels together, each unchunked kernel alone, each reference form), columns by chunk
     size: [(title, [op, ...])]."""
-    from verify.report.sweeps import FAMILIES, FORMS, measured
+    from pathmdn_verify.report.sweeps import FAMILIES, FORMS, measured
     known = measured()
     panels: dict[tuple, tuple[str, list[str]]] = {}
     for op in dict.fromkeys(ops):
@@ -254,7 +254,7 @@ def map_panels(ops) -> list[tuple[str, list[str]]]:
 
 
 def _chunk_of(op: str) -> str:
-    from verify.report.sweeps import measured
+    from pathmdn_verify.report.sweeps import measured
     o = measured().get(op)
     return "-" if o is None or o.chunk is None else str(o.chunk)
 
@@ -355,7 +355,7 @@ def state_tracking(records: list[dict], out: Path) -> dict[str, str]:
 
 
 def decode_by_length(rows: list[dict], out: Path) -> dict[str, str]:
-    """One panel: each layer generation check's decode error against generated length (verify.report.document
+    """One panel: each layer generation check's decode error against generated length (pathmdn_verify.report.document
     .decode_by_length of a --results run), log-log."""
     rows = [r for r in rows if any(e is not None and e > 0 for _, e in r["points"])]
     if not rows:

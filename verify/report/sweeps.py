@@ -1,7 +1,7 @@
-"""What a report measures: the kernel ops (the records of verify.ops.OPS whose `report` family is set, plus
+"""What a report measures: the kernel ops (the records of pathmdn_verify.ops.OPS whose `report` family is set, plus
 the float32 reference forms, declared here), and per profile the sweep points.
 
-A point is one input (a PathCase / MdnCase of verify.ops, plus at most one swept knob that the named
+A point is one input (a PathCase / MdnCase of pathmdn_verify.ops, plus at most one swept knob that the named
 regimes do not cover: beta = 2 - gap, consecutive-w alignment, gate strength, a constant log mu), one op,
 one pass and one dtype.  Its id, `<plot>.<op>.<pass>.<dtype>.<x>`, is stable across runs, so two reports
 can be compared point by point.
@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, replace
 import torch
 import torch.nn.functional as F
 
-from verify.core.precision import Precision
-from verify.ops.attention import PathCase, path_inputs
-from verify.ops.mdn import MdnCase, mdn_inputs
+from pathmdn_verify.core.precision import Precision
+from pathmdn_verify.ops.attention import PathCase, path_inputs
+from pathmdn_verify.ops.mdn import MdnCase, mdn_inputs
 
 # The report's words for a record's `report` family (verify/ops/: KernelOp.report) and for a reference form.
 FAMILIES = {"path": "PaTH", "fox": "FoX", "mdn": "MDN", "form": "reference form"}
@@ -37,7 +37,7 @@ class Op:
 
     @property
     def record(self):
-        from verify.ops import OPS as KERNEL_OPS
+        from pathmdn_verify.ops import OPS as KERNEL_OPS
         return KERNEL_OPS[self.name]
 
     @property
@@ -68,10 +68,10 @@ def _chunk(name: str) -> int | None:
 
 
 def measured() -> dict[str, Op]:
-    """What a report measures, by point-id key: every record of verify.ops.OPS whose `report` is set (in the
+    """What a report measures, by point-id key: every record of pathmdn_verify.ops.OPS whose `report` is set (in the
     op table's order), then the reference forms.  Built on each call, so an op added to the table later (a
     plug-in's `declare`) is measured too."""
-    from verify.ops import OPS as KERNEL_OPS
+    from pathmdn_verify.ops import OPS as KERNEL_OPS
     ops = [Op(r.report, r.name, _chunk(r.name), tuple(r.dtypes)) for r in KERNEL_OPS.values() if r.report]
     ops += [Op("form", form, c, ("fp32",)) for form in FORMS for c in CHUNKS]
     return {op.key: op for op in ops}
@@ -99,12 +99,12 @@ class Point:
 
 
 def inputs(point: Point, dtype: torch.dtype, device: str) -> dict:
-    """The point's tensors: the named-regime builders of verify.ops, then the knob.
+    """The point's tensors: the named-regime builders of pathmdn_verify.ops, then the knob.
     beta_gap d: beta = 2 - d everywhere; w_align e: w_t = normalise(base + e z_t), one base per head
     (e -> 0: consecutive w parallel; with beta = 2 the UT system's condition grows to ~1e4 at T = 64);
     gate_shift s: g = log sigmoid(s + z);
     log_mu m: log mu = m everywhere.  (A state-tracking point's knob, sequences, is its sample size.)"""
-    from verify import ops
+    from pathmdn_verify import ops
     case = point.case
     if point.op in ops.OPS:      # a kernel op: its record's own input builder (a plug-in op's inputs too)
         x = ops.OPS[point.op].make_inputs(case, dtype, device)
@@ -133,7 +133,7 @@ def inputs(point: Point, dtype: torch.dtype, device: str) -> dict:
 
 def axis_value(point: Point, x: dict) -> float:
     """The plotted x, measured from the inputs: 2 - beta as stored (fp32), -mean log f, max |q|, |k|; the
-    alignment plot's x (the UT system's condition number) comes from verify.report.bounds."""
+    alignment plot's x (the UT system's condition number) comes from pathmdn_verify.report.bounds."""
     if point.plot == "beta":
         return float(2 - x["beta"].double().max())
     if point.plot == "gate":
@@ -219,8 +219,8 @@ def points(profile: str, seed: int = 0) -> list[Point]:
 
 
 def select(points_: list[Point], patterns: list[str] | None) -> list[Point]:
-    """Points whose id matches a -k expression (the check selector's syntax: verify.core.registry.matcher)."""
-    from verify.core.registry import matcher
+    """Points whose id matches a -k expression (the check selector's syntax: pathmdn_verify.core.registry.matcher)."""
+    from pathmdn_verify.core.registry import matcher
     if not patterns:
         return points_
     matches = [matcher(p) for p in patterns]

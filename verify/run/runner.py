@@ -5,7 +5,7 @@ dies (segfault, abort, killed for memory), exceeds the per-check timeout, or lea
 (a fatal CUDA error) takes only its own check with it: that check is recorded as a failure of kind
 `crashed`, `timeout` or `cuda_fatal`, the slot gets a fresh worker, and the run goes on.  Results come back in
 the order of the selection whatever the number of workers.  The expected-failure list is applied here, in the
-reporting process, by :func:`apply_xfails` (the one place that calls verify.run.xfails).
+reporting process, by :func:`apply_xfails` (the one place that calls pathmdn_verify.run.xfails).
 """
 from __future__ import annotations
 
@@ -25,15 +25,15 @@ from dataclasses import dataclass, field
 from typing import Callable
 from unittest import mock
 
-from verify.core import configs, environment, timing
-from verify.core.errors import (
+from pathmdn_verify.platform import configs, environment, timing
+from pathmdn_verify.core.errors import (
     UsageError,
     innermost_error,
     is_device_fatal,
     is_interpreter_gap,
 )
-from verify.core.ids import CheckId
-from verify.core.registry import (
+from pathmdn_verify.core.ids import CheckId
+from pathmdn_verify.core.registry import (
     DEVICE_LOST,
     REGISTRY,
     RUN_DIR_ENV,
@@ -42,8 +42,8 @@ from verify.core.registry import (
     Result,
     load_checks,
 )
-from verify.core.results import Record
-from verify.run import xfails as xfail_list
+from pathmdn_verify.core.results import Record
+from pathmdn_verify.run import xfails as xfail_list
 
 # --check-timeout default per profile (seconds): above the slowest check of the profile on a 2-core CPU
 # (a mutant check, which runs its killers in workers of its own, takes up to a minute), below a CI job's patience.
@@ -126,7 +126,7 @@ def execute(check: Check, ctx: Context, debug: bool = False) -> Record:
 
 
 def _sanitize(check: Check, result: Result, ctx: Context) -> None:
-    """A fatal CUDA error: rerun the example alone under compute-sanitizer (verify.run.sanitize, in subprocesses:
+    """A fatal CUDA error: rerun the example alone under compute-sanitizer (pathmdn_verify.run.sanitize, in subprocesses:
     this worker's CUDA context is lost) and add its verdict (kernel, source line, access) to the result; not
     for a fault listed with its CUDA error text (an entry's `fault`) that this error repeats: the entry holds
     that replay's verdict (a replay of a listed fault cost 35-46 s a check on an H200, half a warm ci run)."""
@@ -138,7 +138,7 @@ def _sanitize(check: Check, result: Result, ctx: Context) -> None:
                           "--sanitize replays it)]"
         result.details["sanitizer"] = {"status": "skipped", "summary": f"listed fault: {entry.fault}"}
         return
-    from verify.run import sanitize
+    from pathmdn_verify.run import sanitize
     try:
         sanitize.annotate(check.id, result, ctx.device)
     except Exception as exc:     # the fault stays recorded; the sanitizer's own failure is said, not raised
@@ -163,7 +163,7 @@ def scope(ctx: Context, kernel_package: dict | None) -> xfail_list.Scope:
 
 
 def apply_xfails(record: Record, scope: xfail_list.Scope) -> Record:
-    """Apply the expected-failure list (the one place the runner consults verify.run.xfails): a listed failure of
+    """Apply the expected-failure list (the one place the runner consults pathmdn_verify.run.xfails): a listed failure of
     the known kind and size becomes xfail, a worse one stays a failure saying so, a listed pass is marked."""
     record.result = xfail_list.apply(record.id, record.result, scope)
     return record
@@ -225,15 +225,15 @@ def _worker_start(ctx: Context, kernels: bool) -> dict:
     if kernels:
         try:
             if ctx.kernel_root:     # the tree first on sys.path, and fla without its model zoo when needed
-                from verify.core.kernel_root import activate
+                from pathmdn_verify.platform.kernel_root import activate
                 activate(ctx.kernel_root)
-            from verify.core.engine import prepare
+            from pathmdn_verify.core.engine import prepare
             prepare(ctx)
             info["kernel_package"] = environment.kernel_package()
         except Exception as exc:
             info["import_error"] = f"{type(exc).__name__}: {exc}"
         if ctx.device == "cpu" and info["import_error"] is None:
-            from verify.core import fidelity
+            from pathmdn_verify.platform import fidelity
             info["interpreter_fidelity"] = fidelity.active_parts()
     return info
 

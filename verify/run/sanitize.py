@@ -1,6 +1,6 @@
 """Memory faults named to the source line: rerun one kernel example alone under a bounds checker.
 
-A kernel check that hits a fatal CUDA error (verify.core.errors.is_device_fatal) has lost its CUDA context, and
+A kernel check that hits a fatal CUDA error (pathmdn_verify.core.errors.is_device_fatal) has lost its CUDA context, and
 the error names neither the kernel nor the access.  `sanitize(check_id, example_file, device)` reruns that
 one example (a saved dict of named tensors, the format of `verify compare`) in fresh subprocesses:
 
@@ -19,16 +19,16 @@ one example (a saved dict of named tensors, the format of `verify compare`) in f
   the result says so and names no access.
 * cpu: Triton's interpreter checks no bounds (measured: a masked-on load 4 elements past a tensor returns
   the host bytes that lie there, one 10^8 elements past segfaults), so the fidelity layer's part `bounds`
-  (verify.core.fidelity, on in every CPU run) adds the check: every masked-on lane of every interpreted load,
+  (pathmdn_verify.platform.fidelity, on in every CPU run) adds the check: every masked-on lane of every interpreted load,
   store and atomic (plain, block-pointer and tensor-descriptor loads and stores all end in create_masked_load /
   create_masked_store) must lie inside the storage of one tensor argument of that launch.  The first that does
-  not raises verify.core.errors.OutOfBoundsAccess, whose `fault` names the kernel, file:line (the
+  not raises pathmdn_verify.core.errors.OutOfBoundsAccess, whose `fault` names the kernel, file:line (the
   interpreter executes the kernel's own source lines), access kind and size.  It judges the CPU's tile
-  sizes and layouts (fla on the H200's tiles, verify.core.fidelity), not the GPU's code generation: a fault
+  sizes and layouts (fla on the H200's tiles, pathmdn_verify.platform.fidelity), not the GPU's code generation: a fault
   that comes from the compiler (shared memory, a miscompiled layout) stays invisible here.
 
 The runner's hook: on a Result of kind cuda_fatal, `annotate(check_id, result, device)` saves the failing
-example (details["failing_example"], rebuilt by verify.core.examples.from_label), calls
+example (details["failing_example"], rebuilt by pathmdn_verify.core.examples.from_label), calls
 sanitize(check_id, file, device), which touches CUDA only in subprocesses (the runner's own context is
 lost), appends the verdict's one-line summary to the message and puts the dict in details["sanitizer"].  `verify localize --sanitize` does the same on demand.
 """
@@ -46,8 +46,8 @@ import tempfile
 from pathlib import Path
 from typing import NoReturn
 
-from verify import ops
-from verify.core.ids import CheckId
+from pathmdn_verify import ops
+from pathmdn_verify.core.ids import CheckId
 
 FAULT_EXIT = 3          # the replay's exit status when the kernel faulted (CUDA fatal error or OutOfBoundsAccess)
 MARK = "OUT_OF_BOUNDS "  # the replay prints the CPU checker's record after this prefix
@@ -125,16 +125,16 @@ def describe(fault: dict) -> str:
 def replay(check_id: str, example_file: str, device: str) -> NoReturn:
     """Run the check's kernel pass (forward; decode; or forward and backward of sum(o) for a bwd check) once on the
     example and exit the process: FAULT_EXIT when it faults, 4 on another error, else 0.  The body of the
-    subprocess `python -m verify.run.sanitize`.  It exits where it stands (os._exit, no teardown): after a CUDA
+    subprocess `python -m pathmdn_verify.run.sanitize`.  It exits where it stands (os._exit, no teardown): after a CUDA
     fault, releasing any tensor (with PYTORCH_NO_CUDA_MEMORY_CACHING=1 each is its own cudaFree) aborts the
     process in c10's destructor, and returning from here would release the example (measured on the H200)."""
     import torch
 
-    from verify.core import examples as example
-    from verify.core.engine import prepare
-    from verify.core.errors import OutOfBoundsAccess, is_device_fatal
-    from verify.core.registry import Context
-    from verify.ops import scale_of
+    from pathmdn_verify.core import examples as example
+    from pathmdn_verify.core.engine import prepare
+    from pathmdn_verify.core.errors import OutOfBoundsAccess, is_device_fatal
+    from pathmdn_verify.core.registry import Context
+    from pathmdn_verify.ops import scale_of
 
     cid, op = CheckId.parse(check_id), ops.record(check_id)
     x = example.load(example_file, op, cid.dtype, device)
@@ -177,7 +177,7 @@ def _environment() -> dict:
 
 def _run(check_id: str, path: Path, device: str, env: dict, tool: list[str] = ()) -> subprocess.CompletedProcess:
     """One replay in a fresh interpreter; a replay that outlives TIMEOUT_S counts as exit status 124."""
-    cmd = [*tool, sys.executable, "-m", "verify.run.sanitize", check_id, str(path), device]
+    cmd = [*tool, sys.executable, "-m", "pathmdn_verify.run.sanitize", check_id, str(path), device]
     try:
         return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired as exc:
@@ -243,7 +243,7 @@ def _candidates(x: dict, op):
 
 def shrink(check_id: str, x: dict, device: str, tmp: Path, env: dict) -> tuple[dict, list]:
     """The smallest example found that still faults (greedy, at most SHRINK_TRIES reruns), and the tries."""
-    from verify.core import examples as example
+    from pathmdn_verify.core import examples as example
     op = ops.record(check_id)
     tries, path = [], tmp / "candidate.pt"
     progress = True
@@ -267,11 +267,11 @@ def sanitize(check_id: str, example_file: str, device: str = "cuda") -> dict:
     """Rerun the example alone; shrink it while it faults; name the faulting access.  Returns
     {"status": fault | clean | unavailable | error, "tool", "summary" (one line), "faults", "errors",
      "shape", "faulted_alone", "smallest_faulting_shape", "tries", "command", "output_tail"}."""
-    from verify.core import examples as example
+    from pathmdn_verify.core import examples as example
     x = example.load(example_file, ops.record(check_id), CheckId.parse(check_id).dtype, "cpu")
     doc = {"check": check_id, "device": device, "shape": example.shape(x), "faults": [], "errors": 0, "tries": []}
     sanitizer = find_sanitizer() if device == "cuda" else None
-    doc["tool"] = ("interpreter bounds check (verify.core.fidelity part bounds)" if device == "cpu" else
+    doc["tool"] = ("interpreter bounds check (pathmdn_verify.platform.fidelity part bounds)" if device == "cpu" else
                    f"{sanitizer} --tool memcheck" if sanitizer else "compute-sanitizer (not found)")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -300,7 +300,7 @@ def sanitize(check_id: str, example_file: str, device: str = "cuda") -> dict:
             tool = [sanitizer, "--tool", "memcheck", "--print-limit", "20"]
             proc = _run(check_id, path, device, env, tool)
             doc.update(parse(proc.stdout + "\n" + proc.stderr))
-            doc["command"] = " ".join([*tool, sys.executable, "-m", "verify.run.sanitize", check_id, "FILE", device])
+            doc["command"] = " ".join([*tool, sys.executable, "-m", "pathmdn_verify.run.sanitize", check_id, "FILE", device])
         doc["errors"] = doc.get("errors") or len(doc["faults"])
         doc["output_tail"] = proc.stdout[-3000:] + proc.stderr[-3000:]
     alone = f"faulted when rerun alone, smallest faulting shape {doc['smallest_faulting_shape']} (of " \
@@ -316,7 +316,7 @@ def annotate(check_id: str, result, device: str = "cuda") -> dict:
     """The runner's hook for a Result of kind cuda_fatal: rebuild the example it names
     (details "failing_example" or "minimal_example"), sanitize it, append the verdict's summary to the
     message and put the verdict in details["sanitizer"].  Returns the verdict."""
-    from verify.core import examples as example
+    from pathmdn_verify.core import examples as example
     label = result.details.get("failing_example") or result.details.get("minimal_example")
     if label is None:
         verdict = {"status": "error", "summary": "the result names no example to rerun"}

@@ -8,11 +8,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from verify.core.ids import CheckId
-from verify.core.registry import STATUSES, Check, Result
-from verify.core.results import Record, summary_counts
-from verify.core.timing import run_compilations
-from verify.run.xfails import NOT_REPRODUCED
+from pathmdn_verify.core.ids import CheckId
+from pathmdn_verify.core.registry import STATUSES, Check, Result
+from pathmdn_verify.core.results import Record, summary_counts
+from pathmdn_verify.platform.timing import run_compilations
+from pathmdn_verify.run.xfails import NOT_REPRODUCED
 
 COLOURS = {"pass": "green", "fail": "red", "error": "red", "xfail": "yellow", "skip": "dim"}
 

@@ -32,9 +32,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verify.core import environment
-from verify.core.errors import UsageError
-from verify.core.registry import DEVICE_LOST, PROFILES, Result
+from pathmdn_verify.platform import environment
+from pathmdn_verify.core.errors import UsageError
+from pathmdn_verify.core.registry import DEVICE_LOST, PROFILES, Result
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -1,11 +1,11 @@
 """Stage-by-stage comparison: the data structures shared by the PaTH and MDN stage definitions.
 
 A stage is one step of a kernel's algorithm whose result the kernel materialises (a tensor written by one
-Triton kernel, or a local of a PyTorch function).  It is judged like a kernel output (verify.core.budget.verdict,
-with the op's budget factor c of its pass, verify.ops):
+Triton kernel, or a local of a PyTorch function).  It is judged like a kernel output (pathmdn_verify.core.budget.verdict,
+with the op's budget factor c of its pass, pathmdn_verify.ops):
 against the float64 intermediate of the same definition in references/, within c times the error of the
 same computation in the working precision (the same-dtype computation runs in float32 with the dtype's
-rounded matmuls, verify.core.precision), with the unit-roundoff floor.  Several pieces (blocks, chunks, heads) of one
+rounded matmuls, pathmdn_verify.core.precision), with the unit-roundoff floor.  Several pieces (blocks, chunks, heads) of one
 stage are concatenated and judged as one tensor.
 """
 from __future__ import annotations
@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from verify.core.budget import Verdict, verdict
-from verify.core.precision import Precision
+from pathmdn_verify.core.budget import Verdict, verdict
+from pathmdn_verify.core.precision import Precision
 
 
 @dataclass
@@ -40,13 +40,13 @@ class Stage:
     prec: Precision
     pass_: str = "fwd"          # which c of the op's budget_factor applies
     tensors: dict[str, Piece] = field(default_factory=dict)
-    scale: float = 0.0          # verify.core.budget.verdict's scale for a tensor that is exactly zero in the oracle
+    scale: float = 0.0          # pathmdn_verify.core.budget.verdict's scale for a tensor that is exactly zero in the oracle
 
     def piece(self, tensor: str) -> Piece:
         return self.tensors.setdefault(tensor, Piece())
 
     def verdicts(self, budget_factor: dict) -> list[Verdict]:
-        """Each tensor within c = budget_factor[pass_] (the op's, verify.ops) times the same-dtype error."""
+        """Each tensor within c = budget_factor[pass_] (the op's, pathmdn_verify.ops) times the same-dtype error."""
         return [verdict(n, torch.cat(p.kernel), torch.cat(p.oracle), torch.cat(p.same_dtype), self.prec,
                       budget_factor[self.pass_], self.scale) for n, p in self.tensors.items() if p.kernel]
 

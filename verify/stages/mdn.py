@@ -19,7 +19,7 @@ compared, chunk by chunk, with the intermediate of the same definition in refere
   output        o                      O
 fla's inputs to the function are k^ = eta k and p = alpha k rounded to the input dtype (as its chunk
 entry point passes them); the oracle uses the exact eta k and alpha k, the same-dtype implementation the
-rounded ones (verify.same_dtype.mdn), so the rounding is charged to the budget, not to the kernel.
+rounded ones (pathmdn_verify.same_dtype.mdn), so the rounding is charged to the budget, not to the kernel.
 """
 from __future__ import annotations
 
@@ -28,10 +28,10 @@ import sys
 
 import torch
 
-from references import mdn as MDN
-from verify.core.inputs import as_oracle, floats_as
-from verify.core.precision import Precision
-from verify.stages import Stage
+from pathmdn_verify.references import mdn as MDN
+from pathmdn_verify.core.inputs import as_oracle, floats_as
+from pathmdn_verify.core.precision import Precision
+from pathmdn_verify.stages import Stage
 
 FUNCTION = "chunk_momentum_delta_rule_ref"
 ONCE = ("log_a_cum", "log_m_cum", "log_ct", "b_t", "gamma_mask_q", "gamma_mask", "attn", "attn_inv", "u_c", "y_c",
@@ -69,7 +69,7 @@ def watching(function: str, once: tuple[str, ...], rebound: tuple[str, ...]):
 
 
 def run_forward(x: dict, chunk: int) -> dict:
-    from kernels import fla_ops
+    from pathmdn_verify.kernels import fla_ops
     with torch.no_grad(), watching(FUNCTION, ONCE, PER_CHUNK) as seen:
         fla_ops.mdn(**x, chunk=chunk)
     missing = [n for n in ONCE if n not in seen["once"]]

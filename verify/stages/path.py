@@ -31,12 +31,12 @@ import math
 
 import torch
 
-from kernels import fla_ops
-from references import path_attn as P
-from verify import same_dtype
-from verify.core.inputs import as_oracle, floats_as
-from verify.core.precision import Precision
-from verify.stages import Stage, recording
+from pathmdn_verify.kernels import fla_ops
+from pathmdn_verify.references import path_attn as P
+from pathmdn_verify import same_dtype
+from pathmdn_verify.core.inputs import as_oracle, floats_as
+from pathmdn_verify.core.precision import Precision
+from pathmdn_verify.stages import Stage, recording
 
 FORWARD = ("chunk_global_cumsum", "chunk_scaled_dot_kkt_fwd", "solve_tril", "intra_chunk_preprocess_fwd_fn",
            "parallel_path_fwd_fn")
@@ -48,7 +48,7 @@ LN2 = math.log(2.0)
 def run(x: dict, scale: float, do: torch.Tensor | None) -> tuple[dict, dict]:
     """fla's parallel_path_attn on x, forward (and backward with upstream do), every stage call recorded.
     Returns ({function: (args, kwargs, outputs)}, {input name: gradient} or {})."""
-    from verify.core.engine import grads_of
+    from pathmdn_verify.core.engine import grads_of
     mod = fla_ops._import("fla.ops.path_attn.parallel")
     names = FORWARD + (BACKWARD if do is not None else ())
     entry = getattr(mod, "parallel_path_attn", None) or mod.parallel_path_attention    # the name before fla 0.3.2
@@ -188,7 +188,7 @@ def stages(x: dict, dtype: str, fp32_dot: str, backward: bool = False) -> list[S
 
 def _gradients(stage: Stage, x64: dict, x32: dict, grads: dict, do, prec: Precision, scale: float) -> None:
     """The kernel's input gradients against autograd of the oracle and of the same-dtype implementation."""
-    from verify.core.engine import grads_of
+    from pathmdn_verify.core.engine import grads_of
     leaves = list(grads)
     oracle = grads_of(lambda **kw: P.path_attn(**{**x64, **kw}, scale=scale, gate_scaled=True),
                       {n: x64[n] for n in leaves}, lambda outs: [do])

@@ -1,4 +1,4 @@
-"""Oracle timings: `python -m verify.tools.bench` (float64 literal PaTH walk, one head, this machine's CPU).
+"""Oracle timings: `python -m pathmdn_verify.tools.bench` (float64 literal PaTH walk, one head, this machine's CPU).
 
 The walk is O(T^2 d); the printed ratios t(2T)/t(T) show it (4 for pure T^2 scaling).
 """
@@ -6,7 +6,7 @@ import time
 
 import torch
 
-from references.path_attn import attend, path_logits
+from pathmdn_verify.references.path_attn import attend, path_logits
 
 
 def time_path_oracle(T: int, d: int = 64, repeats: int = 1) -> float:

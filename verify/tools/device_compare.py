@@ -3,9 +3,9 @@ both devices and compare: it prints, for a fixed list of inputs, each kernel's n
 against the float64 oracle.  The inputs are each op's device_cases (its record, verify/ops/), generated
 on the CPU from fixed seeds, so both devices see the same values.
 
-    python -m verify.tools.device_compare --device cpu  --out cpu.json
-    python -m verify.tools.device_compare --device cuda --out gpu.json
-    python -m verify.tools.device_compare --compare cpu.json gpu.json
+    python -m pathmdn_verify.tools.device_compare --device cpu  --out cpu.json
+    python -m pathmdn_verify.tools.device_compare --device cuda --out gpu.json
+    python -m pathmdn_verify.tools.device_compare --compare cpu.json gpu.json
 """
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ import json
 
 def measure(device: str, fp32_dot: str = "tf32") -> list[dict]:
     if device == "cpu":
-        from verify.core import fidelity
+        from pathmdn_verify.platform import fidelity
         fidelity.prepare_cpu_kernels(fp32_dot)
-    from verify.core.inputs import as_oracle
-    from verify.core.metrics import rel_err
-    from verify.core.precision import TORCH_DTYPES
-    from verify.ops import OPS, as_tuple, scale_of
+    from pathmdn_verify.core.inputs import as_oracle
+    from pathmdn_verify.core.metrics import rel_err
+    from pathmdn_verify.core.precision import TORCH_DTYPES
+    from pathmdn_verify.ops import OPS, as_tuple, scale_of
     rows = []
     for op in OPS.values():
         for dtype, case in op.device_cases:

@@ -1,19 +1,19 @@
 """A diagnostic: the same-dtype implementations' errors on fixed inputs, to compare machines, devices and
 thread counts (the fixed-order fp32 arithmetic promises the same numbers everywhere).
-`python -m verify.tools.same_dtype_errors --device cpu --threads 1`
+`python -m pathmdn_verify.tools.same_dtype_errors --device cpu --threads 1`
 """
 from __future__ import annotations
 
 import torch
 
-from references import mdn as MDN
-from references import path_attn as P
-from verify import same_dtype as SD
-from verify.core.inputs import as_oracle, floats_as
-from verify.core.metrics import rel_err
-from verify.core.precision import Precision
-from verify.ops.attention import PathCase, path_inputs
-from verify.ops.mdn import MdnCase, mdn_inputs
+from pathmdn_verify.references import mdn as MDN
+from pathmdn_verify.references import path_attn as P
+from pathmdn_verify import same_dtype as SD
+from pathmdn_verify.core.inputs import as_oracle, floats_as
+from pathmdn_verify.core.metrics import rel_err
+from pathmdn_verify.core.precision import Precision
+from pathmdn_verify.ops.attention import PathCase, path_inputs
+from pathmdn_verify.ops.mdn import MdnCase, mdn_inputs
 
 
 def fixed_input_errors(device: str = "cpu") -> dict[str, float]:
@@ -50,7 +50,7 @@ def fixed_input_errors(device: str = "cpu") -> dict[str, float]:
 
 if __name__ == "__main__":
     import argparse
-    ap = argparse.ArgumentParser(prog="python -m verify.tools.same_dtype_errors", description="errors of the same-dtype "
+    ap = argparse.ArgumentParser(prog="python -m pathmdn_verify.tools.same_dtype_errors", description="errors of the same-dtype "
                                  "implementations on fixed inputs (compare machines, devices, thread counts)")
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ap.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's)")

@@ -8,7 +8,7 @@ import platform
 import subprocess
 from pathlib import Path
 
-from verify.core.errors import UsageError
+from pathmdn_verify.core.errors import UsageError
 
 PACKAGES = {"numpy": "numpy", "torch": "torch", "triton": "triton", "sympy": "sympy",
             "mpmath": "mpmath", "hypothesis": "hypothesis"}

@@ -15,7 +15,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from verify.core.ids import op_of
+from pathmdn_verify.core.ids import op_of
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class Mutant:
 
     @property
     def ops(self) -> set[str]:
-        """The kernel ops (verify.ops.OPS names) whose checks kill this mutant."""
+        """The kernel ops (pathmdn_verify.ops.OPS names) whose checks kill this mutant."""
         return {op_of(k) for k in self.killers}
 
 

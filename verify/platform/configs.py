@@ -18,7 +18,7 @@ first use, on both devices):
             assumed).
   first     always the first config left after pruning (today's CPU behaviour; on a GPU: no timing).
   autotune  Triton's own timing (GPU only: on the CPU every config ties), its choices kept in Triton's cache
-            directory (TRITON_CACHE_AUTOTUNING, set by verify.core.engine.prepare), so a second run with
+            directory (TRITON_CACHE_AUTOTUNING, set by pathmdn_verify.core.engine.prepare), so a second run with
             that directory times none; each check records the configs Triton timed (`configs_timed`).
   all       every config on every example: the example runs in rounds r = 0, 1, ... until every kernel's
             configs that fit ran, round r launching config r mod n of each autotuned kernel (n: its configs
@@ -93,7 +93,7 @@ def mode_for(check_id: str, mode: str) -> str:
 
 
 def begin(check_id: str, ctx) -> None:
-    """At the start of each check (verify.run.runner.execute): a fresh assignment and collector."""
+    """At the start of each check (pathmdn_verify.run.runner.execute): a fresh assignment and collector."""
     global _state
     mode = mode_for(check_id, getattr(ctx, "configs", DEFAULT))
     _state = None if mode == OFF else _CheckState(check_id, mode, int(getattr(ctx, "seed", 0)))
@@ -121,9 +121,9 @@ _ranks: dict = {}            # (number of registered checks, group) -> sorted id
 def rank(check_id: str) -> tuple[str, int, int]:
     """(group, position of check_id among the registered ids of its group, sorted, and their number): the same
     in every process of one toolkit version, whatever the selection (0 of 1 for an id that is not registered)."""
-    from verify.core.errors import UsageError
-    from verify.core.ids import CheckId
-    from verify.core.registry import REGISTRY
+    from pathmdn_verify.core.errors import UsageError
+    from pathmdn_verify.core.ids import CheckId
+    from pathmdn_verify.core.registry import REGISTRY
     try:
         group = CheckId.parse(check_id).group
     except UsageError:

@@ -5,7 +5,7 @@ module sets the interpreter on and, at activation time, replaces a few methods o
 builder and of the autotuner (never a file in site-packages) so that a kernel behaves as it does on an
 NVIDIA H200.  Each part can be left out; ``verify/checks/interpreter.py`` holds a canary for each.
 
-    from verify.core import fidelity
+    from pathmdn_verify.platform import fidelity
     fidelity.activate()                    # before any Triton kernel module is imported
     fidelity.active_parts()                # what was applied, for reports
 
@@ -17,7 +17,7 @@ Patch points (triton 3.6, ``triton/runtime/interpreter.py`` and ``triton/runtime
   bf16_round  InterpreterBuilder.cast_impl    (wrapped: every cast to or from bf16 handled here;
               create_fp_trunc / create_fp_ext / create_si_to_fp / ... all call cast_impl)
   autotune    Autotuner._bench                (replaced: returns a zero timing without running; inside a
-              check verify.core.configs picks the config instead, see --configs)
+              check pathmdn_verify.platform.configs picks the config instead, see --configs)
   numpy_index interpreter._patch_lang_tensor  (wrapped: tensor.__index__ via .item(); a crash fix for
               numpy >= 2.4, not a numerical one)
   loop_index  interpreter.ASTTransformer.visit_For (added: range() / tl.range() loops yield int32 /
@@ -61,13 +61,13 @@ import os
 import sys
 import warnings
 
-from verify.core.bits import (
+from pathmdn_verify.core.bits import (
     bf16_bits_to_f32,
     f32_to_bf16_bits,
     f64_to_bf16_bits,
     truncate_tf32,
 )
-from verify.core.errors import Bf16ArithmeticNotEmulated, OutOfBoundsAccess, UsageError
+from pathmdn_verify.core.errors import Bf16ArithmeticNotEmulated, OutOfBoundsAccess, UsageError
 
 PARTS = ("bf16_dot", "bf16_round", "autotune", "tf32", "dot_order", "numpy_index", "loop_index", "bf16_arith",
          "bf16_scalar", "tl_alias", "torch_cpu_device", "lang_cache", "np_dtypes",
@@ -184,7 +184,7 @@ def _make_bench(original):
     prune_configs (early_config_prune / perf_model still apply), deterministically.  The GPU would
     pick the fastest config, which can change block sizes and so rounding; that difference is not
     reproduced (the chosen config is recorded in Autotuner.best_config).  Inside a check the choice is
-    not left to this timing: verify.core.configs (--configs cover|first) assigns each launch a config
+    not left to this timing: pathmdn_verify.platform.configs (--configs cover|first) assigns each launch a config
     before Autotuner.run looks for one, so this zero timing decides only outside a check and in the
     env.interpreter.* canaries of the other parts; the interpreter has no shared-memory or register
     limit, so no config is ever OutOfResources on the CPU (and num_warps / num_stages change nothing)."""
@@ -375,7 +375,7 @@ def _make_bf16_arith(original, what: str, emulate: bool, guard: bool):
             raise Bf16ArithmeticNotEmulated(
                 f"bf16 arithmetic ({what} {op}) is not emulated by the Triton interpreter (it would compute "
                 "on the uint16 bit patterns); the fidelity layer refuses it (part bf16_guard). Cast to "
-                "tl.float32 in the kernel, or extend verify/core/fidelity.py")
+                "tl.float32 in the kernel, or extend verify/platform/fidelity.py")
         return original(self, *args, **kwargs)
     return wrapped
 
@@ -656,7 +656,7 @@ def activate(fp32_dot: str = "tf32", parts=PARTS, allow_untested_triton: bool | 
         return active_parts()
 
     if os.environ.get("TRITON_INTERPRET") != "1":
-        from kernels.fla_import import is_lazy
+        from pathmdn_verify.kernels.fla_import import is_lazy
         early = [m for m, mod in list(sys.modules.items())
                  if (m == "fla.ops" or m.startswith("fla.ops.")) and not is_lazy(mod)]
         early += _kernels_defined_without_interpreter()
@@ -708,9 +708,7 @@ def activate(fp32_dot: str = "tf32", parts=PARTS, allow_untested_triton: bool | 
         install(builder, "cast_impl", _make_cast_impl(builder.cast_impl))
     if "autotune" in parts:
         install(autotuner.Autotuner, "_bench", _make_bench(autotuner.Autotuner._bench))
-        from verify.core import (
-            configs,  # --configs: the per-check config assignment (inert outside a check)
-        )
+        from pathmdn_verify.platform import configs  # --configs: the per-check assignment (inert outside a check)
         configs.install()
     if "numpy_index" in parts:
         install(interpreter, "_patch_lang_tensor", _make_patch_lang_tensor(interpreter._patch_lang_tensor))
@@ -795,13 +793,13 @@ def restore() -> None:
 
 def prepare_cpu_kernels(fp32_dot: str = "tf32") -> None:
     """What every CPU kernel run needs, once per process: the layer on, fla on the H200's tiles
-    (kernels.fla_ops.emulate_h200_tiles, before any fla.ops module is imported; recorded as
+    (pathmdn_verify.kernels.fla_ops.emulate_h200_tiles, before any fla.ops module is imported; recorded as
     active_parts()["device_properties"]: "H200 (...)" only when check_shared_mem was read back True for every
     arch and tensor_idx None / 0, else "not emulated: why", which the env.interpreter.tiles canaries fail)."""
     if is_active():
         return
     activate(fp32_dot=fp32_dot)
-    from kernels import fla_ops
+    from pathmdn_verify.kernels import fla_ops
     try:
         _state["device_properties"] = fla_ops.emulate_h200_tiles()
     except Exception as exc:          # fla.utils itself does not import: one line naming the cause

@@ -8,7 +8,7 @@ of each compilation}.  :func:`run_compilations` sums them over a run: a key comp
 (two workers compiling the same kernel specialization at once) is a duplicate, work a run should not do.
 The check's own `seconds` minus kernel + oracle + same_dtype is hypothesis, input building and judging.  On a GPU each phase ends with a
 synchronize, so that a kernel's time is not charged to the next phase.  One accumulator per process,
-reset by verify.run.runner.execute at the start of each check.
+reset by pathmdn_verify.run.runner.execute at the start of each check.
 """
 from __future__ import annotations
 

@@ -4,12 +4,12 @@ Any fla checkout from mid-2025 to today's HEAD, and the MDN authors' fork, can b
 2026-06-11 (fla 0.5.0 and before, the fork) import the model zoo (fla.layers / fla.models, which need
 `transformers`) from fla/__init__.py unconditionally, so `import fla.ops.path_attn` fails there on a machine
 without transformers although the kernels need none of it.  For such a tree, and only for one whose
-fla/__init__.py could not run here (kernels.fla_import.init_obstacle), `fla` is registered as a package whose __init__ is
-not executed (kernels.fla_import.install_import_shim): fla.ops.* and fla.utils import from the checkout, __version__ is
+fla/__init__.py could not run here (pathmdn_verify.kernels.fla_import.init_obstacle), `fla` is registered as a package whose __init__ is
+not executed (pathmdn_verify.kernels.fla_import.install_import_shim): fla.ops.* and fla.utils import from the checkout, __version__ is
 read from the file, the model zoo is never loaded.  A tree whose `import fla` works is imported normally.
 
 Every process does this through install_import_shim before anything imports fla: the CLI in
-:func:`activate`, each check worker at its start (verify.run.runner._worker_start), and kernels.fla_ops before
+:func:`activate`, each check worker at its start (pathmdn_verify.run.runner._worker_start), and pathmdn_verify.kernels.fla_ops before
 its first import of fla (so that bisect steps, localize and compare get it too).
 """
 from __future__ import annotations
@@ -18,8 +18,8 @@ import os
 import sys
 from pathlib import Path
 
-from kernels.fla_import import install_import_shim
-from verify.core.errors import UsageError
+from pathmdn_verify.kernels.fla_import import install_import_shim
+from pathmdn_verify.core.errors import UsageError
 
 
 def validate_kernel_root(path: str) -> str:
