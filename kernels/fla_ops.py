@@ -17,8 +17,10 @@ import importlib
 import importlib.util
 import inspect
 import re
-from dataclasses import dataclass
 from pathlib import Path
+
+from pathmdn_verify.core.errors import KernelUnavailable, VariantUnsupported
+from pathmdn_verify.core.records import Conventions
 
 # Where the conventions below were measured (Conventions.notes says so per op).  Not a pin: any fla tree is
 # accepted; entry points are found by what the tree offers (names, inspect.signature), never by its version.
@@ -26,29 +28,6 @@ MEASURED_ON = "fla-core 0.6.0"
 MEASURED_ON_FORK = "the MDN authors' fork (HuuYuLong/MomentumDeltaNet c6e77fa, fla/__init__.py says 0.3.2)"
 MEASURED_ON_HISTORY = ("fla v0.3.1 .. v0.5.2 and main HEAD bc3b101d (2026-08-22) for PaTH / FoX / GDN entry "
                        "points and tiles")
-
-
-@dataclass(frozen=True)
-class Conventions:
-    scale_default: str                 # what scale=None means
-    gate_scaled: bool | None = None    # True: softmax(scale * (logit + gate)); False: scale * logit + gate
-    head_dims: tuple[int, ...] = ()    # supported D (and Dv)
-    dtypes: tuple[str, ...] = ()       # input dtypes q, k, v may have
-    varlen: bool = False               # cu_seqlens supported
-    chunk_sizes: tuple[int, ...] = ()  # MDN chunk sizes
-    residual: str = ""                 # MDN: what multiplies S_{t-1} in v~_t
-    eta_placement: str = ""            # MDN: where eta enters
-    final_state: str = ""              # MDN: final-state semantics
-    notes: str = ""
-
-
-class KernelUnavailable(RuntimeError):
-    """The kernel package or entry point cannot be used here (the CLI reports it with exit status 2)."""
-
-
-class VariantUnsupported(RuntimeError):
-    """The kernel package does not offer this variant (a chunk size, a backward, an argument): the check is
-    skipped with kind "unsupported" and the reason, never failed."""
 
 
 def fla_version() -> str:

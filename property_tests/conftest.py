@@ -12,6 +12,7 @@ from hypothesis import settings
 # which transformers imports.
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT]
+os.environ["PYTHONSAFEPATH"] = "1"     # the same for every Python the tests start (python -c ... in this checkout)
 
 # CI: deterministic, no example database writes.
 settings.register_profile("ci", derandomize=True, database=None, deadline=None, print_blob=True)
@@ -37,7 +38,7 @@ def registry():
 def planted(registry, monkeypatch):
     """The checks of planted_checks.py, registered here and in every check worker (in-process runs and
     `python -m pathmdn_verify` subprocesses alike)."""
-    from pathmdn_verify.core.registry import EXTRA_CHECKS_ENV
+    from pathmdn_verify.run import EXTRA_CHECKS_ENV
     here = str(Path(__file__).parent)
     monkeypatch.setenv(EXTRA_CHECKS_ENV, "planted_checks")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p))

@@ -169,11 +169,11 @@ def test_merge_later_record_wins_unless_skip_and_refuses_other_runs(tmp_path):
         results.write_json(tmp_path / name, doc)
         return str(tmp_path / name)
     a, b, c = run("a.json", "fail", 3.0), run("b.json", "pass", 0.5), run("c.json", "skip", None)
-    assert results.merge([a, b, c], ["verify", "merge"])["checks"][0]["status"] == "pass"
+    assert results.merge([a, b, c], ["verify", "merge"], {"name": "t", "version": None, "git_commit": None})["checks"][0]["status"] == "pass"
     assert cli.main(["merge", a, c, "--json", str(tmp_path / "m.json")]) == 1      # the failure stands
     gpu = run("gpu.json", "pass", 0.5, device="cuda")
     with pytest.raises(UsageError, match="device"):
-        results.merge([a, gpu], [])
+        results.merge([a, gpu], [], {"name": "t", "version": None, "git_commit": None})
     (tmp_path / "bad.json").write_text('{"checks": [], "measured": NaN}')
     assert cli.main(["merge", str(tmp_path / "bad.json")]) == 2
 

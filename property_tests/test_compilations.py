@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
 
 CHILD = """
 import json, os, sys
@@ -32,7 +31,8 @@ for cache in sys.argv[1:]:                 # one "check" per argument, each with
     triton.compile(ASTSource(double, signature={"x": "*fp32", "y": "*fp32", "n": "i32", "B": "constexpr"},
                              constexprs={"B": 16}), target=GPUTarget("cuda", 90, 32))
     records.append({"seconds_in": timing.spent()})
-print(json.dumps(timing.run_compilations(records)))
+from pathmdn_verify.core.results import run_compilations
+print(json.dumps(run_compilations(records)))
 """
 
 
@@ -40,8 +40,8 @@ def _run(tmp_path, *caches) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     script = tmp_path / "child.py"             # a file: triton.jit reads the kernel's source
     script.write_text(CHILD)
-    r = subprocess.run([sys.executable, str(script), *map(str, caches)], capture_output=True, text=True, cwd=REPO,
-                       env={**env, "PYTHONPATH": str(REPO)}, check=False, timeout=300)
+    r = subprocess.run([sys.executable, str(script), *map(str, caches)], capture_output=True, text=True, env=env,
+                       check=False, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.splitlines()[-1])
 
@@ -104,14 +104,13 @@ def _race(tmp_path, lock: str, entry: str) -> dict:
     barrier.mkdir()
     procs = [subprocess.Popen([sys.executable, str(script), str(tmp_path / f"cache-{lock}-{entry}"), str(barrier), me,
                                lock, entry],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
-                              env={**env, "PYTHONPATH": str(REPO)}) for me in ("a", "b")]
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for me in ("a", "b")]
     records = []
     for p in procs:
         out, err = p.communicate(timeout=300)
         assert p.returncode == 0, err[-3000:]
         records.append(json.loads(out.splitlines()[-1]))
-    from pathmdn_verify.platform.timing import run_compilations
+    from pathmdn_verify.core.results import run_compilations
     return run_compilations(records)
 
 

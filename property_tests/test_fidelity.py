@@ -18,14 +18,12 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_child(code: str, timeout: float = 300) -> dict:
-    """Run code in a fresh interpreter at the repo root; it prints one JSON line last."""
+    """Run code in a fresh interpreter; it prints one JSON line last."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRITON_")}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, env=env,
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
                        capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, f"child failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-5000:]}"
     return json.loads(r.stdout.strip().splitlines()[-1])

@@ -51,7 +51,7 @@ def test_cpu_runs_pick_the_h200_tile_sizes():
     the rounding: the state-tracking construction at n = 256 fails with H200 tiles and passed without)."""
     import subprocess
     import sys
-    code = ("from pathmdn_verify.core.engine import prepare; from pathmdn_verify.core.registry import Context; prepare(Context()); "
+    code = ("from pathmdn_verify.platform.setup import prepare; from pathmdn_verify.core.registry import Context; prepare(Context()); "
             "import fla.utils; from pathmdn_verify.platform import fidelity; "
             "print(fla.utils.check_shared_mem('hopper'), fidelity.active_parts()['device_properties'])")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -148,7 +148,7 @@ def test_missing_backward_is_only_the_packages_own():
     import torch
 
     from pathmdn_verify.kernels import fla_ops
-    from pathmdn_verify.core.engine import prepare
+    from pathmdn_verify.platform.setup import prepare
     from pathmdn_verify.core.registry import Context
     from pathmdn_verify.ops.gdn import GdnCase, gdn_inputs
     prepare(Context(device="cpu"))
@@ -179,7 +179,8 @@ def test_regression_cases_fail_without_their_fixes(monkeypatch):
     from pathmdn_verify.core.registry import Context
     from pathmdn_verify.ops import OPS, regression_cases
     ctx = Context(device="cpu", profile="quick")
-    K.prepare(ctx)
+    from pathmdn_verify.platform.setup import prepare
+    prepare(ctx)
     mdn_case = regression_cases("kernel.fla.mdn_recurrent.fwd.fp32.eta_near2")[0]
     fox_case = regression_cases("kernel.fla.forgetting_attn.bwd.bf16.saturated")[0]
     path_case = regression_cases("kernel.fla.path_attn.bwd.fp32.saturated")[0]
@@ -220,7 +221,7 @@ def test_search_skips_what_cannot_be_verified(raised, kind):
     that kind, with the reason; any other exception of the kernel stays a failure."""
     from hypothesis import strategies as st
 
-    from pathmdn_verify.kernels.fla_ops import VariantUnsupported
+    from pathmdn_verify.core.errors import VariantUnsupported
     from pathmdn_verify.core.errors import Bf16ArithmeticNotEmulated
     from pathmdn_verify.core.registry import Context
     from pathmdn_verify.core.search import search
@@ -388,8 +389,10 @@ def test_a_kernel_check_says_where_its_time_went(monkeypatch):
     """details.seconds_in splits a kernel check's time into kernel, float64 oracle and same-dtype
     implementation (within the check's own seconds); Triton's compile hooks add compile time and count."""
     from pathmdn_verify.platform import timing
-    from pathmdn_verify.core.registry import REGISTRY, Context, load_checks
+    from pathmdn_verify.core.registry import REGISTRY, Context
+
     from pathmdn_verify.run.runner import execute
+    from pathmdn_verify.run import load_checks
     load_checks()
     record = execute(REGISTRY["kernel.fla.mdn_recurrent.bwd.fp32.typical"], Context(device="cpu", profile="quick"))
     from triton import knobs  # after the check installed the interpreter

@@ -128,8 +128,10 @@ def test_no_compute_sanitizer_is_said_not_guessed(monkeypatch):
 def test_a_listed_fault_with_its_error_text_is_not_replayed(monkeypatch):
     """The runner replays a fatal CUDA error under compute-sanitizer unless an applicable entry lists the fault
     with its error text (`fault`) and the error repeats it; another text is replayed (the control)."""
-    from pathmdn_verify.core.registry import REGISTRY, Context, Result, load_checks
+    from pathmdn_verify.core.registry import REGISTRY, Context, Result
+
     from pathmdn_verify.run import runner, xfails
+    from pathmdn_verify.run import load_checks
     load_checks()
     cid = "kernel.fla.path_attn.bwd.bf16.gate_weak"     # listed for cuda:NVIDIA H200 with fault = "an illegal ..."
     monkeypatch.setattr(runner, "scope", lambda ctx, pkg: xfails.Scope("fla 0.6.0", "cuda:NVIDIA H200", "ci", None))

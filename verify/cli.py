@@ -16,7 +16,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from pathmdn_verify.kernels.fla_ops import KernelUnavailable
+from pathmdn_verify.core.errors import KernelUnavailable
 from pathmdn_verify.commands import bisect, checks, compare, coverage, localize, merge, report
 from pathmdn_verify.commands import xfails as xfails_command
 from pathmdn_verify.core.errors import UsageError

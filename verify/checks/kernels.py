@@ -7,16 +7,16 @@ each declared convention of an op (its ConventionProbe), measured.
 """
 from __future__ import annotations
 
-from pathmdn_verify.kernels import fla_ops
 from pathmdn_verify import ops
 from pathmdn_verify.checks import mutants
 from pathmdn_verify.core import engine
-from pathmdn_verify.core.errors import is_interpreter_gap
+from pathmdn_verify.core.errors import VariantUnsupported, is_interpreter_gap
 from pathmdn_verify.core.records import KernelOp
 from pathmdn_verify.core.registry import Context, Result, register
 from pathmdn_verify.core.errors import innermost_error
 from pathmdn_verify.core.search import search
 from pathmdn_verify.core.strategies import BWD_MAX_T
+from pathmdn_verify.platform import setup
 
 
 def declare(op: KernelOp) -> KernelOp:
@@ -43,7 +43,7 @@ def _declare_pass(op: KernelOp, pass_: str, dtype: str, regime: str, fields: dic
     cid = op.check_id(pass_, dtype, regime)
 
     def run(ctx: Context) -> Result:
-        engine.prepare(ctx)
+        setup.prepare(ctx)
         strategy = op.cases(fields, ctx.profile, BWD_MAX_T[ctx.profile] if pass_ == "bwd" else None)
         return search(strategy, lambda case: engine.probe(op, case, dtype, pass_, ctx), ctx, cid,
                       max_examples=op.examples and op.examples[ctx.profile], explicit=ops.explicit_cases(cid, ctx.profile),
@@ -57,7 +57,7 @@ def _declare_decode(op: KernelOp, dtype: str, regime: str) -> None:
     cid = op.check_id("decode", dtype, regime)
 
     def run(ctx: Context) -> Result:
-        engine.prepare(ctx)
+        setup.prepare(ctx)
         return search(op.decode.cases(op.regimes[regime], ctx.profile),
                       lambda case: engine.decode_probe(op, case, dtype, ctx), ctx, cid,
                       explicit=ops.explicit_cases(cid, ctx.profile))
@@ -66,10 +66,10 @@ def _declare_decode(op: KernelOp, dtype: str, regime: str) -> None:
 
 def _declare_probe(op: KernelOp, p) -> None:
     def run(ctx: Context) -> Result:
-        engine.prepare(ctx)
+        setup.prepare(ctx)
         try:
             return engine.convention_result(op, p, ctx)
-        except fla_ops.VariantUnsupported as exc:
+        except VariantUnsupported as exc:
             return Result("skip", message=str(exc), kind="unsupported")
         except Exception as exc:
             if is_interpreter_gap(exc):

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from pathmdn_verify import layers
 from pathmdn_verify.checks import mutants
-from pathmdn_verify.core import engine
 from pathmdn_verify.core.registry import Context, Result, register
 from pathmdn_verify.layers import LayerCase
 from pathmdn_verify.layers.common import LayerMissing, LayerRaised
+from pathmdn_verify.platform import setup
 
 
 def run_layer(rec, variant: str, dtype: str, comparison: str, ctx: Context) -> Result:
-    engine.prepare(ctx)
+    setup.prepare(ctx)
     case = LayerCase(ctx, rec, variant, dtype)
     try:
         return rec.comparisons[comparison][1](case)

@@ -19,7 +19,8 @@ import random
 
 import torch
 
-from pathmdn_verify.core.engine import call_kernel, prepare
+from pathmdn_verify.core.engine import call_kernel
+from pathmdn_verify.platform.setup import prepare
 from pathmdn_verify.core.precision import Precision
 from pathmdn_verify.core.registry import Context, Result, register
 from pathmdn_verify.ops.attention import PATH_ATTN

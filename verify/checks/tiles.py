@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 
 from pathmdn_verify.core.registry import Context, Result, check
+from pathmdn_verify.core.errors import VariantUnsupported
 
 EXPECTED_PATH = {"BS": 64, "BT": 128}      # parallel.py: BS = 64 if hopper else 32, BT = 128 if ampere else 64
 EXPECTED_FOX = {"BS": 64, "num_warps": 8}  # attn/parallel.py parallel_attn_fwd: the hopper branch (T >= 64)
@@ -30,7 +31,7 @@ D = 16
 
 
 def _prepare(ctx: Context) -> None:
-    from pathmdn_verify.core.engine import prepare
+    from pathmdn_verify.platform.setup import prepare
     prepare(ctx)
 
 
@@ -129,7 +130,7 @@ def tiles_path_fwd(ctx: Context) -> Result:
     try:
         with torch.no_grad(), recorded_launches() as launches:
             fla_ops.path_attn(q, k, v, w, beta)
-    except fla_ops.VariantUnsupported as exc:
+    except VariantUnsupported as exc:
         return _unsupported(exc)
     return _verdict(launches, "parallel_path_fwd_kernel", EXPECTED_PATH, f"PaTH forward (T={T}, D={D})")
 
@@ -148,6 +149,6 @@ def tiles_fox_fwd(ctx: Context) -> Result:
     try:
         with torch.no_grad(), recorded_launches() as launches:
             fla_ops.forgetting_attn(q, k, v, g)
-    except fla_ops.VariantUnsupported as exc:
+    except VariantUnsupported as exc:
         return _unsupported(exc)
     return _verdict(launches, "parallel_attn_fwd_kernel", EXPECTED_FOX, f"FoX forward (T={T}, D={D})")

@@ -364,10 +364,12 @@ def step(spec_path: str) -> int:
 
 def _step(spec: dict) -> tuple[str, str, list[dict]]:
     from pathmdn_verify import ops
-    from pathmdn_verify.core.engine import prepare
+    from pathmdn_verify.platform.setup import prepare
     from pathmdn_verify.platform.kernel_root import activate
-    from pathmdn_verify.core.registry import REGISTRY, Context, load_checks
+    from pathmdn_verify.core.registry import REGISTRY, Context
+
     from pathmdn_verify.run import runner
+    from pathmdn_verify.run import load_checks
     load_checks()                                      # the toolkit's modules first, then the kernel package
     root = activate(str(Path(spec["import_root"]).resolve()))   # import path and, for old trees, the import shim
     ctx = Context(device=spec["device"], profile=spec["profile"], seed=spec["seed"], fp32_dot=spec["fp32_dot"],

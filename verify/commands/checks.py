@@ -45,7 +45,8 @@ def add_parser(sub) -> None:
 
 
 def run(args, command: list[str]) -> int:
-    from pathmdn_verify.core.registry import load_checks
+    
+    from pathmdn_verify.run import load_checks
     load_checks()
     if args.command == "list":
         return _list(args)

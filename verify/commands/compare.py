@@ -22,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pathmdn_verify.core.errors import UsageError, is_device_fatal, is_interpreter_gap
+from pathmdn_verify.core.errors import KernelUnavailable, UsageError, VariantUnsupported, is_device_fatal, is_interpreter_gap
 
 DTYPES = {"torch.bfloat16": "bf16", "torch.float32": "fp32"}
 
@@ -109,10 +109,13 @@ def run(args) -> int:
     from pathmdn_verify.core import examples, results
     from pathmdn_verify.platform import environment
     from pathmdn_verify.core.budget import OracleFailed
-    from pathmdn_verify.core.engine import measure, prepare
+    from pathmdn_verify.core.engine import measure
+    from pathmdn_verify.platform.setup import prepare
     from pathmdn_verify.core.precision import Precision
-    from pathmdn_verify.core.registry import Context, load_checks
+    from pathmdn_verify.core.registry import Context
+
     from pathmdn_verify.ops import OPS
+    from pathmdn_verify.run import load_checks
 
     load_checks()       # the op table, with the ops of any plug-in module ($VERIFY_EXTRA_CHECKS)
     if args.op not in OPS:
@@ -141,9 +144,9 @@ def run(args) -> int:
         verdicts = measure(op, args.pass_, x, prec, args.seed)
     except OracleFailed as exc:       # not the kernel's failure: these inputs are outside what the oracle takes
         raise UsageError(f"--inputs {args.inputs}: {exc}") from exc
-    except fla_ops.KernelUnavailable:
+    except KernelUnavailable:
         raise
-    except fla_ops.VariantUnsupported as exc:
+    except VariantUnsupported as exc:
         raise UsageError(f"--op {op.name}: {exc}") from exc
     except Exception as exc:     # the kernel raised on validated input: a failure, not a usage error
         if is_device_fatal(exc):

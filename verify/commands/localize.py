@@ -23,7 +23,7 @@ import math
 import os
 import tempfile
 
-from pathmdn_verify.core.errors import UsageError
+from pathmdn_verify.core.errors import KernelUnavailable, UsageError
 from pathmdn_verify.core.registry import PROFILES
 
 
@@ -85,10 +85,12 @@ def run(args) -> int:
     from pathmdn_verify.core import results
     from pathmdn_verify.platform import environment
     from pathmdn_verify.core import examples as example
-    from pathmdn_verify.core.engine import prepare
+    from pathmdn_verify.platform.setup import prepare
     from pathmdn_verify.core.errors import is_device_fatal
     from pathmdn_verify.core.ids import CheckId
-    from pathmdn_verify.core.registry import DEVICE_LOST, REGISTRY, Context, load_checks
+    from pathmdn_verify.core.registry import DEVICE_LOST, REGISTRY, Context
+    from pathmdn_verify.run import load_checks
+
 
     cid = CheckId.parse(args.id)
     load_checks()
@@ -139,7 +141,7 @@ def run(args) -> int:
         try:
             rows = localize(op, cid.pass_, cid.dtype, {n: None if t is None else t.to(device) for n, t in x.items()},
                             args.fp32_dot)
-        except (UsageError, fla_ops.KernelUnavailable):
+        except (UsageError, KernelUnavailable):
             raise
         except Exception as exc:        # the kernel raised on valid input: a failure, localized to no stage
             if args.debug:

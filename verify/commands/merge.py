@@ -20,7 +20,8 @@ def add_parser(sub) -> None:
 def run(args, command: list[str]) -> int:
     results.check_writable(args.json, "--json")
     results.check_writable(args.junit, "--junit")
-    doc = results.merge(args.runs, command)
+    from pathmdn_verify.platform.environment import toolkit
+    doc = results.merge(args.runs, command, toolkit())
     if args.json:
         results.write_json(args.json, doc)
     if args.junit:

@@ -54,8 +54,9 @@ def run(args) -> int:
     results = _results(args.results)
     from pathmdn_verify.kernels.fla_ops import check_fla_version
     from pathmdn_verify.platform import environment
-    from pathmdn_verify.core.registry import load_checks
+    
     from pathmdn_verify.report import sweeps
+    from pathmdn_verify.run import load_checks
     load_checks()       # the op table with any plug-in op ($VERIFY_EXTRA_CHECKS): the report's sweeps read it
     device = environment.resolve_device(args.device)
     check_fla_version()

@@ -10,45 +10,24 @@ under the declared convention (within its forward budget) and disagree with the 
 from __future__ import annotations
 
 import math
-import os
 
 import torch
 
-from pathmdn_verify.kernels import fla_ops
-from pathmdn_verify.platform import configs
+from pathmdn_verify.core import hooks
 from pathmdn_verify.core.budget import OracleFailed, Verdict, verdict, worst
-from pathmdn_verify.core.errors import UsageError
+from pathmdn_verify.core.errors import KernelUnavailable, UsageError, VariantUnsupported
 from pathmdn_verify.core.inputs import as_oracle, floats_as, on_device
 from pathmdn_verify.core.metrics import rel_err
 from pathmdn_verify.core.precision import Precision
 from pathmdn_verify.core.records import KernelOp, as_tuple, scale_of
 from pathmdn_verify.core.registry import Context, Result
 from pathmdn_verify.core.search import Probe
-from pathmdn_verify.platform.timing import compile_once, phase, time_compilations
-
-
-def prepare(ctx: Context) -> None:
-    """On the CPU, install the interpreter fidelity layer before any kernel module is imported, and
-    make fla pick the H200's tile sizes.  On every device, memory that torch allocates without writing
-    (torch.empty) is filled with NaN, so a kernel that leaves part of its output unwritten fails as
-    non-finite every time instead of returning whatever the allocator reused (a verdict that would
-    change from run to run, and that hypothesis reports as flaky)."""
-    if ctx.device == "cpu":
-        from pathmdn_verify.platform import fidelity
-        fidelity.prepare_cpu_kernels(ctx.fp32_dot)
-    else:
-        time_compilations()
-        compile_once()
-        if ctx.configs == "autotune":      # Triton's choices kept in its cache directory: a second run times none
-            os.environ.setdefault("TRITON_CACHE_AUTOTUNING", "1")
-    # after the fidelity layer (this imports triton); fills torch.empty through fill_uninitialized_memory
-    torch.use_deterministic_algorithms(True, warn_only=True)
 
 
 def call_kernel(fn, *args, **kwargs):
     try:
         return fn(*args, **kwargs)
-    except fla_ops.KernelUnavailable as exc:
+    except KernelUnavailable as exc:
         raise UsageError(str(exc)) from exc
 
 
@@ -91,22 +70,22 @@ def measure(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int, ref: 
     there = lambda t: t.to(ref)      # a kernel tensor, judged where the references are
     if pass_ == "fwd":
         with torch.no_grad():
-            with phase("kernel", dev):
+            with hooks.phase("kernel", dev):
                 outs = as_tuple(call_kernel(kernel, **x))
-            with phase("oracle", ref):      # and the summed |terms| of the budget's floor, where the op has them
+            with hooks.phase("oracle", ref):      # and the summed |terms| of the budget's floor, where the op has them
                 expected, terms = oracle_terms(**x64) if op.terms else (as_tuple(oracle(**x64)), {})
-            with phase("same_dtype", ref):
+            with hooks.phase("same_dtype", ref):
                 same = as_tuple(same_dtype(**x32))
         scale = max(float(o.abs().max()) if o.numel() else 0.0 for o in expected)
         return [verdict(n, there(o), r64, r, prec, c, scale, terms.get(n))
                 for n, o, r64, r in zip(op.outputs, outs, expected, same)]
     ups = lambda outs: [_upstream(o, prec.torch_dtype, seed + i) for i, o in enumerate(outs)]
     leaves = [n for n in op.grad_inputs if x.get(n) is not None]
-    with phase("kernel", dev):
-        g_k = call_kernel(kernel_grads, lambda **kw: kernel(**{**x, **kw}), {n: x[n] for n in leaves}, ups)
-    with phase("oracle", ref):
+    with hooks.phase("kernel", dev):
+        g_k = call_kernel(kernel_grads, op, lambda **kw: kernel(**{**x, **kw}), {n: x[n] for n in leaves}, ups)
+    with hooks.phase("oracle", ref):
         g_o = grads_of(lambda **kw: oracle(**{**x64, **kw}), {n: x64[n] for n in leaves}, ups)
-    with phase("same_dtype", ref):
+    with hooks.phase("same_dtype", ref):
         g_r = grads_of(lambda **kw: same_dtype(**{**x32, **kw}), {n: x32[n] for n in leaves}, ups)
     scale = max(float(g.abs().max()) if g.numel() else 0.0 for g in g_o.values())
     return [verdict("d" + n, there(g_k[n]), g_o[n], g_r[n], prec, c, scale) for n in leaves]
@@ -124,14 +103,15 @@ def _guarded(what: str, fn):
     return call
 
 
-def kernel_grads(fn, leaves: dict, upstream) -> dict:
-    """grads_of for the kernel; the package's own missing backward is a variant it does not offer."""
+def kernel_grads(op: KernelOp, fn, leaves: dict, upstream) -> dict:
+    """grads_of for the kernel; what the implementation's record calls its own refusal (`op.refusal`: fla's
+    missing backward) is a variant it does not offer."""
     try:
         return grads_of(fn, leaves, upstream)
-    except NotImplementedError as exc:
-        reason = fla_ops.missing_backward(exc)
+    except Exception as exc:
+        reason = op.refusal(exc) if op.refusal else None
         if reason:
-            raise fla_ops.VariantUnsupported(reason) from exc
+            raise VariantUnsupported(reason) from exc
         raise
 
 
@@ -141,7 +121,7 @@ def probe(op: KernelOp, case, dtype: str, pass_: str, ctx: Context) -> Probe:
     prec = Precision.of(dtype, op.dot or ctx.fp32_dot)
     x = op.inputs(case, prec.torch_dtype, ctx.device)
     ref = reference_device(op, ctx, ctx.device)
-    return _rounds(configs.every_config(lambda: measure(op, pass_, x, prec, case.seed, ref)), case.label())
+    return _rounds(hooks.every_config(lambda: measure(op, pass_, x, prec, case.seed, ref)), case.label())
 
 
 def decode_probe(op: KernelOp, case, dtype: str, ctx: Context) -> Probe:
@@ -151,14 +131,14 @@ def decode_probe(op: KernelOp, case, dtype: str, ctx: Context) -> Probe:
     ref = reference_device(op, ctx, ctx.device)
 
     def once() -> list[Verdict]:
-        with phase("kernel", ctx.device):
+        with hooks.phase("kernel", ctx.device):
             out = call_kernel(d.kernel, **x, scale=scale_of(x))
-        with phase("oracle", ref):
+        with hooks.phase("oracle", ref):
             expected = d.oracle(**on_device(as_oracle(x), ref))
-        with phase("same_dtype", ref):
+        with hooks.phase("same_dtype", ref):
             same = d.same_dtype(**on_device(floats_as(x, torch.float32), ref), prec=prec)
         return [verdict(d.output, out.to(ref), expected, same, prec, op.budget_factor["decode"])]
-    return _rounds(configs.every_config(once), case.label())
+    return _rounds(hooks.every_config(once), case.label())
 
 
 def _rounds(rounds: list[list[Verdict]], label: str) -> Probe:

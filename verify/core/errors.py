@@ -1,4 +1,5 @@
-"""Errors and their classification: UsageError (the CLI prints its message and exits 2), and the tests that
+"""Errors and their classification: UsageError (the CLI prints its message and exits 2), what an implementation
+raises when it cannot be used (KernelUnavailable) or lacks a variant (VariantUnsupported), and the tests that
 sort a kernel's exception into a fatal device error or an interpreter gap."""
 
 import os
@@ -7,6 +8,15 @@ import traceback
 
 class UsageError(Exception):
     """Bad input or an unusable environment, reported as one line with exit status 2."""
+
+
+class KernelUnavailable(RuntimeError):
+    """The kernel package or entry point cannot be used here (the CLI reports it with exit status 2)."""
+
+
+class VariantUnsupported(RuntimeError):
+    """The implementation does not offer this variant (a chunk size, a backward, an argument): the check is
+    skipped with kind "unsupported" and the reason, never failed."""
 
 
 def is_device_fatal(exc: BaseException) -> bool:

@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from pathmdn_verify.kernels import fla_ops
 from pathmdn_verify.core.ids import CheckId
 
 # Budget factors c: how many times the same-dtype implementation's error a kernel may make (pathmdn_verify.core.budget).
@@ -26,6 +25,21 @@ BUDGET_FACTOR_BLOCKWISE = {"fwd": 4.0, "bwd": 8.0, "decode": 4.0}
 # 9x the chunkwise implementation's max-abs error (deta); c doubles.  Bugs of the kind the checks exist
 # for (wrong coefficient, dropped state, wrong gate) give errors of order 1.
 BUDGET_FACTOR_SEQUENTIAL = {"fwd": 8.0, "bwd": 16.0}
+
+
+@dataclass(frozen=True)
+class Conventions:
+    """What an implementation's entry point means by its arguments, each measured by a ConventionProbe."""
+    scale_default: str                 # what scale=None means
+    gate_scaled: bool | None = None    # True: softmax(scale * (logit + gate)); False: scale * logit + gate
+    head_dims: tuple[int, ...] = ()    # supported D (and Dv)
+    dtypes: tuple[str, ...] = ()       # input dtypes q, k, v may have
+    varlen: bool = False               # cu_seqlens supported
+    chunk_sizes: tuple[int, ...] = ()  # MDN chunk sizes
+    residual: str = ""                 # MDN: what multiplies S_{t-1} in v~_t
+    eta_placement: str = ""            # MDN: where eta enters
+    final_state: str = ""              # MDN: final-state semantics
+    notes: str = ""
 
 
 @dataclass(frozen=True)
@@ -78,7 +92,7 @@ class KernelOp:
     name: str                           # check ids: kernel.<impl>.<name>.<pass>.<dtype>.<regime>
     title: str                          # the op in words, for descriptions
     kernel: Callable                    # the adapter: kernel(**inputs, scale) -> outputs
-    conventions: fla_ops.Conventions
+    conventions: Conventions
     oracle: Callable                    # float64: oracle(**inputs, scale) -> outputs
     same_dtype: Callable                # same_dtype(**fp32 inputs, prec, scale) -> outputs
     make_inputs: Callable               # (case, torch dtype, device) -> {name: tensor or None}
@@ -111,6 +125,8 @@ class KernelOp:
     report: str | None = None           # the report's family for this op (path | fox | mdn), None: not measured
     package: tuple[str, ...] = ()       # the kernel package's modules that are this op's own code: verify bisect
     #                                     imports them, verify coverage counts their lines
+    refusal: Callable | None = None     # (exception) -> reason when it is the implementation's own refusal of a
+    #                                     variant raised outside its entry point (fla's missing backward), else None
 
     @property
     def dtypes(self) -> tuple[str, ...]:

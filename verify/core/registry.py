@@ -8,9 +8,7 @@ the interpreter fidelity layer has to be installed before any kernel module is i
 from __future__ import annotations
 
 import fnmatch
-import importlib
 import math
-import os
 import re
 from dataclasses import dataclass, field
 from typing import Callable
@@ -30,19 +28,6 @@ DEVICE_LOST = "device_lost"     # Result.details key: the CUDA context is unusab
 # every worker of one run sees this directory (created and removed by pathmdn_verify.run.runner.Workers): checks share
 # work across the run's workers there
 RUN_DIR_ENV = "VERIFY_RUN_DIR"
-# The check families, by module name (pathmdn_verify.checks.load_all imports each), and comma-separated modules that
-# register extra checks (tests plant checks that crash, hang or raise a fatal CUDA error this way): imported
-# by name, so that whatever runs checks (the CLI, every worker) needs no import of the families themselves.
-FAMILIES = "pathmdn_verify.checks"
-EXTRA_CHECKS_ENV = "VERIFY_EXTRA_CHECKS"
-
-
-def load_checks() -> None:
-    """Register every check family, and the modules named by $VERIFY_EXTRA_CHECKS."""
-    importlib.import_module(FAMILIES).load_all()
-    for name in filter(None, os.environ.get(EXTRA_CHECKS_ENV, "").split(",")):
-        importlib.import_module(name)
-
 
 @dataclass(frozen=True)
 class Context:

@@ -15,7 +15,6 @@ from pathlib import Path
 
 from pathmdn_verify.core.errors import UsageError
 from pathmdn_verify.core.registry import STATUSES, Result
-from pathmdn_verify.platform.timing import run_compilations
 
 SCHEMA_VERSION = 1
 SCHEMA_FILE = Path(__file__).with_name("results.schema.json")
@@ -30,6 +29,15 @@ class Record:
     repro: str
     started: float = 0.0     # time.time() when the check started (0: it never started)
     seed: int = 0
+
+
+def run_compilations(details: list[dict]) -> dict:
+    """Over a run's records (their details): compiled (Triton compilations), distinct (cache keys),
+    duplicates (compiled - distinct: should be 0), cache_loads, compile_seconds."""
+    keys = [k for d in details for k in d.get("seconds_in", {}).get("compiled", ())]
+    return {"compiled": len(keys), "distinct": len(set(keys)), "duplicates": len(keys) - len(set(keys)),
+            "cache_loads": sum(d.get("seconds_in", {}).get("cache_loads", 0) for d in details),
+            "compile_seconds": round(sum(d.get("seconds_in", {}).get("compile", 0.0) for d in details), 1)}
 
 
 def status_counts(statuses) -> dict[str, int]:
@@ -174,7 +182,7 @@ def load(path: str) -> dict:
     return doc
 
 
-def merge(paths: list[str], command: list[str]) -> dict:
+def merge(paths: list[str], command: list[str], toolkit: dict) -> dict:
     """Shard or rerun results as one document.  For a check in several, the last record that ran (not a
     skip) wins, so a later rerun replaces an earlier result.  The results must come from the same kind of
     run (device, profile, fp32 dot, kernel package); checks are sorted by id."""
@@ -192,8 +200,7 @@ def merge(paths: list[str], command: list[str]) -> dict:
             if c["status"] != "skip" or c["id"] not in by_id:
                 by_id[c["id"]] = c
     checks = [by_id[k] for k in sorted(by_id)]
-    from pathmdn_verify.platform.environment import toolkit
-    return {"schema_version": SCHEMA_VERSION, "command": command, "toolkit": toolkit(),
+    return {"schema_version": SCHEMA_VERSION, "command": command, "toolkit": toolkit,
             "kernel_package": first["kernel_package"],
             "environment": {**first["environment"], "merged_from": list(paths)},
             "started": min(d["started"] for d in docs), "wall_seconds": max(d["wall_seconds"] for d in docs),

@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, Phase, example, given, seed, settings, targe
 from hypothesis import strategies as st
 from hypothesis.internal.conjecture import providers as _providers
 
-from pathmdn_verify.kernels.fla_ops import VariantUnsupported
-from pathmdn_verify.platform import configs
+from pathmdn_verify.core.errors import VariantUnsupported
+from pathmdn_verify.core import hooks
 from pathmdn_verify.core.boundaries import cost
 from pathmdn_verify.core.budget import OracleFailed, Verdict
 from pathmdn_verify.core.errors import (
@@ -151,7 +151,7 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
             worst[:] = [probe]
         if not ratio <= 1:
             failures.append((probe, case))
-            failed[repr(case)] = (probe, configs.last_example())     # a replay from `failed` launches nothing
+            failed[repr(case)] = (probe, hooks.last_example())     # a replay from `failed` launches nothing
             _exceeded(probe.label)
 
     test = given(strategy)(prop)

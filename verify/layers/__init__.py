@@ -72,14 +72,9 @@ def mutants() -> dict:
     return {m.name: m for r in load().values() for m in r.mutants}
 
 
-BUILT_IN_MODULES = ("pathmdn_verify.layers.path", "pathmdn_verify.layers.mdn")     # the modules (pathmdn_verify.layers.<family>) whose import adds their records with `add`
-
-
 def load() -> dict[str, LayerRecord]:
     """Import the built-in layer modules (cheap: none imports fla at import time) and return the table, ordered
     by layer name (not by which module some caller imported first: check and mutant order is the same in every
     process)."""
-    import importlib
-    for name in BUILT_IN_MODULES:
-        importlib.import_module(name)
+    from pathmdn_verify.layers import mdn, path  # noqa: F401  (imported for the records they add)
     return {name: LAYERS[name] for name in sorted(LAYERS)}

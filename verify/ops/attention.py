@@ -299,7 +299,7 @@ PATH_MUTANTS = (
     Mutant("path_tail_block_dropped", "PaTH forward: T // BT query blocks instead of cdiv(T, BT): the rows past the "
            "last full block are never computed when T is not a multiple of the block", PATH_FWD,
            "NT = triton.cdiv(T, BT) if cu_seqlens is None", "NT = T // BT if cu_seqlens is None",
-           # the unwritten rows are NaN (pathmdn_verify.core.engine.prepare), not whatever the allocator reused
+           # the unwritten rows are NaN (pathmdn_verify.platform.setup.prepare), not whatever the allocator reused
            ("kernel.fla.path_attn.fwd.fp32.beta_uniform",)),
     # PaTH stages only the coverage regression cases of pathmdn_verify.ops reach (T > 512 backward, varlen decode)
     Mutant("path_bwd_superblock_query_frame", "PaTH backward: dq against an earlier 512-token super-block's keys "
@@ -401,7 +401,7 @@ def _attention_op(name, title, fla_fn, conv, oracle_fn, same_dtype_fn, names, gr
         error_inputs=lambda x: validate_inputs(x, conv.head_dims),
         sample_case=PathCase(T=8, HQ=2, H=1, gate="mixed", seed=1), query_inputs=("q", "g"),
         examples=BOUNDED_EXAMPLES,
-        probes=(gate_probe, scale_default_probe(name, probe_case)), **extra)
+        probes=(gate_probe, scale_default_probe(name, probe_case)), refusal=fla_ops.missing_backward, **extra)
 
 
 PATH_ATTN = _attention_op(

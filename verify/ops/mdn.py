@@ -249,7 +249,7 @@ def _mdn_op(name, chunk, conv, budget_factor, regression_cases=None, probes=()):
         dot="ieee",     # fla's MDN is PyTorch code: its fp32 matmuls are IEEE (torch's default), not TF32 dots
         terms=_mdn_terms, regression_cases=regression_cases or {}, probes=probes,
         stages={} if chunk is None else {"fwd": lambda op, x, dtype, fp32_dot: mdn_stages.stages(x, dtype, chunk, op.dot)},
-        package=("fla.ops.momentum_delta_rule",), report="mdn", not_reached=MDN_NOT_REACHED,
+        package=("fla.ops.momentum_delta_rule",), report="mdn", not_reached=MDN_NOT_REACHED, refusal=fla_ops.missing_backward,
         references=REFERENCES_ON,
         mutants=tuple(m for m in MDN_MUTANTS if op_of(m.killers[0]) == name),
         structure=None if chunk is None else _mdn_structure(chunk))

@@ -18,7 +18,7 @@ first use, on both devices):
             assumed).
   first     always the first config left after pruning (today's CPU behaviour; on a GPU: no timing).
   autotune  Triton's own timing (GPU only: on the CPU every config ties), its choices kept in Triton's cache
-            directory (TRITON_CACHE_AUTOTUNING, set by pathmdn_verify.core.engine.prepare), so a second run with
+            directory (TRITON_CACHE_AUTOTUNING, set by pathmdn_verify.platform.setup.prepare), so a second run with
             that directory times none; each check records the configs Triton timed (`configs_timed`).
   all       every config on every example: the example runs in rounds r = 0, 1, ... until every kernel's
             configs that fit ran, round r launching config r mod n of each autotuned kernel (n: its configs

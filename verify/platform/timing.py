@@ -4,7 +4,7 @@ seconds_in = {kernel, oracle, same_dtype: seconds in each (summed over the check
 includes its Triton compilations and autotuning), compile: seconds in Triton's in-process cache misses
 (compiling, or loading from Triton's disk cache), compilations: how many specializations Triton compiled
 (not found in its disk cache), cache_loads: how many it loaded from there, compiled: the cache key (hash)
-of each compilation}.  :func:`run_compilations` sums them over a run: a key compiled twice in one run
+of each compilation}.  pathmdn_verify.core.results.run_compilations sums them over a run: a key compiled twice in one run
 (two workers compiling the same kernel specialization at once) is a duplicate, work a run should not do.
 The check's own `seconds` minus kernel + oracle + same_dtype is hypothesis, input building and judging.  On a GPU each phase ends with a
 synchronize, so that a kernel's time is not charged to the next phase.  One accumulator per process,
@@ -34,15 +34,6 @@ def spent() -> dict:
     """What the current check spent so far (empty if it timed no phase)."""
     out = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in _spent.items()}
     return out | ({"compilations": len(_compiled), "compiled": list(_compiled)} if _compiled else {})
-
-
-def run_compilations(details: list[dict]) -> dict:
-    """Over a run's records (their details): compiled (Triton compilations), distinct (cache keys),
-    duplicates (compiled - distinct: should be 0), cache_loads, compile_seconds."""
-    keys = [k for d in details for k in d.get("seconds_in", {}).get("compiled", ())]
-    return {"compiled": len(keys), "distinct": len(set(keys)), "duplicates": len(keys) - len(set(keys)),
-            "cache_loads": sum(d.get("seconds_in", {}).get("cache_loads", 0) for d in details),
-            "compile_seconds": round(sum(d.get("seconds_in", {}).get("compile", 0.0) for d in details), 1)}
 
 
 @contextmanager

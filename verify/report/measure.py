@@ -15,22 +15,22 @@ from multiprocessing import get_context
 
 import torch
 
-from pathmdn_verify.kernels import fla_ops
 from pathmdn_verify.references import mdn as MDN
 from pathmdn_verify.checks import state_tracking as ST
 from pathmdn_verify.core import engine
-from pathmdn_verify.core.errors import UsageError, is_interpreter_gap
+from pathmdn_verify.core.errors import UsageError, VariantUnsupported, is_interpreter_gap
 from pathmdn_verify.core.inputs import as_oracle
 from pathmdn_verify.core.metrics import max_abs, rel_err
 from pathmdn_verify.core.precision import Precision
 from pathmdn_verify.core.registry import Context
 from pathmdn_verify.report import bounds
 from pathmdn_verify.report.sweeps import Point, axis_value, inputs, measured
+from pathmdn_verify.platform import setup
 
 
 def measure(point: Point, device: str, fp32_dot: str) -> dict:
     """One point -> {id, plot, op, pass, dtype, x, status, kind, tensors, bound, seconds, ...}."""
-    engine.prepare(Context(device=device, fp32_dot=fp32_dot))
+    setup.prepare(Context(device=device, fp32_dot=fp32_dot))
     t0 = time.perf_counter()
     rec = {"id": point.id, "plot": point.plot, "op": point.op, "pass": point.pass_, "dtype": point.dtype,
            "nominal": point.x, "case": point.case.label() + (f" {point.knob[0]}={point.knob[1]:g}" if point.knob else "")}
@@ -38,7 +38,7 @@ def measure(point: Point, device: str, fp32_dot: str) -> dict:
         rec.update(_state(point, device, fp32_dot) if point.plot == "state" else _errors(point, device, fp32_dot))
     except UsageError:
         raise
-    except fla_ops.VariantUnsupported as exc:
+    except VariantUnsupported as exc:
         rec.update(status="skip", kind="unsupported", message=str(exc))
     except Exception as exc:     # a kernel that raises on valid input is a measured outcome, not a crash
         kind = "interpreter_gap" if is_interpreter_gap(exc) else "exception"

@@ -40,9 +40,9 @@ from pathmdn_verify.core.registry import (
     Check,
     Context,
     Result,
-    load_checks,
 )
 from pathmdn_verify.core.results import Record
+from pathmdn_verify.run import load_checks
 from pathmdn_verify.run import xfails as xfail_list
 
 # --check-timeout default per profile (seconds): above the slowest check of the profile on a 2-core CPU
@@ -227,7 +227,7 @@ def _worker_start(ctx: Context, kernels: bool) -> dict:
             if ctx.kernel_root:     # the tree first on sys.path, and fla without its model zoo when needed
                 from pathmdn_verify.platform.kernel_root import activate
                 activate(ctx.kernel_root)
-            from pathmdn_verify.core.engine import prepare
+            from pathmdn_verify.platform.setup import prepare
             prepare(ctx)
             info["kernel_package"] = environment.kernel_package()
         except Exception as exc:

@@ -131,7 +131,7 @@ def replay(check_id: str, example_file: str, device: str) -> NoReturn:
     import torch
 
     from pathmdn_verify.core import examples as example
-    from pathmdn_verify.core.engine import prepare
+    from pathmdn_verify.platform.setup import prepare
     from pathmdn_verify.core.errors import OutOfBoundsAccess, is_device_fatal
     from pathmdn_verify.core.registry import Context
     from pathmdn_verify.ops import scale_of

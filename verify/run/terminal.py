@@ -11,7 +11,7 @@ from rich.table import Table
 from pathmdn_verify.core.ids import CheckId
 from pathmdn_verify.core.registry import STATUSES, Check, Result
 from pathmdn_verify.core.results import Record, summary_counts
-from pathmdn_verify.platform.timing import run_compilations
+from pathmdn_verify.core.results import run_compilations
 from pathmdn_verify.run.xfails import NOT_REPRODUCED
 
 COLOURS = {"pass": "green", "fail": "red", "error": "red", "xfail": "yellow", "skip": "dim"}

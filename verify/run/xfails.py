@@ -28,7 +28,6 @@ import hashlib
 import math
 import re
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,10 +35,7 @@ from pathmdn_verify.platform import environment
 from pathmdn_verify.core.errors import UsageError
 from pathmdn_verify.core.registry import DEVICE_LOST, PROFILES, Result
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+import tomllib
 
 NOT_REPRODUCED = "NOT REPRODUCED"    # marks a listed expected failure that passed
 WORSE = "WORSE THAN THE KNOWN DEFECT"

@@ -32,6 +32,7 @@ from pathmdn_verify.references import mdn as MDN
 from pathmdn_verify.core.inputs import as_oracle, floats_as
 from pathmdn_verify.core.precision import Precision
 from pathmdn_verify.stages import Stage
+from pathmdn_verify.core.errors import KernelUnavailable
 
 FUNCTION = "chunk_momentum_delta_rule_ref"
 ONCE = ("log_a_cum", "log_m_cum", "log_ct", "b_t", "gamma_mask_q", "gamma_mask", "attn", "attn_inv", "u_c", "y_c",
@@ -74,7 +75,7 @@ def run_forward(x: dict, chunk: int) -> dict:
         fla_ops.mdn(**x, chunk=chunk)
     missing = [n for n in ONCE if n not in seen["once"]]
     if missing:
-        raise fla_ops.KernelUnavailable(f"fla's {FUNCTION} did not run or has no local {', '.join(missing)}; "
+        raise KernelUnavailable(f"fla's {FUNCTION} did not run or has no local {', '.join(missing)}; "
                                         "localize knows fla-core 0.6.0's MDN chunk function")
     return seen
 

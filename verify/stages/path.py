@@ -37,6 +37,7 @@ from pathmdn_verify import same_dtype
 from pathmdn_verify.core.inputs import as_oracle, floats_as
 from pathmdn_verify.core.precision import Precision
 from pathmdn_verify.stages import Stage, recording
+from pathmdn_verify.core.errors import KernelUnavailable
 
 FORWARD = ("chunk_global_cumsum", "chunk_scaled_dot_kkt_fwd", "solve_tril", "intra_chunk_preprocess_fwd_fn",
            "parallel_path_fwd_fn")
@@ -64,7 +65,7 @@ def run(x: dict, scale: float, do: torch.Tensor | None) -> tuple[dict, dict]:
             grads = grads_of(lambda **kw: kernel(**{**x, **kw}), leaves, lambda outs: [do])
     missing = [n for n in names[1:] if len(calls[n]) != 1]
     if missing:
-        raise fla_ops.KernelUnavailable(f"{mod.__file__}: does not call {', '.join(missing)} once each; "
+        raise KernelUnavailable(f"{mod.__file__}: does not call {', '.join(missing)} once each; "
                                         "localize knows fla-core 0.6.0's PaTH")
     return {n: c[0] for n, c in calls.items() if c}, grads
 
