@@ -11,8 +11,8 @@ import torch
 from pathmdn_verify import cli
 from pathmdn_verify.core.precision import TORCH_DTYPES
 from pathmdn_verify.ops import OPS
-from pathmdn_verify.ops.attention import PathCase, path_inputs
-from pathmdn_verify.ops.mdn import MdnCase, mdn_inputs
+from pathmdn_verify.ops.attention_ops import PathCase, path_inputs
+from pathmdn_verify.ops.mdn_ops import MdnCase, mdn_inputs
 
 
 def path_file(tmp_path, **change):
@@ -91,7 +91,7 @@ def test_every_op_rejects_bad_input(capsys, tmp_path, name):
 
 def test_oracle_failure_is_a_usage_error_naming_the_input(capsys, tmp_path, monkeypatch):
     """An input the float64 oracle cannot take is exit 2 naming the file, never a kernel failure."""
-    from pathmdn_verify.references import mdn as MDN
+    from pathmdn_verify.references import mdn_oracle as MDN
 
     def broken(*a, **kw):
         raise ValueError("planted oracle failure")

@@ -1,6 +1,6 @@
 """`verify bisect` on a throwaway git repository made from the installed fla-core's own code.
 
-History (linear): base (good) -> plant (a mutant of verify/ops/attention.py: a numerical regression in a Triton
+History (linear): base (good) -> plant (a mutant of verify/ops/attention_ops.py: a numerical regression in a Triton
 kernel) -> break (fla.ops.path_attn does not import) -> mend -> docs -> unnamed (an argument of the PaTH entry
 point renamed) -> renamed (back) -> revert the plant (fixed) -> docs.  Bisect must name exactly the planted commit
 (with --fixed: the revert), list the commit that cannot run as skipped, and leave the repository as it

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from pathmdn_verify import ops
 from pathmdn_verify.core import boundaries as B
 from pathmdn_verify.core import strategies as S
-from pathmdn_verify.ops import attention, gdn, mdn
+from pathmdn_verify.ops import attention_ops as attention, gdn_ops as gdn, mdn_ops as mdn
 
 STRUCTURED = [(op.name, p) for op in ops.OPS.values() if op.structure
               for p in (*op.passes, *(("decode",) if op.decode else ())) if B.t_levels(op.structure, p, "ci")]

@@ -8,7 +8,7 @@ from helpers import id_args, ids, load, run_cli
 from pathmdn_verify import cli
 from pathmdn_verify.core.errors import UsageError
 from pathmdn_verify.core.registry import Context, Result
-from pathmdn_verify.run import xfails
+from pathmdn_verify.run import xfail_list as xfails
 
 
 def test_oracles_json_schema(tmp_path):
@@ -156,11 +156,11 @@ def test_merge_later_record_wins_unless_skip_and_refuses_other_runs(tmp_path):
     """verify merge: a later record replaces an earlier one unless it is a skip; results of a different run
     (device, profile, kernel package) or not following the schema are usage errors."""
     from pathmdn_verify.core import results
-    from pathmdn_verify.core.results import Record
+    from pathmdn_verify.core.results import Outcome
     cid = "kernel.fla.path_attn.fwd.bf16.beta_two"
 
     def run(name, status, measured, device="cpu"):
-        rec = Record(cid, "d", Result(status, measured, 2.0, "x", kind=None if status == "pass" else "not_run"),
+        rec = Outcome(cid, "d", Result(status, measured, 2.0, "x", kind=None if status == "pass" else "not_run"),
                      0.0, "r")
         doc = results.document([rec], command=["verify"], toolkit={"name": "t", "version": None, "git_commit": None},
                                kernel_package=None, environment={"device": device, "profile": "ci", "python": "3",

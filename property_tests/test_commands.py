@@ -12,8 +12,8 @@ from pathmdn_verify import cli
 from pathmdn_verify.core import results
 from pathmdn_verify.core.errors import Bf16ArithmeticNotEmulated, UsageError
 from pathmdn_verify.core.registry import Context, Result, matcher
-from pathmdn_verify.core.results import Record
-from pathmdn_verify.run import terminal, xfails
+from pathmdn_verify.core.results import Outcome
+from pathmdn_verify.run import terminal, xfail_list as xfails
 
 ID = "kernel.fla.path_attn.fwd.bf16.beta_two"
 
@@ -83,7 +83,7 @@ def test_every_command_defaults_to_the_ci_profile():
 
 def _doc(interrupted):
     def rec(cid, status, kind=None, message="m"):
-        return Record(cid, "d", Result(status, 0.5 if status == "pass" else None, 1.0 if status == "pass" else None,
+        return Outcome(cid, "d", Result(status, 0.5 if status == "pass" else None, 1.0 if status == "pass" else None,
                                        message, kind=kind), 0.1, f"verify all --id {cid}")
     records = [rec("a.b.pass", "pass"), rec("a.b.gap", "skip", "interpreter_gap", "not verifiable"),
                rec("a.b.cut1", "skip", "not_run", "not run: the run was interrupted"),
@@ -146,7 +146,7 @@ def test_skip_of_a_search_names_the_check_once_and_the_innermost_error_once():
     assert res.status == "skip" and res.kind == "interpreter_gap"
     assert cid not in res.message and "InterpreterError" not in res.message
     assert res.message.count("Bf16ArithmeticNotEmulated") == 1
-    line = next(x for x in _printed([Record(cid, "d", res, 1.0, "r")]).splitlines() if "skipped" in x)
+    line = next(x for x in _printed([Outcome(cid, "d", res, 1.0, "r")]).splitlines() if "skipped" in x)
     assert line.count(cid) == 1 and line.count("Bf16ArithmeticNotEmulated") == 1
 
 
@@ -206,7 +206,7 @@ def test_a_listed_pass_is_news_only_where_the_entry_says_it_reproduces(listfile)
     cpu = _pass("kernel.fla.op.fwd.bf16.gpu_only", ci, listfile)
     assert xfails.NOT_REPRODUCED not in cpu.message and "cuda:NVIDIA H200" in cpu.message
     assert xfails.NOT_REPRODUCED in _pass("kernel.fla.op.fwd.bf16.gpu_only", h200, listfile).message
-    records = [Record(cid, "d", r, 1.0, "x") for cid, r in (("kernel.fla.op.fwd.bf16.measured", news),
+    records = [Outcome(cid, "d", r, 1.0, "x") for cid, r in (("kernel.fla.op.fwd.bf16.measured", news),
                                                            ("kernel.fla.op.fwd.bf16.measured", news),
                                                            ("kernel.fla.op.fwd.bf16.gpu_only", cpu))]
     lines = [x for x in _printed(records).splitlines() if "not reproduced" in x]
@@ -253,9 +253,9 @@ def test_live_status_drops_finished_checks():
     checks = [Check(f"a.b.c{i}", "d", lambda ctx: None) for i in range(2)]
     progress.start(0, checks[0])
     progress.start(1, checks[1])
-    progress.done(0, Record("a.b.c0", "d", Result("pass", 0.1, 1.0, "ok"), 0.1, "r"))
+    progress.done(0, Outcome("a.b.c0", "d", Result("pass", 0.1, 1.0, "ok"), 0.1, "r"))
     assert shown[-1] == "running: a.b.c1"
-    progress.done(1, Record("a.b.c1", "d", Result("pass", 0.1, 1.0, "ok"), 0.1, "r"))
+    progress.done(1, Outcome("a.b.c1", "d", Result("pass", 0.1, 1.0, "ok"), 0.1, "r"))
     assert shown[-1] == ""
     progress.close()
 

@@ -60,7 +60,7 @@ CANARY_CHILD = """
 import json, warnings
 warnings.filterwarnings("ignore")
 from pathmdn_verify.platform import fidelity
-import pathmdn_verify.checks.interpreter  # registers; defines no kernel
+import pathmdn_verify.checks.fidelity_canaries  # registers; defines no kernel
 from pathmdn_verify.core.registry import REGISTRY, Context
 FUNCTIONAL = set(json.loads(%r))   # the canaries the part-off runs judge (RED_WHEN_OFF)
 runs = [("on", list(fidelity.PARTS), "tf32"), ("on_ieee", list(fidelity.PARTS), "ieee")]
@@ -90,7 +90,7 @@ def canaries():
 
 
 def canary_ids():
-    import pathmdn_verify.checks.interpreter  # noqa: F401
+    import pathmdn_verify.checks.fidelity_canaries  # noqa: F401
     from pathmdn_verify.core.registry import REGISTRY
     return sorted(c for c in REGISTRY if c.startswith("env.interpreter."))
 
@@ -99,7 +99,7 @@ def test_import_is_cheap():
     """Importing the family module defines no kernel, sets no env var, imports no triton."""
     out = run_child("""
         import json, os, sys
-        import pathmdn_verify.checks.interpreter
+        import pathmdn_verify.checks.fidelity_canaries
         print(json.dumps({"triton": "triton" in sys.modules, "env": os.environ.get("TRITON_INTERPRET")}))
     """)
     assert out == {"triton": False, "env": None}
@@ -226,7 +226,7 @@ def test_performance_canaries_catch_a_wrong_answer():
         fidelity.activate()
         import triton.language as tl
         from triton.runtime import interpreter
-        import pathmdn_verify.checks.interpreter as canaries
+        import pathmdn_verify.checks.fidelity_canaries as canaries
         from pathmdn_verify.core.registry import Context
         ctx = Context(device="cpu")
         good = [canaries.np_dtypes(ctx).status, canaries.lazy_types(ctx).status]
@@ -262,7 +262,7 @@ def test_exact_bf16_conversions():
 
     import numpy as np
 
-    from pathmdn_verify.checks.interpreter import _F32_CAST_CASES
+    from pathmdn_verify.checks.fidelity_canaries import _F32_CAST_CASES
     from pathmdn_verify.core.bits import (
         bf16_bits_to_f32,
         bf16_rne,
@@ -288,7 +288,7 @@ def test_bf16_lowering_canary_rejects_the_unfused_model():
         warnings.filterwarnings("ignore")
         from pathmdn_verify.platform import fidelity
         fidelity.activate()
-        import pathmdn_verify.checks.interpreter as I
+        import pathmdn_verify.checks.fidelity_canaries as I
         from pathmdn_verify.core.registry import Context
         I._BF16_PTX[9] = {"mul.bf16", "add.bf16"}
         r = I.bf16_lowering(Context(device="cpu"))
@@ -360,7 +360,7 @@ from pathmdn_verify.core import errors
 from pathmdn_verify.platform import fidelity
 fidelity.prepare_cpu_kernels()
 from pathmdn_verify.core.engine import measure
-from pathmdn_verify.ops.gdn import GdnCase
+from pathmdn_verify.ops.gdn_ops import GdnCase
 from pathmdn_verify.ops import OPS
 from pathmdn_verify.core.precision import Precision
 op, out = OPS["gdn_chunk"], {}
@@ -400,7 +400,7 @@ fidelity.activate()
 import torch
 from fla.ops.path_attn import parallel_path_attn
 from fla.ops.forgetting_attn import parallel_forgetting_attn
-from pathmdn_verify.references.path_attn import path_attn, fox_attn
+from pathmdn_verify.references.path_oracle import path_attn, fox_attn
 
 B, T, H, D = 1, 128, 1, 32
 torch.manual_seed(0)

@@ -62,7 +62,7 @@ def test_cpu_runs_pick_the_h200_tile_sizes():
 STUB_MODE_RULE = '''
 import torch
 
-from pathmdn_verify.references import mdn as MDN
+from pathmdn_verify.references import mdn_oracle as MDN
 
 
 def _exact(q, k, v, log_alpha, log_mu, beta, eta, p, scale, initial_state, use_p_times_alpha):
@@ -150,7 +150,7 @@ def test_missing_backward_is_only_the_packages_own():
     from pathmdn_verify.kernels import fla_ops
     from pathmdn_verify.platform.setup import prepare
     from pathmdn_verify.core.registry import Context
-    from pathmdn_verify.ops.gdn import GdnCase, gdn_inputs
+    from pathmdn_verify.ops.gdn_ops import GdnCase, gdn_inputs
     prepare(Context(device="cpu"))
     x = {n: t.requires_grad_() if t is not None and t.is_floating_point() else t
          for n, t in gdn_inputs(GdnCase(T=4), torch.float32).items()}
@@ -172,7 +172,7 @@ def test_regression_cases_fail_without_their_fixes(monkeypatch):
     it the budget's same-dtype term is several times smaller.  Those terms come from the float64 oracle and
     the fixed-order same-dtype implementation (pathmdn_verify.core.precision), so this holds on every machine; whether
     a kernel's own error would cross the smaller budget depends on the machine and is not asserted."""
-    from pathmdn_verify.references import path_attn as P
+    from pathmdn_verify.references import path_oracle as P
     from pathmdn_verify import same_dtype
     from pathmdn_verify.core import engine as K
     from pathmdn_verify.core.budget import verdict
@@ -338,13 +338,13 @@ def _gdn_literal(q, k, v, g, beta, S0, scale):
 
 @pytest.mark.parametrize("seed", range(3))
 def test_gdn_is_mdn_without_momentum(seed):
-    """The GDN records' oracle (pathmdn_verify.ops.gdn.gdn_as_mdn on the MDN recurrence, mu = 0, p = alpha k, eta = 1)
+    """The GDN records' oracle (pathmdn_verify.ops.gdn_ops.gdn_as_mdn on the MDN recurrence, mu = 0, p = alpha k, eta = 1)
     equals GDN's literal rule sequence by sequence; negative control: with MDN's eta = 2 it does not."""
     import torch
 
-    from pathmdn_verify.references import mdn as MDN
+    from pathmdn_verify.references import mdn_oracle as MDN
     from pathmdn_verify.core.inputs import as_oracle
-    from pathmdn_verify.ops.gdn import GdnCase, gdn_as_mdn, gdn_inputs
+    from pathmdn_verify.ops.gdn_ops import GdnCase, gdn_as_mdn, gdn_inputs
     x = as_oracle(gdn_inputs(GdnCase(T=12, Dk=4, Dv=3, beta="near2", initial_state=True, cu_seqlens=(0, 5, 12), seed=seed)))
     o, S = gdn_as_mdn(MDN.recurrence, **x, scale=0.5)
     for n, (s, e) in enumerate([(0, 5), (5, 12)]):

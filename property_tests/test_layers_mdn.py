@@ -1,5 +1,5 @@
-"""The MomentumDeltaNet and GatedDeltaNet layer checks (verify/layers/mdn.py): the literal layers of
-references/layers_mdn.py against facts computed by hand, one check passing on fla, one finding failing, and a
+"""The MomentumDeltaNet and GatedDeltaNet layer checks (verify/layers/mdn_layers.py): the literal layers of
+references/mdn_layer_literal.py against facts computed by hand, one check passing on fla, one finding failing, and a
 planted bug turning its killer red."""
 import math
 
@@ -8,9 +8,9 @@ import torch
 import torch.nn.functional as F
 from helpers import load, run_cli
 
-from pathmdn_verify.references import layers_mdn as L
+from pathmdn_verify.references import mdn_layer_literal as L
 from pathmdn_verify.platform.mutation import materialize
-from pathmdn_verify.layers import mdn as layers_mdn
+from pathmdn_verify.layers import mdn_layers as layers_mdn
 
 H, DK, DV, HIDDEN = 2, 2, 3, 4
 
@@ -65,7 +65,7 @@ def test_short_conv_l2norm_and_correction_by_hand():
 
 def test_gdn_literal_is_the_gated_delta_rule():
     """S_t = alpha_t (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T, o_t = Dk^-1/2 S_t^T q_t on the normalised
-    q, k (GDN through references/mdn.py's recurrence with no momentum)."""
+    q, k (GDN through references/mdn_oracle.py's recurrence with no momentum)."""
     p = _params(torch.Generator().manual_seed(7), zero_gates=False)
     x = torch.randn(1, 6, HIDDEN, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
     out = L.gdn_layer(L.TRUTH, p, x, **KW)

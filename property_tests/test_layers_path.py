@@ -1,11 +1,11 @@
-"""The PaTH and FoX layer checks (verify/layers/path.py): the literal of references/layers_path.py on small facts
+"""The PaTH and FoX layer checks (verify/layers/path_layers.py): the literal of references/path_layer_literal.py on small facts
 computed by hand, and, end to end at the quick profile, a check that passes on fla, the two PaTH findings, and a
 planted bug that a check catches."""
 import torch
 from helpers import by_id, run_cli
 
-from pathmdn_verify.references import layers_path as L
-from pathmdn_verify.references import path_attn as P
+from pathmdn_verify.references import path_layer_literal as L
+from pathmdn_verify.references import path_oracle as P
 from pathmdn_verify.platform.mutation import materialize
 from pathmdn_verify.layers import load
 

@@ -14,8 +14,8 @@ from pathmdn_verify.core import examples as example
 from pathmdn_verify.core.ids import CheckId
 from pathmdn_verify.platform.mutation import Mutant, materialize
 from pathmdn_verify.ops import mutants as _mutants
-from pathmdn_verify.ops.attention import PathCase
-from pathmdn_verify.ops.mdn import MdnCase
+from pathmdn_verify.ops.attention_ops import PathCase
+from pathmdn_verify.ops.mdn_ops import MdnCase
 
 MUTANTS = _mutants()
 

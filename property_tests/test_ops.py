@@ -94,7 +94,7 @@ def test_a_toy_op_gets_every_command_from_its_record_alone(tmp_path):
         import toy_op
     finally:
         sys.path.remove(str(PLUGINS))
-    from pathmdn_verify.ops.attention import PathCase
+    from pathmdn_verify.ops.attention_ops import PathCase
     case = PathCase(T=70, D=32, Dv=16, HQ=2, H=1, seed=4)
     examples.save(toy_op.make_inputs(case, toy_op.torch.float32), tmp_path / "x.pt")
     compared = _verify(tmp_path, "compare", "--op", "toy_scalar_gate", "--inputs", "x.pt", "--device", "cpu")

@@ -4,12 +4,12 @@ import torch
 from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
-from pathmdn_verify.references import path_attn as P
+from pathmdn_verify.references import path_oracle as P
 from pathmdn_verify.core.inputs import as_oracle
 from pathmdn_verify.core.metrics import rel_err
 from pathmdn_verify.core.registry import Context
 from pathmdn_verify.core.strategies import value_patterns
-from pathmdn_verify.ops.attention import (
+from pathmdn_verify.ops.attention_ops import (
     BETA_REGIMES,
     GATE_REGIMES,
     W_REGIMES,

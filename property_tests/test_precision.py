@@ -121,8 +121,8 @@ def test_same_dtype_implementations_call_no_blas_and_give_the_same_bits_under_an
 
     from pathmdn_verify import same_dtype
     from pathmdn_verify.core.inputs import floats_as
-    from pathmdn_verify.ops.attention import PathCase, path_inputs
-    from pathmdn_verify.ops.mdn import MdnCase, mdn_inputs
+    from pathmdn_verify.ops.attention_ops import PathCase, path_inputs
+    from pathmdn_verify.ops.mdn_ops import MdnCase, mdn_inputs
     library = {"matmul", "mm", "bmm", "__matmul__", "linalg_solve_triangular", "softmax", "sum", "einsum", "mv"}
 
     class NoLibraryArithmetic(TorchFunctionMode):

@@ -8,7 +8,7 @@ import sys
 from pathmdn_verify import ops
 from pathmdn_verify.core import examples as example
 from pathmdn_verify.platform.mutation import Mutant, materialize
-from pathmdn_verify.ops.attention import PathCase
+from pathmdn_verify.ops.attention_ops import PathCase
 from pathmdn_verify.run import sanitize
 
 # Captured compute-sanitizer memcheck reports of Triton kernels, as published: the 2025 format (kernel+offset
@@ -130,7 +130,7 @@ def test_a_listed_fault_with_its_error_text_is_not_replayed(monkeypatch):
     with its error text (`fault`) and the error repeats it; another text is replayed (the control)."""
     from pathmdn_verify.core.registry import REGISTRY, Context, Result
 
-    from pathmdn_verify.run import runner, xfails
+    from pathmdn_verify.run import runner, xfail_list as xfails
     from pathmdn_verify.run import load_checks
     load_checks()
     cid = "kernel.fla.path_attn.bwd.bf16.gate_weak"     # listed for cuda:NVIDIA H200 with fault = "an illegal ..."

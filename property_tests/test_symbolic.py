@@ -5,10 +5,10 @@ import pytest
 import torch
 
 from pathmdn_verify.references import mdn_forms, path_forms
-from pathmdn_verify.references import path_attn as PA
+from pathmdn_verify.references import path_oracle as PA
 from pathmdn_verify.references import spectra as SP
-from pathmdn_verify.references.symbolic import mdn as SM
-from pathmdn_verify.references.symbolic import path as SPATH
+from pathmdn_verify.references.symbolic import mdn_proofs as SM
+from pathmdn_verify.references.symbolic import path_proofs as SPATH
 from pathmdn_verify.core.registry import Context
 
 IDENTITIES = [

@@ -10,7 +10,7 @@ import pytest
 from pathmdn_verify import cli
 from pathmdn_verify.core.errors import UsageError
 from pathmdn_verify.core.registry import DEVICE_LOST, Result
-from pathmdn_verify.run import xfails
+from pathmdn_verify.run import xfail_list as xfails
 
 LIST = '''# header comment kept
 [[xfail]]

@@ -17,7 +17,7 @@ from helpers import run_cli
 
 from pathmdn_verify import cli
 from pathmdn_verify.core.registry import Result
-from pathmdn_verify.run import xfails
+from pathmdn_verify.run import xfail_list as xfails
 
 ENTRY = '''[[xfail]]
 id = "kernel.fla.op.fwd.bf16.r"
@@ -183,7 +183,7 @@ def test_compare_survives_a_kernel_that_aborts(tmp_path, registry):
 
 def test_save_failing_repro_names_the_kernel_root_and_reproduces(tmp_path):
     from pathmdn_verify.platform.mutation import materialize
-    from pathmdn_verify.ops.attention import PATH_MUTANTS
+    from pathmdn_verify.ops.attention_ops import PATH_MUTANTS
     mutant = next(m for m in PATH_MUTANTS if m.name == "path_zero_mask")
     root = materialize(mutant, tmp_path / "mutant")
     out = tmp_path / "run.json"

@@ -1,8 +1,8 @@
 """Momentum DeltaNet's step and chunk forms, written once against an operations context (references/ops.py).
 
-float64 torch (references/mdn.py), the same-dtype implementation (verify/same_dtype.py) and the sympy proofs
-(references/symbolic/mdn.py) all run these functions.  They are not oracles: the token-by-token recurrences
-of references/mdn.py (float64) and references/mdn_mp.py (mpmath) are, written separately and literally.
+float64 torch (references/mdn_oracle.py), the same-dtype implementation (verify/same_dtype.py) and the sympy proofs
+(references/symbolic/mdn_proofs.py) all run these functions.  They are not oracles: the token-by-token recurrences
+of references/mdn_oracle.py (float64) and references/mdn_oracle_mp.py (mpmath) are, written separately and literally.
 
 Gates are vectors of length L (alpha, mu, beta, eta); q, k, p are L x d_k, v is L x d_v, S and M d_k x d_v.
 Chunk indices 1..L are rows 0..L-1.

@@ -1,7 +1,7 @@
 """PaTH's fast forms, written once against an operations context (references/ops.py).
 
-float64 torch (references/path_attn.py), the same-dtype implementation (verify/same_dtype.py, through a
-rounding ``mm``) and the sympy proofs (references/symbolic/path.py, exactly over QQ[w, q, k, beta]) all run
+float64 torch (references/path_oracle.py), the same-dtype implementation (verify/same_dtype.py, through a
+rounding ``mm``) and the sympy proofs (references/symbolic/path_proofs.py, exactly over QQ[w, q, k, beta]) all run
 these functions.  They are not oracles: the literal walk and the explicit Householder products are.
 
 W, Q, K are L x d (rows w_t^T, q_t^T, k_t^T), beta has length L, D = diag(beta), H_t = I - beta_t w_t w_t^T.

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import torch
 
-from pathmdn_verify.references import mdn as MDN
-from pathmdn_verify.references import path_attn as P
+from pathmdn_verify.references import mdn_oracle as MDN
+from pathmdn_verify.references import path_oracle as P
 from pathmdn_verify.core.precision import Precision, fixed_order, matmul
 
 
@@ -35,7 +35,7 @@ def fox_attn(q, k, v, g, cu_seqlens, prec: Precision, scale, gate_scaled):
 
 
 def _attend(logits, v, g, prec: Precision, scale, gate_scaled):
-    """store(softmax(scores) V) of one head, scores as in pathmdn_verify.references.path_attn.scores, with the
+    """store(softmax(scores) V) of one head, scores as in pathmdn_verify.references.path_oracle.scores, with the
     FlashAttention backward."""
     gate = None if g is None else P.gate_matrix(g)
     return _AttendStoredOutput.apply(P.scores(logits, gate, scale, gate_scaled), v, prec)[0]
@@ -48,7 +48,7 @@ class _AttendStoredOutput(torch.autograd.Function):
     its budget at 1.6x on saturated logits (dg 5.0e-2 against a same-dtype error below u_bf16), and fla's
     PaTH fp32 backward at T = 1 returned dk = 1.7e-2 where plain autograd of this implementation cancels exactly to 0
     (dP a TF32 dot, delta from the stored O: their difference is one rounding, not zero)."""
-    generate_vmap_rule = True     # pathmdn_verify.references.path_attn.per_head runs the heads under torch.vmap
+    generate_vmap_rule = True     # pathmdn_verify.references.path_oracle.per_head runs the heads under torch.vmap
 
     @staticmethod
     def forward(s, v, prec):

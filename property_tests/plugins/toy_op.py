@@ -9,15 +9,15 @@ $VERIFY_EXTRA_CHECKS (property_tests/test_ops.py sets it).
 import torch
 
 from pathmdn_verify.kernels import fla_ops
-from pathmdn_verify.references import path_attn as P
+from pathmdn_verify.references import path_oracle as P
 from pathmdn_verify import same_dtype
-from pathmdn_verify.checks.kernels import declare
+from pathmdn_verify.checks.kernel_checks import declare
 from pathmdn_verify.core import validate
 from pathmdn_verify.core.inputs import as_oracle, floats_as
 from pathmdn_verify.platform.mutation import Mutant
 from pathmdn_verify.core.precision import Precision
 from pathmdn_verify.core.records import BUDGET_FACTOR_BLOCKWISE, KernelOp
-from pathmdn_verify.ops.attention import PathCase, path_cases, path_inputs
+from pathmdn_verify.ops.attention_ops import PathCase, path_cases, path_inputs
 from pathmdn_verify.stages import Stage
 
 NAME = "toy_scalar_gate"

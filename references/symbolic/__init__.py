@@ -6,7 +6,7 @@ QQ[gens] elements; :data:`EXPR`, sympy expressions, for the log-domain forms).  
 identity is an independent truth built here: explicit ordered Householder products, or the token
 recurrence run step by step.
 
-Every proof is a plain function (in :mod:`pathmdn_verify.references.symbolic.path` and :mod:`pathmdn_verify.references.symbolic.mdn`)
+Every proof is a plain function (in :mod:`pathmdn_verify.references.symbolic.path_proofs` and :mod:`pathmdn_verify.references.symbolic.mdn_proofs`)
 that builds both sides of an identity with symbols at a small size and returns a :class:`Proof`:
 
 * ``difference``: lhs - rhs, reduced exactly (polynomial arithmetic over QQ, or ``cancel`` of rational

@@ -3,15 +3,15 @@
 
 def load_all() -> None:
     from pathmdn_verify.checks import (  # noqa: F401  (imported for the checks they register)
-        configs,
-        interpreter,
-        kernels,
-        layers,
+        config_canaries,
+        fidelity_canaries,
+        kernel_checks,
+        layer_checks,
         mutants,
         oracles_mdn,
         oracles_path,
         spectra,
         state_tracking,
         symbolic,
-        tiles,
+        tile_canaries,
     )

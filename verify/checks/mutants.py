@@ -1,5 +1,5 @@
 """mutant.<name>: each planted bug of an op record (pathmdn_verify.ops, field `mutants`) must turn at least one of its
-killer checks red.  pathmdn_verify.checks.kernels.declare declares an op's mutants with its other checks.
+killer checks red.  pathmdn_verify.checks.kernel_checks.declare declares an op's mutants with its other checks.
 
 The check copies the kernel package with the mutant's patch into a temporary directory and runs the
 mutant's killer checks against it as a kernel root, in fresh worker processes (pathmdn_verify.run.runner.run_ids),
@@ -27,7 +27,7 @@ from rich.table import Table
 from pathmdn_verify import layers, ops
 from pathmdn_verify.platform.mutation import Mutant, materialize
 from pathmdn_verify.core.registry import RUN_DIR_ENV, Context, Result, register
-from pathmdn_verify.core.results import record_json
+from pathmdn_verify.core.results import outcome_json
 from pathmdn_verify.run import runner
 
 _CLEAN: dict[tuple, dict[str, dict]] = {}   # run settings -> killer id -> its JSON record on the unmodified kernels
@@ -40,7 +40,7 @@ def every() -> dict:
 
 def _run(ctx: Context, ids: tuple[str, ...], workers: int, exitfirst: bool = False) -> dict[str, dict]:
     """id -> JSON record of the checks ids on ctx's kernel package (as `verify all --json` writes them)."""
-    return {r.id: record_json(r) for r in runner.run_ids(ids, ctx, workers, exitfirst)}
+    return {r.id: outcome_json(r) for r in runner.run_ids(ids, ctx, workers, exitfirst)}
 
 
 def _clean(ctx: Context) -> dict[str, dict]:

@@ -18,8 +18,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from pathmdn_verify.references import mdn
-from pathmdn_verify.references.mdn_mp import chunk_coefficients_mp, recurrence_head_mp
+from pathmdn_verify.references import mdn_oracle as mdn
+from pathmdn_verify.references.mdn_oracle_mp import chunk_coefficients_mp, recurrence_head_mp
 from pathmdn_verify.core.metrics import rel_err
 from pathmdn_verify.core.registry import Context, Result, check, register, rejects, within
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import torch
 
-from pathmdn_verify.references import path_attn as P
-from pathmdn_verify.references.path_attn_mp import path_attn_head_mp
+from pathmdn_verify.references import path_oracle as P
+from pathmdn_verify.references.path_oracle_mp import path_attn_head_mp
 from pathmdn_verify.core.inputs import as_oracle
 from pathmdn_verify.core.metrics import rel_err
 from pathmdn_verify.core.registry import Context, check, rejects, within
-from pathmdn_verify.ops.attention import PathCase, path_inputs
+from pathmdn_verify.ops.attention_ops import PathCase, path_inputs
 
 EXACT = 1e-12          # float64 oracles agree to this normwise relative error
 WRONG = 1e-6           # a wrong variant must differ by more than this to count as rejected

@@ -13,7 +13,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from pathmdn_verify.references import mdn
+from pathmdn_verify.references import mdn_oracle as mdn
 from pathmdn_verify.references.spectra import (
     closed_form_spectrum,
     gdn_transition_matrix,

@@ -23,7 +23,7 @@ from pathmdn_verify.core.engine import call_kernel
 from pathmdn_verify.platform.setup import prepare
 from pathmdn_verify.core.precision import Precision
 from pathmdn_verify.core.registry import Context, Result, register
-from pathmdn_verify.ops.attention import PATH_ATTN
+from pathmdn_verify.ops.attention_ops import PATH_ATTN
 
 D = 16          # the smallest head dim the kernels support; 6 coordinates are used
 N_VALUES = {"quick": (16, 64), "ci": (16, 64, 256), "full": (64, 256, 1024, 4096, 8192)}

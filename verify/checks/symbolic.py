@@ -23,12 +23,12 @@ from fractions import Fraction
 import sympy as sp
 import torch
 
-from pathmdn_verify.references import mdn as MDN
-from pathmdn_verify.references import path_attn as PA
+from pathmdn_verify.references import mdn_oracle as MDN
+from pathmdn_verify.references import path_oracle as PA
 from pathmdn_verify.references import spectra as SP
 from pathmdn_verify.references.symbolic import first_nonzero
-from pathmdn_verify.references.symbolic import mdn as SM
-from pathmdn_verify.references.symbolic import path as SPATH
+from pathmdn_verify.references.symbolic import mdn_proofs as SM
+from pathmdn_verify.references.symbolic import path_proofs as SPATH
 from pathmdn_verify.core.registry import Context, Result, check
 
 TIE = 1e-12        # float64 reference vs the exact value of the proved expression (normwise relative)

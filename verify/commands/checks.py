@@ -15,7 +15,7 @@ from pathlib import Path
 from pathmdn_verify.kernels.fla_ops import check_fla_version
 from pathmdn_verify.core.errors import UsageError
 from pathmdn_verify.core.registry import K_HELP, PROFILES
-from pathmdn_verify.run import xfails
+from pathmdn_verify.run import xfail_list as xfails
 
 # subcommand -> (id prefixes it runs, help)
 FAMILIES = {
@@ -265,24 +265,24 @@ def _run(args, command: list[str]) -> int:
                 workers.close()
         runs = {ctx.seed: [finished[ctx.seed].get(i) or runner.not_run(c, ctx, runner.INTERRUPTED)
                            for i, c in enumerate(chosen)] for ctx in contexts}
-        records = [r for rs in runs.values() for r in rs]
+        outcomes = [r for rs in runs.values() for r in rs]
         wall = time.monotonic() - t0
-        terminal.print_summary(records, console, wall, interrupted is not None)
-        configs_doc = configs.summary(args.configs, records)     # per kernel: configs run / declared
+        terminal.print_summary(outcomes, console, wall, interrupted is not None)
+        configs_doc = configs.summary(args.configs, outcomes)     # per kernel: configs run / declared
         if line := configs.summary_line(configs_doc):
             console.print(line, highlight=False, soft_wrap=True)
         if len(seeds) > 1:
             terminal.print_repeat_summary(runs, console)
         if args.command == "mutants":
             from pathmdn_verify.checks.mutants import table
-            console.print(table(records))
+            console.print(table(outcomes))
         environment_doc = {**environment.versions(), **environment.describe(device), "profile": args.profile,
                            "seed": contexts[0].seed, "fp32_dot": args.fp32_dot, "kernel_root": args.kernel_root,
                            "workers": n_workers, "shard": args.shard, "check_timeout": timeout,
                            "interpreter_fidelity": info.get("interpreter_fidelity"), "configs": configs_doc,
                            "expected_failures": xfails.scope_json(runner.scope(contexts[0], info.get("kernel_package"))),
                            **({"seeds": seeds} if len(seeds) > 1 else {})}
-        doc = results.document(records, command=command, toolkit=environment.toolkit(),
+        doc = results.document(outcomes, command=command, toolkit=environment.toolkit(),
                                kernel_package=info.get("kernel_package"), environment=environment_doc,
                                started=started, wall_seconds=wall, interrupted=interrupted is not None)
         if args.json:

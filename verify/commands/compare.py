@@ -174,6 +174,6 @@ def run(args) -> int:
                                "kernel_root": args.kernel_root},
                "op": op.name, "pass": args.pass_, "dtype": dtype, "inputs": str(args.inputs), "budget_factor": c,
                "status": "pass" if ok else "fail", "kind": None if ok else worst.kind, "measure": worst.measure,
-               "tensors": [v.record() for v in verdicts]}
+               "tensors": [v.as_json() for v in verdicts]}
         results.write_text_atomic(args.json, json.dumps(doc, indent=2, allow_nan=False))
     return 0 if ok else 1

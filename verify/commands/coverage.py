@@ -152,7 +152,7 @@ def run(args) -> int:
     from pathmdn_verify.platform.mutation import fla_package_dir
     from pathmdn_verify.core.registry import Context, select
     from pathmdn_verify.run import runner
-    from pathmdn_verify.run import xfails as xfail_list
+    from pathmdn_verify.run import xfail_list
     from pathmdn_verify.run import load_checks
     results.check_writable(args.json, "--json")
     if args.html and Path(args.html).exists() and not Path(args.html).is_dir():

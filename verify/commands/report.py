@@ -93,7 +93,7 @@ def _write(args, device: str, chosen, out: Path, results: dict | None) -> int:
 
     from pathmdn_verify.platform import environment
     from pathmdn_verify.report import document, measure, plots
-    from pathmdn_verify.run import xfails
+    from pathmdn_verify.run import xfail_list as xfails
     t0, c0 = time.perf_counter(), time.process_time()
     with Progress(TextColumn("verify report"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.description}")) as bar:

@@ -1,12 +1,12 @@
 """`verify xfails`: the entries of verify/run/expected_failures.toml that apply to this kernel package, device
 and profile, or (--update RUN.json) their measured ratios rewritten from a run (the list's logic is
-verify/run/xfails.py)."""
+verify/run/xfail_list.py)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from pathmdn_verify.core.registry import PROFILES
-from pathmdn_verify.run.xfails import (
+from pathmdn_verify.run.xfail_list import (
     EXPECTED_FAILURES_FILE,
     Scope,
     applicable,

@@ -88,7 +88,7 @@ class Verdict:
     def raised(cls, exc: Exception) -> "Verdict":
         return cls("kernel", math.inf, math.inf, 1.0, 1.0, 0.0, 0.0, f"{type(exc).__name__}: {exc}".splitlines()[0])
 
-    def record(self) -> dict:
+    def as_json(self) -> dict:
         """The structured per-tensor verdict of the JSON (details["tensors"]); non-finite numbers as None."""
         num = lambda x: float(x) if math.isfinite(x) else None
         return {"name": self.name, "err_rel": num(self.err_rel), "budget_rel": num(self.budget_rel),

@@ -1,6 +1,6 @@
 """The comparison engine: run one kernel op, its float64 oracle and its same-dtype implementation on the same
 inputs and judge every output or gradient under the budget rule (pathmdn_verify.core.budget, with the op's budget
-factor c).  The kernel check family (pathmdn_verify.checks.kernels), `verify compare`, localize, the sanitizer,
+factor c).  The kernel check family (pathmdn_verify.checks.kernel_checks), `verify compare`, localize, the sanitizer,
 bisect and the report all measure through here; nothing here registers a check.
 
 Each declared convention is measured here too (`convention_result`): the kernel must agree with the oracle
@@ -146,7 +146,7 @@ def _rounds(rounds: list[list[Verdict]], label: str) -> Probe:
     failed and that passed, so a config-dependent failure says which configs."""
     worsts = [worst(vs) for vs in rounds]
     r = max(range(len(rounds)), key=lambda i: worsts[i].ratio)
-    details = {"tensors": [v.record() for v in rounds[r]]}
+    details = {"tensors": [v.as_json() for v in rounds[r]]}
     if len(rounds) > 1:
         failed = [i for i, w in enumerate(worsts) if w.ratio > 1]
         details["config_rounds"] = {"rounds": len(rounds), "failed": failed, "worst": r}
@@ -180,5 +180,5 @@ def convention_result(op: KernelOp, p, ctx: Context) -> Result:
                   f"declared convention: {v.summary()}; alternative ({p.what_else}): rel error "
                   f"{rel_err(out, other):.2e} = {other_ratio:.0f}x the relative budget -> "
                   + ("declared convention confirmed" if ok else "DECLARED CONVENTION NOT CONFIRMED"),
-                  details={"tensors": [v.record()], "alternative_ratio": other_ratio if math.isfinite(other_ratio) else None},
+                  details={"tensors": [v.as_json()], "alternative_ratio": other_ratio if math.isfinite(other_ratio) else None},
                   kind=None if ok else "over_budget", measure=v.decided_by)

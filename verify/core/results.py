@@ -21,7 +21,7 @@ SCHEMA_FILE = Path(__file__).with_name("results.schema.json")
 
 
 @dataclass
-class Record:
+class Outcome:
     id: str
     description: str
     result: Result
@@ -46,8 +46,8 @@ def status_counts(statuses) -> dict[str, int]:
     return {s: statuses.count(s) for s in STATUSES}
 
 
-def summary_counts(records: list[Record]) -> dict[str, int]:
-    return status_counts(r.result.status for r in records)
+def summary_counts(outcomes: list[Outcome]) -> dict[str, int]:
+    return status_counts(o.result.status for o in outcomes)
 
 
 def check_writable(path: str | None, flag: str) -> None:
@@ -85,8 +85,8 @@ def iso(t: float) -> str:
     return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).isoformat(timespec="milliseconds")
 
 
-def record_json(r) -> dict:
-    """One check (a Record)."""
+def outcome_json(r) -> dict:
+    """One check (a Outcome)."""
     res = r.result
     return finite({"id": r.id, "description": r.description, "status": res.status, "kind": res.kind,
                    "measure": res.measure, "measured": res.measured, "budget": res.budget,
@@ -97,7 +97,7 @@ def record_json(r) -> dict:
 
 def document(records: list, *, command: list[str], toolkit: dict, kernel_package: dict | None,
              environment: dict, started: float, wall_seconds: float, interrupted: bool) -> dict:
-    checks = [record_json(r) for r in records]
+    checks = [outcome_json(r) for r in records]
     return {"schema_version": SCHEMA_VERSION, "command": command, "toolkit": toolkit,
             "kernel_package": kernel_package, "environment": finite(environment), "started": iso(started),
             "wall_seconds": round(wall_seconds, 3), "interrupted": interrupted, "checks": checks,

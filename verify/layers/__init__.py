@@ -4,7 +4,7 @@ PaTHAttention, ForgettingAttention, MomentumDeltaNet, GatedDeltaNet), as pathmdn
 A layer computes its op's inputs from the hidden states (projections, gates, short convolutions,
 normalisations), calls the op, and caches for generation; its record says how to build it (module, class,
 the constructor arguments of each variant), and the comparisons run on it, each a function of a
-`LayerCase` returning a Result.  The checks (verify/checks/layers.py) are
+`LayerCase` returning a Result.  The checks (verify/checks/layer_checks.py) are
 
     layer.<impl>.<layer>.<variant>.<dtype>.<comparison>
 
@@ -76,5 +76,5 @@ def load() -> dict[str, LayerRecord]:
     """Import the built-in layer modules (cheap: none imports fla at import time) and return the table, ordered
     by layer name (not by which module some caller imported first: check and mutant order is the same in every
     process)."""
-    from pathmdn_verify.layers import mdn, path  # noqa: F401  (imported for the records they add)
+    from pathmdn_verify.layers import mdn_layers, path_layers  # noqa: F401  (imported for the records they add)
     return {name: LAYERS[name] for name in sorted(LAYERS)}

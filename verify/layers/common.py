@@ -74,7 +74,7 @@ def judge(case: LayerCase, tensors: list[tuple], c: float, what: str = "", detai
     w = worst(vs)
     ok = w.ratio <= 1
     return Result("pass" if ok else "fail", w.measured, w.budget, (what + ": " if what else "") + w.summary(),
-                  details={**(details or {}), "tensors": [v.record() for v in vs]},
+                  details={**(details or {}), "tensors": [v.as_json() for v in vs]},
                   kind=None if ok else w.kind, measure=w.decided_by)
 
 

@@ -6,11 +6,11 @@ A record says everything the checks, the commands and the report need about one 
 implementation that sets the budget (verify/same_dtype.py), dtypes and passes, output and gradient names,
 the case type and its input builder, the regimes with their hypothesis strategies, budget factors,
 input validation, regression cases, convention probes, localize's stages, its mutants and the report's
-family.  Each family of ops is one module here (attention.py: PaTH and FoX; mdn.py; gdn.py).
+family.  Each family of ops is one module here (attention_ops.py: PaTH and FoX; mdn_ops.py; gdn_ops.py).
 
 Adding an op (docs/design.md, "Adding an op"): one op module with its record, one adapter, one mutant in
 the record; built-in ops are listed in BUILT_IN below, an op defined elsewhere (a plug-in module named by
-$VERIFY_EXTRA_CHECKS) calls `pathmdn_verify.checks.kernels.declare(record)`, which adds it here and declares its
+$VERIFY_EXTRA_CHECKS) calls `pathmdn_verify.checks.kernel_checks.declare(record)`, which adds it here and declares its
 checks.
 """
 from __future__ import annotations
@@ -21,9 +21,9 @@ from pathmdn_verify.core import boundaries
 from pathmdn_verify.core.errors import UsageError
 from pathmdn_verify.core.ids import CheckId
 from pathmdn_verify.core.records import KernelOp, as_tuple, scale_of
-from pathmdn_verify.ops.attention import FORGETTING_ATTN, PATH_ATTN
-from pathmdn_verify.ops.gdn import GDN_CHUNK, GDN_RECURRENT
-from pathmdn_verify.ops.mdn import MDN_CHUNK_OPS, MDN_RECURRENT
+from pathmdn_verify.ops.attention_ops import FORGETTING_ATTN, PATH_ATTN
+from pathmdn_verify.ops.gdn_ops import GDN_CHUNK, GDN_RECURRENT
+from pathmdn_verify.ops.mdn_ops import MDN_CHUNK_OPS, MDN_RECURRENT
 
 __all__ = ["OPS", "REPLAY", "KernelOp", "add", "as_tuple", "boundary_cases", "explicit_cases", "mutants", "record",
            "regression_cases", "scale_of"]

@@ -346,7 +346,7 @@ def attach(result) -> None:
 
 
 def _details(check) -> dict:
-    """A check's details: a Record's result's, or a results JSON check dict's."""
+    """A check's details: an Outcome's result's, or a results JSON check dict's."""
     return check["details"] if isinstance(check, dict) else check.result.details
 
 

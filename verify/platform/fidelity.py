@@ -3,7 +3,7 @@
 Triton's interpreter (``TRITON_INTERPRET=1``) runs kernels on the CPU but differs from the GPU.  This
 module sets the interpreter on and, at activation time, replaces a few methods of the interpreter's
 builder and of the autotuner (never a file in site-packages) so that a kernel behaves as it does on an
-NVIDIA H200.  Each part can be left out; ``verify/checks/interpreter.py`` holds a canary for each.
+NVIDIA H200.  Each part can be left out; ``verify/checks/fidelity_canaries.py`` holds a canary for each.
 
     from pathmdn_verify.platform import fidelity
     fidelity.activate()                    # before any Triton kernel module is imported

@@ -17,8 +17,8 @@ import math
 
 import torch
 
-from pathmdn_verify.references import mdn as MDN
-from pathmdn_verify.references import path_attn as P
+from pathmdn_verify.references import mdn_oracle as MDN
+from pathmdn_verify.references import path_oracle as P
 from pathmdn_verify.core.precision import UNIT_ROUNDOFF
 
 U_ACC = UNIT_ROUNDOFF["fp32"]     # every kernel here accumulates in fp32
@@ -104,7 +104,7 @@ def alignment(w: torch.Tensor) -> float:
 
 
 def mdn_condition(x64: dict, chunk: int) -> float:
-    """The largest cond of the chunk systems I + (P K^T) .* Gamma^- (references/mdn.py chunk_step)."""
+    """The largest cond of the chunk systems I + (P K^T) .* Gamma^- (references/mdn_oracle.py chunk_step)."""
     conds = [1.0]
     for b in range(x64["k"].shape[0]):
         for h in range(x64["k"].shape[2]):

@@ -15,7 +15,7 @@ from multiprocessing import get_context
 
 import torch
 
-from pathmdn_verify.references import mdn as MDN
+from pathmdn_verify.references import mdn_oracle as MDN
 from pathmdn_verify.checks import state_tracking as ST
 from pathmdn_verify.core import engine
 from pathmdn_verify.core.errors import UsageError, VariantUnsupported, is_interpreter_gap

@@ -261,7 +261,7 @@ def _chunk_of(op: str) -> str:
 
 def mdn_map(records: list[dict], out: Path) -> dict[str, str]:
     """Heat maps of the output's error over log mu x chunk size: fla's chunk path, the fused recurrent kernel,
-    the stable and the log-domain chunk forms in fp32 (references/mdn.py), one colour scale."""
+    the stable and the log-domain chunk forms in fp32 (references/mdn_oracle.py), one colour scale."""
     if not records:
         return {}
     floors = sorted({r["nominal"] for r in records}, reverse=True)

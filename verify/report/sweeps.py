@@ -15,12 +15,12 @@ import torch
 import torch.nn.functional as F
 
 from pathmdn_verify.core.precision import Precision
-from pathmdn_verify.ops.attention import PathCase, path_inputs
-from pathmdn_verify.ops.mdn import MdnCase, mdn_inputs
+from pathmdn_verify.ops.attention_ops import PathCase, path_inputs
+from pathmdn_verify.ops.mdn_ops import MdnCase, mdn_inputs
 
 # The report's words for a record's `report` family (verify/ops/: KernelOp.report) and for a reference form.
 FAMILIES = {"path": "PaTH", "fox": "FoX", "mdn": "MDN", "form": "reference form"}
-# The float32 chunk forms of references/mdn.py: not kernel ops (no record), so declared here.
+# The float32 chunk forms of references/mdn_oracle.py: not kernel ops (no record), so declared here.
 FORMS = {"stable": "reference stable chunk form", "log": "paper's log-domain chunk form"}
 CHUNKS = (16, 32, 64)
 
@@ -29,7 +29,7 @@ CHUNKS = (16, 32, 64)
 class Op:
     """One implementation under measurement.  family: path | fox | mdn (a production kernel: `name` is its
     record in verify/ops/, the record's `report` field; judged by the checks' own comparison and budget) or
-    form (a float32 chunk form of references/mdn.py, `name` the form, error only)."""
+    form (a float32 chunk form of references/mdn_oracle.py, `name` the form, error only)."""
     family: str
     name: str
     chunk: int | None = None
@@ -61,7 +61,7 @@ _CHUNK = re.compile(r"chunk(\d+)$")
 
 
 def _chunk(name: str) -> int | None:
-    # KernelOp has no chunk-size field: a chunked kernel's record is named <...>chunk<N> (verify/ops/mdn.py),
+    # KernelOp has no chunk-size field: a chunked kernel's record is named <...>chunk<N> (verify/ops/mdn_ops.py),
     # so the size is read off that naming rule, not off any particular op's name.
     m = _CHUNK.search(name)
     return int(m.group(1)) if m else None
@@ -108,7 +108,7 @@ def inputs(point: Point, dtype: torch.dtype, device: str) -> dict:
     case = point.case
     if point.op in ops.OPS:      # a kernel op: its record's own input builder (a plug-in op's inputs too)
         x = ops.OPS[point.op].make_inputs(case, dtype, device)
-    else:                        # a reference form of references/mdn.py
+    else:                        # a reference form of references/mdn_oracle.py
         x = (mdn_inputs if isinstance(case, MdnCase) else path_inputs)(case, dtype, device)
     if point.knob is None:
         return x

@@ -5,7 +5,7 @@ dies (segfault, abort, killed for memory), exceeds the per-check timeout, or lea
 (a fatal CUDA error) takes only its own check with it: that check is recorded as a failure of kind
 `crashed`, `timeout` or `cuda_fatal`, the slot gets a fresh worker, and the run goes on.  Results come back in
 the order of the selection whatever the number of workers.  The expected-failure list is applied here, in the
-reporting process, by :func:`apply_xfails` (the one place that calls pathmdn_verify.run.xfails).
+reporting process, by :func:`apply_xfails` (the one place that calls pathmdn_verify.run.xfail_list).
 """
 from __future__ import annotations
 
@@ -41,9 +41,9 @@ from pathmdn_verify.core.registry import (
     Context,
     Result,
 )
-from pathmdn_verify.core.results import Record
+from pathmdn_verify.core.results import Outcome
 from pathmdn_verify.run import load_checks
-from pathmdn_verify.run import xfails as xfail_list
+from pathmdn_verify.run import xfail_list
 
 # --check-timeout default per profile (seconds): above the slowest check of the profile on a 2-core CPU
 # (a mutant check, which runs its killers in workers of its own, takes up to a minute), below a CI job's patience.
@@ -77,17 +77,17 @@ def repro_command(check_id: str, ctx: Context) -> str:
     return shlex.join(parts)
 
 
-def any_failed(records) -> bool:
-    """Whether a check failed or errored among the records (expected failures applied): --exitfirst stops."""
-    return any(r.result.status in ("fail", "error") for r in records)
+def any_failed(outcomes) -> bool:
+    """Whether a check failed or errored among the outcomes (expected failures applied): --exitfirst stops."""
+    return any(r.result.status in ("fail", "error") for r in outcomes)
 
 
-def not_run(check: Check, ctx: Context, message: str) -> Record:
-    return Record(check.id, check.description, Result("skip", message=message, kind="not_run"), 0.0,
+def not_run(check: Check, ctx: Context, message: str) -> Outcome:
+    return Outcome(check.id, check.description, Result("skip", message=message, kind="not_run"), 0.0,
                   repro_command(check.id, ctx), seed=ctx.seed)
 
 
-def execute(check: Check, ctx: Context, debug: bool = False) -> Record:
+def execute(check: Check, ctx: Context, debug: bool = False) -> Outcome:
     """Run one check in this process and classify what went wrong (no expected-failure list here)."""
     started, t0 = time.time(), time.perf_counter()
     timing.reset()
@@ -121,7 +121,7 @@ def execute(check: Check, ctx: Context, debug: bool = False) -> Record:
     elif result.status == "fail" and result.kind is None:
         finite = result.measured is None or math.isfinite(result.measured)
         result.kind = "over_budget" if finite else "non_finite"
-    return Record(check.id, check.description, result, time.perf_counter() - t0, repro_command(check.id, ctx),
+    return Outcome(check.id, check.description, result, time.perf_counter() - t0, repro_command(check.id, ctx),
                   started, ctx.seed)
 
 
@@ -162,14 +162,14 @@ def scope(ctx: Context, kernel_package: dict | None) -> xfail_list.Scope:
                             (kernel_package or {}).get("path"))
 
 
-def apply_xfails(record: Record, scope: xfail_list.Scope) -> Record:
-    """Apply the expected-failure list (the one place the runner consults pathmdn_verify.run.xfails): a listed failure of
+def apply_xfails(outcome: Outcome, scope: xfail_list.Scope) -> Outcome:
+    """Apply the expected-failure list (the one place the runner consults pathmdn_verify.run.xfail_list): a listed failure of
     the known kind and size becomes xfail, a worse one stays a failure saying so, a listed pass is marked."""
-    record.result = xfail_list.apply(record.id, record.result, scope)
-    return record
+    outcome.result = xfail_list.apply(outcome.id, outcome.result, scope)
+    return outcome
 
 
-def run_one(check: Check, ctx: Context, scope: xfail_list.Scope, debug: bool = False) -> Record:
+def run_one(check: Check, ctx: Context, scope: xfail_list.Scope, debug: bool = False) -> Outcome:
     """execute + apply_xfails in this process (tests; the CLI always uses workers)."""
     return apply_xfails(execute(check, ctx, debug), scope)
 
@@ -238,14 +238,14 @@ def _worker_start(ctx: Context, kernels: bool) -> dict:
     return info
 
 
-def _worker_run(check_id: str, ctx: Context, debug: bool) -> Record:
-    record = execute(REGISTRY[check_id], ctx, debug)
-    if ctx.device == "cuda" and record.result.kind != "cuda_fatal":
-        _check_context(record)
-    return record
+def _worker_run(check_id: str, ctx: Context, debug: bool) -> Outcome:
+    outcome = execute(REGISTRY[check_id], ctx, debug)
+    if ctx.device == "cuda" and outcome.result.kind != "cuda_fatal":
+        _check_context(outcome)
+    return outcome
 
 
-def _check_context(record: Record) -> None:
+def _check_context(outcome: Outcome) -> None:
     """A kernel's fault can surface after its check returned (kernels run asynchronously): synchronize, and
     if the CUDA context is lost, this check is the one that lost it (the worker is then replaced)."""
     import torch
@@ -254,7 +254,7 @@ def _check_context(record: Record) -> None:
     except Exception as exc:
         if not is_device_fatal(exc):
             raise
-        r = record.result
+        r = outcome.result
         r.status, r.kind = "fail", "cuda_fatal"
         r.message += f" [the CUDA context was lost during this check: {type(exc).__name__}: {exc}]".splitlines()[0]
         r.details[DEVICE_LOST] = True
@@ -379,12 +379,12 @@ class Workers:
                     self._started(slot)
         return self.info
 
-    def run(self, checks: list[Check], ctx: Context, finished: dict[int, Record], timeout: float,
+    def run(self, checks: list[Check], ctx: Context, finished: dict[int, Outcome], timeout: float,
             deadline: float | None = None, on_start: Callable[[int, Check], None] = lambda i, c: None,
-            on_done: Callable[[int, Record], None] = lambda i, r: None, exitfirst: bool = False,
-            durations: dict[str, float] | None = None) -> list[Record]:
+            on_done: Callable[[int, Outcome], None] = lambda i, r: None, exitfirst: bool = False,
+            durations: dict[str, float] | None = None) -> list[Outcome]:
         """Run checks (ctx.seed etc. from ctx) in `start_order` (durations: a previous run's seconds per id);
-        fills `finished` (selection index -> judged Record) as they end and calls on_done in selection order.
+        fills `finished` (selection index -> judged Outcome) as they end and calls on_done in selection order.
         `deadline` (time.monotonic()): start no check after it; exitfirst: start none after a check failed or
         errored (the expected failures applied)."""
         listed = scope(ctx, self.info and self.info["kernel_package"])
@@ -395,7 +395,7 @@ class Workers:
         warm_first = ctx.device == "cuda" and ctx.configs == "autotune"
         warming: dict[str, int] = {}       # op group -> its first check, while that runs
         seen: set[str] = set()
-        crashed: dict[int, Record] = {}    # a check whose worker died: run once more (an interpreter segfault
+        crashed: dict[int, Outcome] = {}    # a check whose worker died: run once more (an interpreter segfault
         # under load was seen to pass on a rerun); a second crash is its result, the first is always reported
         reported = 0
         while pending or any(s.future is not None for s in self.slots):
@@ -424,15 +424,15 @@ class Workers:
                 if slot.future in done and i is None:
                     self._started(slot)
                 elif slot.future in done:
-                    record = self._collect(slot, checks[i], ctx)
-                    if record.result.kind == "crashed" and i not in crashed:   # once more, in a fresh worker
-                        crashed[i] = record
+                    outcome = self._collect(slot, checks[i], ctx)
+                    if outcome.result.kind == "crashed" and i not in crashed:   # once more, in a fresh worker
+                        crashed[i] = outcome
                         pending.insert(0, i)
                         continue
                     if i in crashed:
-                        record.result.message += f" [its first worker crashed: {crashed[i].result.message}]"
-                        record.result.details["first_attempt"] = crashed[i].result.message
-                    finished[i] = apply_xfails(record, listed)
+                        outcome.result.message += f" [its first worker crashed: {crashed[i].result.message}]"
+                        outcome.result.details["first_attempt"] = crashed[i].result.message
+                    finished[i] = apply_xfails(outcome, listed)
                 elif i is not None and time.monotonic() - slot.t0 > timeout:
                     finished[i] = apply_xfails(self._failed(slot, checks[i], ctx, "timeout",
                                                      f"exceeded the per-check timeout of {timeout:g} s"), listed)
@@ -444,9 +444,9 @@ class Workers:
                 reported += 1
         return [finished[i] for i in range(len(checks))]
 
-    def _collect(self, slot: _Slot, check: Check, ctx: Context) -> Record:
+    def _collect(self, slot: _Slot, check: Check, ctx: Context) -> Outcome:
         try:
-            record = slot.future.result()
+            outcome = slot.future.result()
         except cf.process.BrokenProcessPool:
             slot.process.join(5)
             code = slot.process.exitcode
@@ -457,27 +457,27 @@ class Workers:
         except UsageError:
             raise
         except Exception as exc:     # the result could not come back (not picklable, ...)
-            record = Record(check.id, check.description,
+            outcome = Outcome(check.id, check.description,
                             Result("error", message=f"{type(exc).__name__}: {exc}", kind="check_error"),
                             time.monotonic() - slot.t0, repro_command(check.id, ctx), seed=ctx.seed)
         slot.future, slot.index = None, None
-        if record.result.kind == "cuda_fatal":      # the worker's CUDA context is unusable: a fresh one
+        if outcome.result.kind == "cuda_fatal":      # the worker's CUDA context is unusable: a fresh one
             self._replace(slot)
-        return record
+        return outcome
 
-    def _failed(self, slot: _Slot, check: Check, ctx: Context, kind: str, what: str) -> Record:
-        """The worker was lost with this check (crash or timeout): record it and start a fresh worker."""
+    def _failed(self, slot: _Slot, check: Check, ctx: Context, kind: str, what: str) -> Outcome:
+        """The worker was lost with this check (crash or timeout): outcome it and start a fresh worker."""
         seconds = time.monotonic() - slot.t0
         self._replace(slot)
-        return Record(check.id, check.description,
+        return Outcome(check.id, check.description,
                       Result("fail", message=f"{what}; the run went on in a fresh worker", kind=kind),
                       seconds, repro_command(check.id, ctx), time.time() - seconds, ctx.seed)
 
 
-def run_ids(ids: tuple[str, ...], ctx: Context, workers: int = 1, exitfirst: bool = False) -> list[Record]:
+def run_ids(ids: tuple[str, ...], ctx: Context, workers: int = 1, exitfirst: bool = False) -> list[Outcome]:
     """The checks `ids` (in that order) on ctx's kernel package (ctx.kernel_root, else the installed one) in
     `workers` fresh worker processes, judged against the expected-failure list: what `verify all --id ...`
-    records, without starting an interpreter for the command (a mutant check runs one such set per mutant)."""
+    outcomes, without starting an interpreter for the command (a mutant check runs one such set per mutant)."""
     pool = Workers(workers, ctx, kernels=True)
     try:
         pool.wait_ready()

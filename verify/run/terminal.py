@@ -10,9 +10,9 @@ from rich.table import Table
 
 from pathmdn_verify.core.ids import CheckId
 from pathmdn_verify.core.registry import STATUSES, Check, Result
-from pathmdn_verify.core.results import Record, summary_counts
+from pathmdn_verify.core.results import Outcome, summary_counts
 from pathmdn_verify.core.results import run_compilations
-from pathmdn_verify.run.xfails import NOT_REPRODUCED
+from pathmdn_verify.run.xfail_list import NOT_REPRODUCED
 
 COLOURS = {"pass": "green", "fail": "red", "error": "red", "xfail": "yellow", "skip": "dim"}
 
@@ -86,7 +86,7 @@ class Progress:
         if self.status is not None:
             self.status.stop()
 
-    def done(self, i: int, rec: Record) -> None:
+    def done(self, i: int, rec: Outcome) -> None:
         if self.running.pop(i, None) is not None and self.status is not None:
             self._show()
         res = rec.result
@@ -104,9 +104,9 @@ class Progress:
                 self.console.print(res.details["traceback"], highlight=False, markup=False)
 
 
-def print_summary(records: list[Record], console: Console, wall_seconds: float, interrupted: bool = False) -> None:
+def print_summary(outcomes: list[Outcome], console: Console, wall_seconds: float, interrupted: bool = False) -> None:
     families: dict[str, dict[str, int]] = {}
-    for r in records:
+    for r in outcomes:
         fam = CheckId.parse(r.id).section
         families.setdefault(fam, {s: 0 for s in STATUSES})[r.result.status] += 1
     table = Table(title="verify summary")
@@ -115,26 +115,26 @@ def print_summary(records: list[Record], console: Console, wall_seconds: float, 
         table.add_column(s, justify="right")
     for fam, c in families.items():
         table.add_row(fam, *(str(c[s]) for s in STATUSES))
-    total = summary_counts(records)
+    total = summary_counts(outcomes)
     table.add_row("[bold]total", *(f"[bold]{total[s]}" for s in STATUSES))
     console.print(table)
-    _print_findings([r for r in records if r.result.status == "xfail"], console)
-    _print_not_reproduced(records, console)
-    skipped = [r for r in records if r.result.kind in ("not_run", "interpreter_gap", "unsupported")]
+    _print_findings([r for r in outcomes if r.result.status == "xfail"], console)
+    _print_not_reproduced(outcomes, console)
+    skipped = [r for r in outcomes if r.result.kind in ("not_run", "interpreter_gap", "unsupported")]
     whys = {"interpreter_gap": "not verifiable on the CPU interpreter (they run on a GPU)",
             "unsupported": "not applicable (a variant the kernel package or the device does not offer)"}
-    groups: dict[str, list] = {}       # why -> records, in order; a not-run check says why in its message
+    groups: dict[str, list] = {}       # why -> outcomes, in order; a not-run check says why in its message
     for r in skipped:
         why = whys.get(r.result.kind) or ("interrupted" if interrupted else r.result.message.removeprefix("not run: "))
         groups.setdefault(why, []).append(r)
     for why, of_kind in groups.items():
         console.print(f"[yellow]{len(of_kind)} check(s) skipped: {why}[/] (first: {of_kind[0].id}: "
                       f"{escape(_without_id(of_kind[0]))})", highlight=False, soft_wrap=True)
-    for r in records:
+    for r in outcomes:
         if r.result.status in ("fail", "error"):
             console.print(f"[red]{r.result.status.upper()}[/] {r.id}" + (f" ({r.result.kind})" if r.result.kind else "")
                           + f"\n    {escape(r.result.message)}\n    reproduce: {r.repro}", highlight=False, soft_wrap=True)
-    comp = run_compilations([r.result.details for r in records])
+    comp = run_compilations([r.result.details for r in outcomes])
     if comp["compiled"] or comp["cache_loads"]:
         console.print(f"Triton compilations: {comp['compiled']} ({comp['duplicates']} duplicate(s) of a key compiled "
                       f"earlier in this run), {comp['cache_loads']} loaded from its disk cache, "
@@ -142,28 +142,28 @@ def print_summary(records: list[Record], console: Console, wall_seconds: float, 
     console.print(f"{'interrupted after' if interrupted else 'total wall time'} {wall_seconds:.1f} s", highlight=False)
 
 
-def _without_id(rec: Record) -> str:
-    """The record's message without a leading "<its id>: " (the line that prints it names the check)."""
+def _without_id(rec: Outcome) -> str:
+    """The outcome's message without a leading "<its id>: " (the line that prints it names the check)."""
     return rec.result.message.removeprefix(f"{rec.id}: ")
 
 
-def _print_not_reproduced(records: list[Record], console: Console) -> None:
+def _print_not_reproduced(outcomes: list[Outcome], console: Console) -> None:
     """One line for the listed checks that passed where their entry says the defect reproduces (a fix, or a
     list to update); a listed pass elsewhere in the entry's scope is no news and is only in its message."""
-    ids = list(dict.fromkeys(r.id for r in records if r.result.status == "pass"
+    ids = list(dict.fromkeys(r.id for r in outcomes if r.result.status == "pass"
                              and (r.result.details.get("expected_failure") or {}).get("expected_here")
                              and NOT_REPRODUCED in r.result.message))
     if ids:
         shown = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
-        console.print(f"[yellow]{len(ids)} expected failure(s) not reproduced[/] where the list records them failing: "
+        console.print(f"[yellow]{len(ids)} expected failure(s) not reproduced[/] where the list outcomes them failing: "
                       f"{shown} (fixed? update verify/run/expected_failures.toml)", highlight=False, soft_wrap=True)
 
 
-def _print_findings(xfailed: list[Record], console: Console) -> None:
+def _print_findings(xfailed: list[Outcome], console: Console) -> None:
     """One line per finding: an entry listing several ids, or entries stating the same cause, are one."""
     if not xfailed:
         return
-    findings: dict[str, list[Record]] = {}
+    findings: dict[str, list[Outcome]] = {}
     for r in xfailed:
         findings.setdefault(r.result.details["expected_failure"]["cause"], []).append(r)
     console.print(f"[yellow]{len(xfailed)} expected failure(s), {len(findings)} finding(s) "
@@ -173,12 +173,12 @@ def _print_findings(xfailed: list[Record], console: Console) -> None:
         console.print(f"  {what}: {escape(cause)}", highlight=False, soft_wrap=True)
 
 
-def print_repeat_summary(runs: dict[int, list[Record]], console: Console) -> None:
+def print_repeat_summary(runs: dict[int, list[Outcome]], console: Console) -> None:
     """After --repeat: per check that did not always pass, in how many runs it failed, errored or failed
     as expected, and its worst such run; a check whose outcome differs between seeds is marked flaky."""
-    by_id: dict[str, list[Record]] = {}
-    for records in runs.values():
-        for r in records:
+    by_id: dict[str, list[Outcome]] = {}
+    for outcomes in runs.values():
+        for r in outcomes:
             by_id.setdefault(r.id, []).append(r)
     header = f"{len(runs)} runs, seeds {min(runs)}..{max(runs)}"
     lines = []

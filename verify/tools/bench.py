@@ -6,7 +6,7 @@ import time
 
 import torch
 
-from pathmdn_verify.references.path_attn import attend, path_logits
+from pathmdn_verify.references.path_oracle import attend, path_logits
 
 
 def time_path_oracle(T: int, d: int = 64, repeats: int = 1) -> float:

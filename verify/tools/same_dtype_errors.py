@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import torch
 
-from pathmdn_verify.references import mdn as MDN
-from pathmdn_verify.references import path_attn as P
+from pathmdn_verify.references import mdn_oracle as MDN
+from pathmdn_verify.references import path_oracle as P
 from pathmdn_verify import same_dtype as SD
 from pathmdn_verify.core.inputs import as_oracle, floats_as
 from pathmdn_verify.core.metrics import rel_err
 from pathmdn_verify.core.precision import Precision
-from pathmdn_verify.ops.attention import PathCase, path_inputs
-from pathmdn_verify.ops.mdn import MdnCase, mdn_inputs
+from pathmdn_verify.ops.attention_ops import PathCase, path_inputs
+from pathmdn_verify.ops.mdn_ops import MdnCase, mdn_inputs
 
 
 def fixed_input_errors(device: str = "cpu") -> dict[str, float]:

@@ -11,8 +11,8 @@ import torch
 from hypothesis import strategies as st
 
 from pathmdn_verify.kernels import fla_ops
-from pathmdn_verify.references import mdn as MDN
-from pathmdn_verify.references import path_attn as P
+from pathmdn_verify.references import mdn_oracle as MDN
+from pathmdn_verify.references import path_oracle as P
 from pathmdn_verify import same_dtype
 from pathmdn_verify.core import validate
 from pathmdn_verify.core.ids import op_of
@@ -121,7 +121,7 @@ GDN_STRUCTURE = Structure(
 # The MDN recurrences (GDN's oracle and same-dtype implementation) run on the CPU under --references auto: on one
 # H200 (16 cores, 8 workers, full profile, 2026-12-01, reports/h200-2026-12-01e/refs_*.json) gdn_recurrent.fwd's
 # 14 checks spent 93.8 worker-s in them on the GPU and 41.0 on the CPU (2.3x), with the same statuses; and there the
-# same-dtype results differ from the CPU's in the last bits (verify/ops/mdn.py).
+# same-dtype results differ from the CPU's in the last bits (verify/ops/mdn_ops.py).
 REFERENCES_ON = "cpu"
 GDN_NOT_REACHED = {
     r"^def \w*_npu\w*\(|^def _(g_contig_base|t_block_ptr)\(": (

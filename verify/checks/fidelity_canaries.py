@@ -704,7 +704,7 @@ def bf16_lowering(ctx: Context) -> Result:
     import subprocess
     import sys
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run([sys.executable, "-c", "import json; from pathmdn_verify.checks.interpreter import "
+    proc = subprocess.run([sys.executable, "-c", "import json; from pathmdn_verify.checks.fidelity_canaries import "
                            "sm90_instructions as f; print(json.dumps(f()))"], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         return Result("error", message="compiling the bf16 canary kernel for sm_90 failed: "

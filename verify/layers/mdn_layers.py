@@ -1,5 +1,5 @@
 """The MomentumDeltaNet and GatedDeltaNet records of the layer table: fla.layers' two delta-rule layers against
-the literal layers of references/layers_mdn.py (float64 truth; the same code in the case's dtype sets the
+the literal layers of references/mdn_layer_literal.py (float64 truth; the same code in the case's dtype sets the
 budget).  Comparisons:
 
   forward      eval, no grad, at T around the chunk boundary (the layer's recurrent path up to 64 tokens, its
@@ -12,7 +12,7 @@ budget).  Comparisons:
   mode-switch  at q_len 64: training mode and eval with grad on (GDN's grad switches it to the chunk path)
   floor        MDN at the momentum floor (log mu = floor for every token, alpha near 1): T 64 (recurrent) and
                65 (chunk)
-  convention-* a declared departure from the paper (references/layers_mdn.py): the layer matches the declared
+  convention-* a declared departure from the paper (references/mdn_layer_literal.py): the layer matches the declared
                form within budget and the paper's form is more than 10x the budget away
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ import math
 
 import torch
 
-from pathmdn_verify.references import layers_mdn as L
+from pathmdn_verify.references import mdn_layer_literal as L
 from pathmdn_verify.core.metrics import rel_err
 from pathmdn_verify.platform.mutation import Mutant
 from pathmdn_verify.core.precision import Precision, fixed_order

@@ -1,6 +1,6 @@
 """Literal Momentum DeltaNet and Gated DeltaNet layers (fla.layers.MomentumDeltaNet, GatedDeltaNet) built from a
-layer's parameters (state_dict names), from the papers' formulas; the recurrences are references/mdn.py's token
-recurrence and gates (GDN is MDN without momentum: log mu = -inf, eta = 1, as verify/ops/gdn.py runs it).
+layer's parameters (state_dict names), from the papers' formulas; the recurrences are references/mdn_oracle.py's token
+recurrence and gates (GDN is MDN without momentum: log mu = -inf, eta = 1, as verify/ops/gdn_ops.py runs it).
 
 Per token x_t of a [B, T, hidden] input, per head h:
 
@@ -10,7 +10,7 @@ Per token x_t of a [B, T, hidden] input, per head h:
                beta = sigmoid(W_b x) beta_max; log mu = max(f_mu(W_mu x), floor); f(z) = -exp(A_log) softplus(z + b)
     GDN gates: log alpha = -exp(A_log) softplus(W_a x + dt_bias); beta = sigmoid(W_b x)
     q, k <- q / sqrt(|q|^2 + 1e-6), k / ...        (the L2 norm, with fla's epsilon)
-    o    = recurrence(q, k, v, gates) (references/mdn.py), then RMSNorm(o) w [* SiLU(W_g x)], then W_o.
+    o    = recurrence(q, k, v, gates) (references/mdn_oracle.py), then RMSNorm(o) w [* SiLU(W_g x)], then W_o.
 
 fla's departures from the papers are keyword arguments whose defaults are fla's choices (declared conventions):
   MDN  correction   q <- q - exp(D_log) k before the L2 norm (False: the paper's q)
@@ -30,7 +30,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from pathmdn_verify.references import mdn as MDN
+from pathmdn_verify.references import mdn_oracle as MDN
 
 L2_EPS = 1e-6       # fla's l2norm (fla/modules/norm/l2norm.py, and the GDN kernels' in-kernel norm)
 

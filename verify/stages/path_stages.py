@@ -2,7 +2,7 @@
 
 The forward (and, for a backward check, the backward) runs unchanged; the stage functions it calls are
 recorded (stages.recording) and each result is compared, block by block (BS tokens, the block the kernels
-use), with references/path_attn.py:
+use), with references/path_oracle.py:
 
   gate cumsum      chunk_global_cumsum            G = cumsum g (per sequence)
   A = beta W W^T   chunk_scaled_dot_kkt_fwd       strictLower(diag(beta) W W^T)
@@ -32,7 +32,7 @@ import math
 import torch
 
 from pathmdn_verify.kernels import fla_ops
-from pathmdn_verify.references import path_attn as P
+from pathmdn_verify.references import path_oracle as P
 from pathmdn_verify import same_dtype
 from pathmdn_verify.core.inputs import as_oracle, floats_as
 from pathmdn_verify.core.precision import Precision

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from hypothesis import strategies as st
 
 from pathmdn_verify.kernels import fla_ops
-from pathmdn_verify.references import path_attn as P
+from pathmdn_verify.references import path_oracle as P
 from pathmdn_verify import same_dtype
 from pathmdn_verify.core import validate
 from pathmdn_verify.core.errors import UsageError
@@ -28,7 +28,7 @@ from pathmdn_verify.core.records import (
     scale_default_probe,
 )
 from pathmdn_verify.core.strategies import batch_for, batch_levels, capped, drawn, shape_rows
-from pathmdn_verify.stages import path as path_stages
+from pathmdn_verify.stages import path_stages
 
 BETA_REGIMES = ("uniform", "near2_2", "near2_4", "near2_7", "two", "tiny")
 W_REGIMES = ("random", "aligned", "antialigned")

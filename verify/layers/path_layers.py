@@ -1,5 +1,5 @@
 """fla's PaTHAttention and ForgettingAttention (fla.layers.path_attn, fla.layers.forgetting_attn) against the
-float64 literals of references/layers_path.py; the same literal run in the check's dtype (SameDtype) sets
+float64 literals of references/path_layer_literal.py; the same literal run in the check's dtype (SameDtype) sets
 the budget.
 
 Comparisons (each one check per variant and dtype that `declared` keeps):
@@ -22,7 +22,7 @@ from contextlib import contextmanager
 
 import torch
 
-from pathmdn_verify.references import layers_path as L
+from pathmdn_verify.references import path_layer_literal as L
 from pathmdn_verify import same_dtype
 from pathmdn_verify.core.budget import verdict
 from pathmdn_verify.core.metrics import rel_err
@@ -44,7 +44,7 @@ from pathmdn_verify.layers.common import (
 
 class _Store(torch.autograd.Function):
     """Round to the storage dtype in the forward and the gradient in the backward (a bf16 layer stores both)."""
-    generate_vmap_rule = True     # the heads of pathmdn_verify.references.path_attn.per_head run under torch.vmap
+    generate_vmap_rule = True     # the heads of pathmdn_verify.references.path_oracle.per_head run under torch.vmap
 
     @staticmethod
     def forward(x, dtype):
@@ -354,7 +354,7 @@ def _convention(case, name, declared, other, what_else) -> Result:
                   f"declared convention: {v.summary()}; alternative ({what_else}): rel error {rel_err(out, other):.2e} "
                   f"= {ratio:.0f}x the relative budget -> " + ("declared convention confirmed" if ok else
                                                                 "DECLARED CONVENTION NOT CONFIRMED"),
-                  details={"tensors": [v.record()], "alternative_ratio": ratio if math.isfinite(ratio) else None},
+                  details={"tensors": [v.as_json()], "alternative_ratio": ratio if math.isfinite(ratio) else None},
                   kind=None if ok else "over_budget", measure=v.decided_by)
 
 

@@ -9,7 +9,7 @@ import torch
 from hypothesis import strategies as st
 
 from pathmdn_verify.kernels import fla_ops
-from pathmdn_verify.references import mdn as MDN
+from pathmdn_verify.references import mdn_oracle as MDN
 from pathmdn_verify import same_dtype
 from pathmdn_verify.core import validate
 from pathmdn_verify.core.errors import UsageError
@@ -24,7 +24,7 @@ from pathmdn_verify.core.records import (
     Structure,
 )
 from pathmdn_verify.core.strategies import capped, shape_rows
-from pathmdn_verify.stages import mdn as mdn_stages
+from pathmdn_verify.stages import mdn_stages
 
 
 @dataclass(frozen=True)
@@ -196,7 +196,7 @@ MDN_MUTANTS = (
            "p_eff = p if not use_p_times_alpha else (p * log_alpha.exp().unsqueeze(-1)).to(q.dtype)",
            "p_eff = p",
            ("kernel.fla.mdn_recurrent.convention.residual_alpha_k",)),
-    # Mutants that only the expected-failure ratchet can kill (verify/run/xfails.py): their code is already
+    # Mutants that only the expected-failure ratchet can kill (verify/run/xfail_list.py): their code is already
     # listed as failing, so without the ratchet their checks stay xfail and every other check stays green.
     Mutant("mdn_beta_bias_larger", "MDN chunk: log(beta + 1e-4) instead of fla's own log(beta + 1e-6) (a listed "
            "defect made a hundred times larger; every unlisted MDN chunk check still passes)", NAIVE,
@@ -245,7 +245,7 @@ def _mdn_op(name, chunk, conv, budget_factor, regression_cases=None, probes=()):
         grad_inputs=("q", "k", "v") + MDN_GATES + ("S0", "M0", "p"), outputs=("o", "S_T", "M_T"),
         regimes=MDN_REGIMES, cases=mdn_cases, budget_factor=budget_factor, error_inputs=validate_inputs,
         sample_case=MdnCase(T=8, seed=1, initial_state=True),
-        examples=None if chunk is None else {"quick": 2, "ci": 2, "full": 5},   # as BOUNDED_EXAMPLES (attention.py)
+        examples=None if chunk is None else {"quick": 2, "ci": 2, "full": 5},   # as BOUNDED_EXAMPLES (attention_ops.py)
         dot="ieee",     # fla's MDN is PyTorch code: its fp32 matmuls are IEEE (torch's default), not TF32 dots
         terms=_mdn_terms, regression_cases=regression_cases or {}, probes=probes,
         stages={} if chunk is None else {"fwd": lambda op, x, dtype, fp32_dot: mdn_stages.stages(x, dtype, chunk, op.dot)},

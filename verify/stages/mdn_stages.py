@@ -3,7 +3,7 @@ the PyTorch function that fla's chunk_momentum_delta_rule runs).
 
 The function runs unchanged under a line tracer that reads its locals (`watching`): the arrays it builds
 once for all chunks, and the values the chunk loop rebinds (V~, S, M) each time they change.  Each is
-compared, chunk by chunk, with the intermediate of the same definition in references/mdn.py
+compared, chunk by chunk, with the intermediate of the same definition in references/mdn_oracle.py
 (chunk_forward_head, stable coefficients):
 
   log gates     log_a_cum, log_m_cum   log abar, log mubar           (coefficients)
@@ -28,7 +28,7 @@ import sys
 
 import torch
 
-from pathmdn_verify.references import mdn as MDN
+from pathmdn_verify.references import mdn_oracle as MDN
 from pathmdn_verify.core.inputs import as_oracle, floats_as
 from pathmdn_verify.core.precision import Precision
 from pathmdn_verify.stages import Stage

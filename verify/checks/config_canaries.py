@@ -93,7 +93,7 @@ def _replay(torch, dev, seed: int) -> tuple[str, dict]:
                  "deterministically; all runs each example under each; first / off run one; an unfit config is "
                  "recorded, a replay is not flaky")
 def configs_cover(ctx: Context) -> Result:
-    from pathmdn_verify.checks.interpreter import _setup
+    from pathmdn_verify.checks.fidelity_canaries import _setup
     from pathmdn_verify.platform import configs
     torch, dev = _setup(ctx)
     problems: list[str] = []

@@ -1,8 +1,8 @@
 """Float64 literals of fla's PaTHAttention and ForgettingAttention layers, built from the layers' parameters
-(state_dict names): the papers' gates written once, the op oracles of references/path_attn.py for the attention.
+(state_dict names): the papers' gates written once, the op oracles of references/path_oracle.py for the attention.
 
 Every function takes an arithmetic `ar` first: EXACT (float64, nothing rounded) gives the truth; the same code
-run with a same-dtype arithmetic (verify/layers/path.py) is the implementation that sets the budget.  `ar`
+run with a same-dtype arithmetic (verify/layers/path_layers.py) is the implementation that sets the budget.  `ar`
 provides mm(a, b) (the attention's products), dense(a, b) (the projections'), store(x) (the rounding of a stored
 tensor), path_attn, fox_attn and decode_cache.
 
@@ -23,7 +23,7 @@ per query head, o = W_o (sigmoid(W_g x) * fox_attn(q, k, v, f)) (the output gate
 query t attends to the keys t - W + 1 .. t.
 
 Decoding (PaTH): the cache holds every key transformed by all later Householders, k_j <- k_j - beta_t w_t (w_t^T k_j)
-at each new token t (pathmdn_verify.references.path_attn.decode_cache after the prompt); the new query attends to the cache.
+at each new token t (pathmdn_verify.references.path_oracle.decode_cache after the prompt); the new query attends to the cache.
 Shapes: x [B, T, hidden]; stages q [B, T, HQ, d], k, v, w [B, T, H, d], beta [B, T, H], g [B, T, HQ].
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
-from pathmdn_verify.references import path_attn as P
+from pathmdn_verify.references import path_oracle as P
 
 RMS_EPS = 1e-5          # fla's RMSNorm / GroupNorm eps
 L2_EPS = 1e-6           # fla's l2_norm eps: u / sqrt(u.u + eps)
@@ -159,7 +159,7 @@ def softmax(ar, s):
 
 
 def windowed_fox(ar, q, k, v, g, scale, window):
-    """FoX with a window W: the logits of keys j <= i - W are -inf; otherwise pathmdn_verify.references.path_attn's FoX."""
+    """FoX with a window W: the logits of keys j <= i - W are -inf; otherwise pathmdn_verify.references.path_oracle's FoX."""
     def head(q_, k_, v_, w_, b_, g_):
         logits = P.plain_logits(q_, k_, ar.mm)
         i = torch.arange(q_.shape[0], device=q_.device)
