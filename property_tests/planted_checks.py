@@ -82,4 +82,4 @@ register("test.planted.odd_seeds", "fails on odd seeds",
          lambda ctx: Result("fail" if ctx.seed % 2 else "pass", float(ctx.seed), 1.0))
 for _n in ("a", "b"):
     register(f"test.planted.gpu.{_n}", "says which GPUs its worker sees (waits for its twin: one each)", _gpu(_n))
-register("mutant.test_planted", "planted mutant check", lambda ctx: Result("pass", 2.0, 1.0, "planted"))
+

@@ -1,11 +1,11 @@
-"""Proof of teeth: every planted bug of the op and layer records (pathmdn_verify.ops, pathmdn_verify.layers) applies to the installed kernels and names registered
-killer checks, and `verify mutants` kills every one at the ci profile; `verify all` leaves the family out
-unless it is named; --repeat reports per check how many seeds failed."""
+"""Proof of teeth: every planted bug of the op and layer records (pathmdn_verify.ops, pathmdn_verify.layers) applies
+to the installed kernels and names registered killer checks, and `verify mutants` kills every one at the ci profile;
+mutants are judged by that command, never registered as checks; --repeat reports per check how many seeds failed."""
 import pytest
 from helpers import ids, load, run_cli
 
 from pathmdn_verify import cli
-from pathmdn_verify.checks.mutants import every
+from pathmdn_verify.commands.mutants import every
 from pathmdn_verify.platform.mutation import fla_package_dir, materialize
 
 MUTANTS = every()      # the op records' and the layer records' planted bugs
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow     # end to end: subprocesses over copies of fla 
 def test_mutant_applies_and_names_registered_killers(name, tmp_path, registry):
     m = MUTANTS[name]
     assert m.killers and all(k in registry for k in m.killers)
-    assert m.description and "\n" not in m.description and f"mutant.{name}" in registry
+    assert m.description and "\n" not in m.description and f"mutant.{name}" not in registry
     root = materialize(m, tmp_path)
     assert m.new in (root / "fla" / m.path).read_text()
 
@@ -52,23 +52,22 @@ def test_every_mutant_is_killed(tmp_path):
     assert "mutation self-test" in r.stdout and "path_kv_dims_swapped" in r.stdout
 
 
-PLANTED = ["mutant.test_planted", "test.planted.odd_seeds"]     # in planted_checks.py
+PLANTED = ["test.planted.odd_seeds"]     # in planted_checks.py
 
 
-def test_all_skips_mutants_unless_named(planted, tmp_path):
-    out = tmp_path / "o.json"
-
-    def ran(*args):
-        assert cli.main(["all", *args, "--device", "cpu", "--json", str(out)]) in (0, 1)
-        return ids(load(out))
-    assert ran("-k", "planted and odd_seeds") == [PLANTED[1]]
-    assert ran("-k", "mutant.test_planted") == [PLANTED[0]]
-    assert sorted(ran("--id", PLANTED[0], "--id", PLANTED[1])) == PLANTED
+def test_mutants_are_judged_by_their_command_not_run_as_checks(tmp_path, capsys):
+    """No mutant is a registered check (`verify all` cannot run one); `verify mutants --list` names each with its
+    killers; a selection that names no mutant is a usage error."""
+    assert cli.main(["list", "-k", "mutant"]) == 2
+    assert cli.main(["mutants", "--list", "-k", "path_kv_dims_swapped"]) == 0
+    printed = capsys.readouterr().out
+    assert "mutant.path_kv_dims_swapped" in printed and "killers: kernel." in printed
+    assert cli.main(["mutants", "--id", "mutant.no_such_bug", "--device", "cpu"]) == 2
 
 
 def test_repeat_counts_failures_per_check(planted, tmp_path, capsys):
     out = tmp_path / "o.json"
-    code = cli.main(["all", "--id", PLANTED[1], "--repeat", "3", "--seed-from", "4", "--device", "cpu",
+    code = cli.main(["all", "--id", PLANTED[0], "--repeat", "3", "--seed-from", "4", "--device", "cpu",
                      "--json", str(out)])
     doc = load(out)
     assert code == 1 and doc["environment"]["seeds"] == [4, 5, 6]
@@ -76,5 +75,5 @@ def test_repeat_counts_failures_per_check(planted, tmp_path, capsys):
     assert "--seed 5" in doc["checks"][1]["repro"]
     printed = capsys.readouterr().out
     assert "3 runs, seeds 4..6" in printed and "fail 1/3 FLAKY; worst: seed 5" in printed
-    assert cli.main(["all", "--id", PLANTED[1], "--repeat", "2", "--seed-from", "2", "--device", "cpu"]) == 1
-    assert cli.main(["all", "--id", PLANTED[1], "--repeat", "1", "--seed-from", "2", "--device", "cpu"]) == 0
+    assert cli.main(["all", "--id", PLANTED[0], "--repeat", "2", "--seed-from", "2", "--device", "cpu"]) == 1
+    assert cli.main(["all", "--id", PLANTED[0], "--repeat", "1", "--seed-from", "2", "--device", "cpu"]) == 0

@@ -7,7 +7,6 @@ def load_all() -> None:
         fidelity_canaries,
         kernel_checks,
         layer_checks,
-        mutants,
         oracles_mdn,
         oracles_path,
         spectra,

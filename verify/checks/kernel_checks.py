@@ -8,7 +8,6 @@ each declared convention of an op (its ConventionProbe), measured.
 from __future__ import annotations
 
 from pathmdn_verify import ops
-from pathmdn_verify.checks import mutants
 from pathmdn_verify.core import engine
 from pathmdn_verify.core.errors import VariantUnsupported, is_interpreter_gap
 from pathmdn_verify.core.records import KernelOp
@@ -20,7 +19,7 @@ from pathmdn_verify.platform import setup
 
 
 def declare(op: KernelOp) -> KernelOp:
-    """Register every check of op (its passes, decode, conventions and mutants), adding it to the op table
+    """Register every check of op (its passes, decode and conventions; `verify mutants` judges its mutants), adding it to the op table
     first when it is not there (an op of a plug-in module)."""
     if ops.OPS.get(op.name) is not op:
         ops.add(op)
@@ -34,8 +33,6 @@ def declare(op: KernelOp) -> KernelOp:
                 _declare_decode(op, dtype, regime)
     for p in op.probes:
         _declare_probe(op, p)
-    for m in op.mutants:
-        mutants.declare(m)
     return op
 
 

@@ -1,11 +1,10 @@
 """layer.<impl>.<layer>.<variant>.<dtype>.<comparison>: the model layers users call (pathmdn_verify.layers records)
 against float64 literals of the same layers.  Registration is cheap (no fla import); a check imports the layer
 when it runs, after the interpreter fidelity layer is installed.  Without flash-linear-attention every check is
-a skip whose message says how to install it.  The records' mutants are declared here with their layers."""
+a skip whose message says how to install it."""
 from __future__ import annotations
 
 from pathmdn_verify import layers
-from pathmdn_verify.checks import mutants
 from pathmdn_verify.core.registry import Context, Result, register
 from pathmdn_verify.layers import LayerCase
 from pathmdn_verify.layers.common import LayerMissing, LayerRaised
@@ -28,8 +27,6 @@ def declare(rec) -> None:
     for cid, variant, dtype, comparison in rec.ids():
         desc = f"{rec.cls} ({variant}, {dtype}): {rec.comparisons[comparison][0]}"
         register(cid, desc, lambda ctx, r=rec, v=variant, d=dtype, c=comparison: run_layer(r, v, d, c, ctx))
-    for m in rec.mutants:
-        mutants.declare(m)
 
 
 for _rec in layers.load().values():

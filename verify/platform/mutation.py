@@ -1,11 +1,12 @@
 """Planted bugs: source patches applied to a temporary copy of the kernel package (fla), which the checks
-then verify as a kernel root (--kernel-root) in fresh worker processes.  A mutant is killed when one of its checks fails.
+then verify as a kernel root (--kernel-root) in fresh worker processes.  A mutant is killed when one of its
+checks fails.
 
 Each mutant is one real kind of mistake in these kernels, registered once here; adding one is a few lines.
 A patch whose target text is not found exactly `count` times raises: the mutant is out of date, which is
 an error, never a silent survivor.  Killers are checks that take seconds at the quick and ci profiles and
-are green on the unmodified kernels; the mutant.* checks (verify/checks/mutants.py) run them, and
-`verify mutants` prints which one killed each mutant.  A bug that hides while K == V needs a case with
+are green on the unmodified kernels; `verify mutants` (verify/commands/mutants.py) runs them and prints which
+one killed each mutant.  A bug that hides while K == V needs a case with
 D != Dv: the PaTH and FoX convention checks use D = 16, Dv = 32.
 """
 from __future__ import annotations
