@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from pathmdn_verify.core.errors import UsageError
-from pathmdn_verify.core.registry import K_HELP
+from pathmdn_verify.commands import options
 
 SKIP = 125
 GIT = ("git", "-c", "core.hooksPath=/dev/null", "-c", "advice.detachedHead=false")
@@ -52,19 +52,16 @@ def add_parser(sub) -> None:
     p.add_argument("--bad", required=True, metavar="REV", help="a revision where they fail")
     p.add_argument("--fixed", action="store_true",
                    help="--bad is the older revision: find the first commit where the failing checks pass")
-    p.add_argument("-k", dest="patterns", action="append", metavar="EXPR", help=K_HELP)
-    p.add_argument("--id", dest="ids", action="append", metavar="ID", help="select one check by exact id; repeatable")
+    options.select(p)
     p.add_argument("--import-root", default=".", metavar="SUBDIR",
                    help="folder of the repository that holds the fla package (default: its top)")
-    p.add_argument("--device", choices=("cpu", "cuda"), default=None,
-                   help="where kernels and oracles run (default: cuda when available, else cpu)")
-    p.add_argument("--profile", choices=("quick", "ci", "full"), default="ci", help="check sizes (default ci)")
-    p.add_argument("--seed", type=int, default=0, help="seed of every step's search (default 0)")
-    p.add_argument("--examples", type=int, metavar="N", help="hypothesis examples per check (default: the profile's)")
-    p.add_argument("--fp32-dot", choices=("tf32", "ieee"), default="tf32",
-                   help="CPU interpreter: emulate the GPU's TF32 fp32 dots (default) or run them in IEEE fp32")
-    p.add_argument("--json", metavar="FILE", help="write the result as JSON")
-    p.add_argument("--debug", action="store_true", help="print tracebacks")
+    options.device(p)
+    options.profile(p)
+    options.seed(p, "seed of every step's search (default 0)")
+    options.examples(p)
+    options.fp32_dot(p)
+    options.json_out(p)
+    options.debug(p)
 
 
 # ------------------------------------------------------------------------------------------------ git

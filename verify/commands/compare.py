@@ -22,6 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pathmdn_verify.commands import options
 from pathmdn_verify.core.errors import KernelUnavailable, UsageError, VariantUnsupported, is_device_fatal, is_interpreter_gap
 
 DTYPES = {"torch.bfloat16": "bf16", "torch.float32": "fp32"}
@@ -36,15 +37,12 @@ def add_parser(sub) -> None:
     p.add_argument("--dtype", choices=("bf16", "fp32"), help="dtype of q, k, v (default: q's dtype)")
     p.add_argument("--pass", dest="pass_", choices=("fwd", "bwd"), default="fwd",
                    help="judge the forward outputs (default) or the gradients, as the kernel checks do")
-    p.add_argument("--seed", type=int, default=0, help="bwd: seed of the random upstream gradient (default 0)")
-    p.add_argument("--device", choices=("cpu", "cuda"), default=None,
-                   help="where kernel and oracle run (default: cuda when available, else cpu)")
-    p.add_argument("--fp32-dot", choices=("tf32", "ieee"), default="tf32",
-                   help="CPU interpreter: emulate the GPU's TF32 fp32 dots (default) or run them in IEEE fp32")
-    p.add_argument("--kernel-root", metavar="PATH",
-                   help="import the kernel package (fla) from this checkout instead of the installed one")
-    p.add_argument("--json", metavar="PATH", help="write the result as JSON")
-    p.add_argument("--debug", action="store_true", help="print tracebacks")
+    options.seed(p, "bwd: seed of the random upstream gradient (default 0)")
+    options.device(p)
+    options.fp32_dot(p)
+    options.kernel_root(p)
+    options.json_out(p)
+    options.debug(p)
     p.add_argument("--in-child", action="store_true", help=argparse.SUPPRESS)   # the child that runs the kernel
 
 

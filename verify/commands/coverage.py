@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pathmdn_verify.core.errors import UsageError
 from pathmdn_verify.core.ids import CheckId, op_of
-from pathmdn_verify.core.registry import K_HELP
+from pathmdn_verify.commands import options
 
 
 def structure_reached(records, profile: str) -> dict:
@@ -68,16 +68,14 @@ def add_parser(sub) -> None:
     p = sub.add_parser("coverage", help="which kernels, kernel lines and launcher branches of the kernel package "
                                         "the selected checks reach, per op (CPU interpreter)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-k", dest="patterns", action="append", metavar="EXPR",
-                   help=K_HELP + " (default: every kernel check)")
-    p.add_argument("--id", dest="ids", action="append", metavar="ID", help="select one check by exact id; repeatable")
-    p.add_argument("--profile", choices=("quick", "ci", "full"), default="ci", help="check sizes (default ci)")
-    p.add_argument("--seed", type=int, default=0, help="seed for every random draw (default 0)")
-    p.add_argument("--examples", type=int, metavar="N", help="hypothesis examples per check (default: the profile's)")
-    p.add_argument("--kernel-root", metavar="PATH", help="measure the fla package of this checkout instead")
+    options.select(p, default=" (default: every kernel check)")
+    options.profile(p)
+    options.seed(p)
+    options.examples(p)
+    options.kernel_root(p)
     p.add_argument("--html", metavar="DIR", help="write coverage.py's HTML report, one folder per op")
-    p.add_argument("--json", metavar="FILE", help="write the per-op result as JSON")
-    p.add_argument("--debug", action="store_true", help="print tracebacks")
+    options.json_out(p, "the per-op result")
+    options.debug(p)
 
 
 def kernels_and_launchers(path: Path) -> tuple[dict[str, tuple[int, int]], dict[str, tuple[int, int]]]:

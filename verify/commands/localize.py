@@ -24,7 +24,7 @@ import os
 import tempfile
 
 from pathmdn_verify.core.errors import KernelUnavailable, UsageError
-from pathmdn_verify.core.registry import PROFILES
+from pathmdn_verify.commands import options
 
 
 def add_parser(sub) -> None:
@@ -34,18 +34,16 @@ def add_parser(sub) -> None:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--seed", type=int, default=0, help="seed of the check's search whose example is used (default 0)")
     src.add_argument("--inputs", metavar="FILE.pt", help="a saved example instead (dict of named tensors, as verify compare)")
-    p.add_argument("--profile", choices=PROFILES, default="ci", help="the check's profile for --seed (default ci)")
-    p.add_argument("--examples", type=int, metavar="N", help="hypothesis examples of the check's search")
-    p.add_argument("--device", choices=("cpu", "cuda"), default=None,
-                   help="where kernel and references run (default: cuda when available, else cpu)")
-    p.add_argument("--fp32-dot", choices=("tf32", "ieee"), default="tf32",
-                   help="CPU interpreter: emulate the GPU's TF32 fp32 dots (default) or run them in IEEE fp32")
-    p.add_argument("--kernel-root", metavar="PATH", help="import fla from this checkout instead of the installed one")
+    options.profile(p, what="the check's profile for --seed")
+    options.examples(p)
+    options.device(p)
+    options.fp32_dot(p)
+    options.kernel_root(p)
     p.add_argument("--sanitize", action="store_true",
                    help="also rerun the example alone under a bounds checker: compute-sanitizer memcheck on cuda (the CUDA "
                         "toolkit's), the interpreter's bounds check on cpu")
-    p.add_argument("--json", metavar="PATH", help="write the stage table as JSON")
-    p.add_argument("--debug", action="store_true", help="print tracebacks")
+    options.json_out(p, "the stage table")
+    options.debug(p)
 
 
 def _num(x: float):

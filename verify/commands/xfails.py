@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pathmdn_verify.core.registry import PROFILES
+from pathmdn_verify.commands import options
 from pathmdn_verify.run.xfail_list import (
     EXPECTED_FAILURES_FILE,
     Scope,
@@ -29,14 +29,13 @@ def add_parser(sub) -> None:
                                    "intended change; ids, kinds and causes are never touched).")
     p.add_argument("--update", metavar="RUN.json", help="a `verify ... --json` result (a --repeat 20 run: one "
                                                          "spread over 20 seeds)")
-    p.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda when available, else cpu")
-    p.add_argument("--profile", choices=PROFILES, default="ci",
-                   help="list the entries that apply at this profile (entries may name profiles; default ci)")
-    p.add_argument("--kernel-root", metavar="PATH", help="the kernel package (fla) in this checkout")
+    options.device(p)
+    options.profile(p, what="list the entries that apply at this profile (entries may name profiles)")
+    options.kernel_root(p)
     p.add_argument("--file", "--xfails", dest="file", metavar="FILE",
                    help="another expected-failure file, in the format of verify/run/expected_failures.toml "
                         "(default: that built-in list); a malformed FILE is exit status 2")
-    p.add_argument("--debug", action="store_true", help="print a traceback on a usage or environment error")
+    options.debug(p)
 
 
 def run(args) -> int:
