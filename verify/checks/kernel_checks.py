@@ -8,6 +8,7 @@ each declared convention of an op (its ConventionProbe), measured.
 from __future__ import annotations
 
 from pathmdn_verify import ops
+from pathmdn_verify.ops.impls import BUILT_IN
 from pathmdn_verify.core import engine
 from pathmdn_verify.core.errors import VariantUnsupported, is_interpreter_gap
 from pathmdn_verify.core.records import KernelOp
@@ -18,10 +19,16 @@ from pathmdn_verify.core.strategies import BWD_MAX_T
 from pathmdn_verify.platform import setup
 
 
+_DECLARED: set[tuple[str, str]] = set()     # (impl, op) whose checks are registered
+
+
 def declare(op: KernelOp) -> KernelOp:
     """Register every check of op (its passes, decode and conventions; `verify mutants` judges its mutants), adding it to the op table
     first when it is not there (an op of a plug-in module)."""
-    if ops.OPS.get(op.name) is not op:
+    if (op.impl, op.name) in _DECLARED:
+        return op
+    _DECLARED.add((op.impl, op.name))
+    if op.impl == BUILT_IN and ops.OPS.get(op.name) is not op:
         ops.add(op)
     for pass_ in op.passes:
         for dtype in op.dtypes:
@@ -36,10 +43,18 @@ def declare(op: KernelOp) -> KernelOp:
     return op
 
 
+def not_offered(op: KernelOp, pass_: str, dtype: str | None) -> Result | None:
+    """A skip of kind unsupported when the op's implementation does not offer this pass or dtype."""
+    why = op.offered(pass_, dtype) if op.offered else None
+    return Result("skip", message=why, kind="unsupported") if why else None
+
+
 def _declare_pass(op: KernelOp, pass_: str, dtype: str, regime: str, fields: dict) -> None:
     cid = op.check_id(pass_, dtype, regime)
 
     def run(ctx: Context) -> Result:
+        if why := not_offered(op, pass_, dtype):
+            return why
         setup.prepare(ctx)
         strategy = op.cases(fields, ctx.profile, BWD_MAX_T[ctx.profile] if pass_ == "bwd" else None)
         return search(strategy, lambda case: engine.probe(op, case, dtype, pass_, ctx), ctx, cid,
@@ -54,6 +69,8 @@ def _declare_decode(op: KernelOp, dtype: str, regime: str) -> None:
     cid = op.check_id("decode", dtype, regime)
 
     def run(ctx: Context) -> Result:
+        if why := not_offered(op, "decode", dtype):
+            return why
         setup.prepare(ctx)
         return search(op.decode.cases(op.regimes[regime], ctx.profile),
                       lambda case: engine.decode_probe(op, case, dtype, ctx), ctx, cid,

@@ -10,6 +10,8 @@ checks that finished are still written).
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import re
 import signal
 import time
@@ -18,6 +20,7 @@ from pathlib import Path
 
 from pathmdn_verify.commands import options
 from pathmdn_verify.core.errors import UsageError
+from pathmdn_verify.core.ids import CheckId
 from pathmdn_verify.core.registry import Check, Context
 from pathmdn_verify.run import xfail_list as xfails
 
@@ -91,6 +94,10 @@ def run_options(p: argparse.ArgumentParser) -> None:
                         "than as many small GPU launches), device (--device) or cpu; the kernel always runs on "
                         "--device, and the verdicts are the same (fixed-order same-dtype arithmetic)")
     options.kernel_root(p)
+    p.add_argument("--impl", action="append", metavar="SPEC",
+                   help="the implementation(s) whose kernel and layer checks run (default: fla, the installed package "
+                        "or --kernel-root): a registered name (an installed plug-in's), module[:attr] or "
+                        "path/to/file.py[:attr] registering one with pathmdn_verify.implement; repeatable, side by side")
     p.add_argument("--xfails", metavar="FILE",
                    help="read the expected failures from FILE instead of the built-in list "
                         "(verify/run/expected_failures.toml, whose header documents the format); a malformed "
@@ -173,6 +180,18 @@ def _validate(args) -> None:
         xfails.load(args.xfails)      # a malformed list: one line naming the file and the problem, exit 2
 
 
+def implementations(specs: list[str] | None) -> tuple[str, ...]:
+    """The implementation names of --impl SPEC... (default: the built-in fla), loaded in this process, and the
+    specs passed on to the run's workers ($VERIFY_IMPLS)."""
+    from pathmdn_verify.ops.impls import BUILT_IN
+    from pathmdn_verify.run import IMPLS_ENV, load_checks, load_impl
+    specs = [s for s in specs or [BUILT_IN]]
+    names = tuple(dict.fromkeys(n for s in specs for n in load_impl(s)))
+    os.environ[IMPLS_ENV] = json.dumps([s for s in specs if s != BUILT_IN])
+    load_checks()       # the checks of the implementations just loaded
+    return names
+
+
 def prepare(args, command: list[str], selection) -> Plan:
     """Check the options (a usage error before any work), then the selection, its seeds and contexts.
     selection(args, durations) -> the checks to run."""
@@ -190,7 +209,10 @@ def prepare(args, command: list[str], selection) -> Plan:
     for path, flag in ((args.json, "--json"), (args.junit, "--junit")):
         results.check_writable(path, flag)
     durations = _durations(args.durations) if getattr(args, "durations", None) else None
-    chosen = selection(args, durations)
+    names = implementations(args.impl)
+    chosen = [c for c in selection(args, durations) if CheckId.parse(c.id).impl in (None, *names)]
+    if not chosen:
+        raise UsageError(f"no check of the implementation(s) {', '.join(names)} matches the selection")
     kernels = any(c.id.startswith(KERNEL_PREFIXES) for c in chosen)
     if kernels:
         check_fla_version()

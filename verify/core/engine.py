@@ -115,18 +115,27 @@ def kernel_grads(op: KernelOp, fn, leaves: dict, upstream) -> dict:
         raise
 
 
+def case_inputs(op: KernelOp, case, dtype, device: str) -> dict:
+    """op's inputs of case; VariantUnsupported when the implementation does not take them (op.unsupported)."""
+    x = op.inputs(case, dtype, device)
+    why = op.unsupported(x) if op.unsupported else None
+    if why:
+        raise VariantUnsupported(why)
+    return x
+
+
 def probe(op: KernelOp, case, dtype: str, pass_: str, ctx: Context) -> Probe:
     """One evaluation of a kernel check: the worst tensor verdict, the case and every tensor's verdict (under
     --configs all, of the worst config round: `_rounds`)."""
     prec = Precision.of(dtype, op.dot or ctx.fp32_dot)
-    x = op.inputs(case, prec.torch_dtype, ctx.device)
+    x = case_inputs(op, case, prec.torch_dtype, ctx.device)
     ref = reference_device(op, ctx, ctx.device)
     return _rounds(hooks.every_config(lambda: measure(op, pass_, x, prec, case.seed, ref)), case.label())
 
 
 def decode_probe(op: KernelOp, case, dtype: str, ctx: Context) -> Probe:
     prec = Precision.of(dtype, op.dot or ctx.fp32_dot)
-    x = op.inputs(case, prec.torch_dtype, ctx.device)
+    x = case_inputs(op, case, prec.torch_dtype, ctx.device)
     d = op.decode
     ref = reference_device(op, ctx, ctx.device)
 
@@ -164,9 +173,12 @@ def saved_inputs(op: KernelOp, case, dtype: str, pass_: str) -> tuple[dict, list
 
 
 def convention_result(op: KernelOp, p, ctx: Context) -> Result:
-    """In fp32 where the op takes it (the smallest budget), else in its first dtype."""
-    prec = Precision.of("fp32" if "fp32" in op.dtypes else op.dtypes[0], op.dot or ctx.fp32_dot)
-    x = op.inputs(p.case, prec.torch_dtype, ctx.device)
+    """In fp32 where the implementation takes it (the smallest budget), else in its first dtype."""
+    offered = [d for d in op.dtypes if not (op.offered and op.offered("fwd", d))]
+    if not offered:
+        raise VariantUnsupported(op.offered("fwd", op.dtypes[0]))
+    prec = Precision.of("fp32" if "fp32" in offered else offered[0], op.dot or ctx.fp32_dot)
+    x = case_inputs(op, p.case, prec.torch_dtype, ctx.device)
     x64, s = as_oracle(x), scale_of(x)
     i = op.outputs.index(p.output)
     out = as_tuple(call_kernel(op.kernel, **x, scale=None if p.kernel_scale_none else s))[i]

@@ -6,10 +6,13 @@ checks pass 1/sqrt(D) explicitly, the scale_default probe passes None to the ker
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Callable
 
 from pathmdn_verify.core.ids import CheckId
+
+_NAME = re.compile(r"[a-z][a-z0-9_]*")
 
 # Budget factors c: how many times the same-dtype implementation's error a kernel may make (pathmdn_verify.core.budget).
 # Forward passes: the kernel performs the same rounded operations as the same-dtype implementation (same
@@ -127,6 +130,39 @@ class KernelOp:
     #                                     imports them, verify coverage counts their lines
     refusal: Callable | None = None     # (exception) -> reason when it is the implementation's own refusal of a
     #                                     variant raised outside its entry point (fla's missing backward), else None
+    offered: Callable | None = None     # (pass, dtype) -> why the implementation does not offer it, else None
+    unsupported: Callable | None = None   # (inputs) -> why the implementation does not take them, else None
+    layout: str = ""                    # the canonical call in words: each input's shape, dtype and meaning; outputs
+
+    def __post_init__(self):
+        """A bad record is refused when it is made (PyTorch's OpInfo does the same), naming the field."""
+        def bad(what: str):
+            raise ValueError(f"op record {self.name!r}: {what}")
+        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
+            bad("name must be lower-case letters, digits and _ (it is a word of check ids)")
+        if not self.impl or not _NAME.fullmatch(self.impl):
+            bad(f"impl {self.impl!r} must be lower-case letters, digits and _")
+        for field_ in ("kernel", "oracle", "same_dtype", "make_inputs", "cases", "error_inputs"):
+            if not callable(getattr(self, field_)):
+                bad(f"{field_} must be callable")
+        if not self.required or not self.outputs:
+            bad("required inputs and outputs must not be empty")
+        if set(self.required) & set(self.optional):
+            bad(f"inputs both required and optional: {sorted(set(self.required) & set(self.optional))}")
+        if not set(self.grad_inputs) <= set(self.required) | set(self.optional):
+            bad(f"grad_inputs {sorted(set(self.grad_inputs) - set(self.required) - set(self.optional))} are not inputs")
+        if not self.passes or not set(self.passes) <= {"fwd", "bwd"}:
+            bad(f"passes {self.passes} must be fwd and/or bwd (decode is the decode field)")
+        if missing := [p for p in (*self.passes, *(("decode",) if self.decode else ())) if p not in self.budget_factor]:
+            bad(f"budget_factor has no factor c for {missing}")
+        if not self.regimes:
+            bad("regimes must not be empty")
+        if not self.dtypes or not set(self.dtypes) <= {"bf16", "fp32"}:
+            bad(f"conventions.dtypes {self.dtypes} must be bf16 and/or fp32")
+        if self.dot not in (None, "ieee", "tf32"):
+            bad(f"dot {self.dot!r} must be None (the run's --fp32-dot), 'ieee' or 'tf32'")
+        if self.references not in ("device", "cpu"):
+            bad(f"references {self.references!r} must be 'device' or 'cpu'")
 
     @property
     def dtypes(self) -> tuple[str, ...]:

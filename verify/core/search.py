@@ -114,6 +114,7 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
     cases: list[str] = []       # every case evaluated, in order (details["cases"]: what verify coverage counts)
     failed: dict[str, tuple[Probe, dict]] = {}   # repr(case) -> (its probe, the tile configs it ran), per failing case
     shrink = {"left": SHRINK_EVALUATIONS[ctx.profile], "skipped": 0, "tries": 0}
+    unsupported: dict[str, int] = {}     # why -> cases not run: a variant the implementation does not offer
     t0 = time.perf_counter()
 
     structural = {repr(c) for c in explicit}
@@ -133,8 +134,11 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
         cases.append(case.label() if hasattr(case, "label") else repr(case))
         try:
             probe = evaluate(case)
-        except VariantUnsupported as exc:
-            raise _NotVerifiable("unsupported", str(exc)) from exc
+        except VariantUnsupported as exc:     # this case needs a variant the implementation lacks: not run
+            unsupported[str(exc)] = unsupported.get(str(exc), 0) + 1
+            n_examples[0] -= 1
+            cases.pop()
+            return
         except Exception as exc:    # a kernel that raises on valid input fails this example
             probe = Probe(Verdict.raised(exc), case.label() if hasattr(case, "label") else repr(case), {})
             if is_device_fatal(exc):    # also from the oracle: the kernel's fault surfaces at the next CUDA call
@@ -176,6 +180,11 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
                       f"shrunk): {p.verdict.error}; rerun with CUDA_LAUNCH_BLOCKING=1 to name the kernel",
                       details={"failing_example": p.label, DEVICE_LOST: True}, kind="cuda_fatal")
     elapsed = time.perf_counter() - t0
+    not_run = {"unsupported_cases": unsupported} if unsupported else {}
+    skipped = (f"; {sum(unsupported.values())} case(s) not run: " + "; ".join(unsupported)) if unsupported else ""
+    if not worst and not failures:      # every case needed a variant the implementation does not offer
+        return Result("skip", message="; ".join(f"{why} ({n} case{'s' * (n > 1)})" for why, n in unsupported.items())
+                      or f"{what}: no case ran", kind="unsupported", details=not_run)
     if failures:
         # a structural case failed: the worst that did, the first of equals (hypothesis then draws nothing), so
         # that a listed defect at one case cannot stand in for a worse failure at another; else hypothesis
@@ -187,16 +196,16 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
         capped = f", shrinking stopped after {shrink['tries']} tries" if shrink["skipped"] else ""
         return Result("fail", v.measured, v.budget,
                       f"{what}: minimal failing example [{p.label}]: {v.summary()} "
-                      f"({n_examples[0]} examples{capped}, {elapsed:.0f}s)" + (f"; repro: {repro}" if repro else ""),
-                      details={"minimal_example": p.label, "worst_ratio": _finite(worst[0].verdict.ratio), "cases": cases,
+                      f"({n_examples[0]} examples{capped}, {elapsed:.0f}s){skipped}" + (f"; repro: {repro}" if repro else ""),
+                      details={"minimal_example": p.label, "worst_ratio": _finite(worst[0].verdict.ratio), "cases": cases, **not_run,
                                **p.details, **({"compare_command": repro} if repro else {}),
                                **({"configs_failing_example": ran} if (ran := failed[repr(case)][1]) else {})},
                       kind=v.kind, measure=v.measure)
     p = worst[0]
     v = p.verdict
     return Result("pass", v.measured, v.budget,
-                  f"{what}: worst of {n_examples[0]} examples [{p.label}]: {v.summary()}",
-                  details={"worst_example": p.label, "worst_ratio": v.ratio, "cases": cases, **p.details},
+                  f"{what}: worst of {n_examples[0]} examples [{p.label}]: {v.summary()}{skipped}",
+                  details={"worst_example": p.label, "worst_ratio": v.ratio, "cases": cases, **not_run, **p.details},
                   measure=v.measure)
 
 

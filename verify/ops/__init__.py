@@ -21,6 +21,7 @@ from pathmdn_verify.core import boundaries
 from pathmdn_verify.core.errors import UsageError
 from pathmdn_verify.core.ids import CheckId
 from pathmdn_verify.core.records import KernelOp, as_tuple, scale_of
+from pathmdn_verify.ops import impls
 from pathmdn_verify.ops.attention_ops import FORGETTING_ATTN, PATH_ATTN
 from pathmdn_verify.ops.gdn_ops import GDN_CHUNK, GDN_RECURRENT
 from pathmdn_verify.ops.mdn_ops import MDN_CHUNK_OPS, MDN_RECURRENT
@@ -56,7 +57,12 @@ def record(check_id: str | CheckId) -> KernelOp:
         raise UsageError(f"{cid}: not a kernel check (kernel.<impl>.<op>...), so it names no op")
     if cid.op not in OPS:
         raise UsageError(f"{cid}: no op {cid.op!r}; the ops are {', '.join(OPS)}")
-    return OPS[cid.op]
+    if cid.impl == impls.BUILT_IN:
+        return OPS[cid.op]
+    impl = impls.IMPLS.get((cid.impl, cid.op))
+    if impl is None:
+        raise UsageError(f"{cid}: no implementation {cid.impl!r} of {cid.op} is registered here (--impl SPEC loads one)")
+    return impl.record
 
 
 # check id -> cases to run first in this process, before the record's own regression cases: `verify bisect`

@@ -382,6 +382,16 @@ FOX_MUTANTS = (
 BOUNDED_EXAMPLES = {"quick": 2, "ci": 2, "full": 5}
 
 
+PATH_LAYOUT = ('q [B, T, HQ, D], k [B, T, H, D], v [B, T, H, Dv] in the dtype checked; w [B, T, H, D] fp32 with unit '
+    'rows, beta [B, T, H] fp32 in (0, 2]; g [B, T, HQ] fp32, the log forget gate (<= 0), or None; '
+    'cu_seqlens int32 [N + 1] (varlen, B == 1) or None; scale (None: 1/sqrt(D)); HQ a multiple of H '
+    '(query head h reads key head h // (HQ // H)); returns o [B, T, HQ, Dv] = softmax(scale * (path '
+    'logits + gate)) v')
+FOX_LAYOUT = ('q [B, T, HQ, D], k [B, T, H, D], v [B, T, H, Dv] in the dtype checked; g [B, T, HQ] fp32, the log '
+    'forget gate (<= 0); cu_seqlens int32 [N + 1] (varlen, B == 1) or None; scale (None: 1/sqrt(D)); '
+    'returns o [B, T, HQ, Dv] = softmax(scale * q k^T + gate) v')
+
+
 def _attention_op(name, title, fla_fn, conv, oracle_fn, same_dtype_fn, names, grads, regimes, gated, **extra):
     """A softmax-attention op: fla_fn(**x, scale), oracle_fn(**x, scale, gate_scaled) and
     same_dtype_fn(**x, prec, scale, gate_scaled) under the measured gate convention conv.gate_scaled."""
@@ -401,7 +411,8 @@ def _attention_op(name, title, fla_fn, conv, oracle_fn, same_dtype_fn, names, gr
         error_inputs=lambda x: validate_inputs(x, conv.head_dims),
         sample_case=PathCase(T=8, HQ=2, H=1, gate="mixed", seed=1), query_inputs=("q", "g"),
         examples=BOUNDED_EXAMPLES,
-        probes=(gate_probe, scale_default_probe(name, probe_case)), refusal=fla_ops.missing_backward, **extra)
+        probes=(gate_probe, scale_default_probe(name, probe_case)), refusal=fla_ops.missing_backward,
+        layout=PATH_LAYOUT if name == "path_attn" else FOX_LAYOUT, **extra)
 
 
 PATH_ATTN = _attention_op(

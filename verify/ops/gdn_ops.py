@@ -89,8 +89,15 @@ GDN_SIZES = {   # (T values, Dk, Dv, H, B)
     "full": ((4096, 1, 100, 1000), (64, 128), (64, 128), (1, 2), (1, 2)),
 }
 
+GDN_LAYOUT = ('q, k [B, T, H, K], v [B, T, HV, V] in the dtype checked (HV a multiple of H: value head j reads key '
+    'head j // (HV // H)); g [B, T, HV] fp32, log alpha; beta [B, T, HV] fp32; S0 [N, HV, K, V] fp32 or '
+    'None; cu_seqlens int32 [N + 1] (varlen, B == 1) or None; scale (None: 1/sqrt(K)); returns (o [B, T, '
+    'HV, V], S_T [N, HV, K, V]) of S_t = alpha_t (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T, o_t = '
+    'scale S_t^T q_t')
+
 
 @st.composite
+
 def gdn_cases(draw, regime: dict, profile: str, max_T: int | None = None):
     """GdnCase for one regime; its shape fields (varlen: cu_seqlens, then B = 1) from one of the `shape_rows`."""
     Ts, Dks, Dvs, Hs, Bs = GDN_SIZES[profile]
@@ -275,7 +282,7 @@ def _gdn_op(name, chunk, budget_factor, passes, dot=None, device_cases=(), struc
         probes=_gdn_probes(name),
         examples={"quick": 1, "ci": 2, "full": 5},     # the CPU interpreter runs GDN token by token: few draws
         device_cases=device_cases, package=("fla.ops.gated_delta_rule",), not_reached=GDN_NOT_REACHED,
-        refusal=fla_ops.missing_backward,
+        refusal=fla_ops.missing_backward, layout=GDN_LAYOUT,
         references=REFERENCES_ON, regression_cases=regression_cases or {},
         mutants=tuple(m for m in GDN_MUTANTS if op_of(m.killers[0]) == name), structure=structure)
 

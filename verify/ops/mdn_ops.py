@@ -94,8 +94,14 @@ MDN_SIZES = {   # (T values, Dk, Dv, H, B)
     "full": ((4096, 1, 100, 1000), (64, 128), (64, 128), (1, 2), (1, 2)),
 }
 
+MDN_LAYOUT = ('q, k [B, T, H, Dk] (unit rows), v [B, T, H, Dv] in the dtype checked; log_alpha, log_mu, beta, eta '
+    '[B, T, H] fp32 gates (alpha + beta <= 1, eta in (0, 2)); S0, M0 [B, H, Dk, Dv] fp32 initial states '
+    'or None; p [B, T, H, Dk] or None (None: p_t = alpha_t k_t); scale (None: 1/sqrt(Dk)); returns (o [B, '
+    'T, H, Dv], S_T, M_T [B, H, Dk, Dv]) of the recurrence of docs/design.md section 5')
+
 
 @st.composite
+
 def mdn_cases(draw, regime: dict, profile: str, max_T: int | None = None):
     """MdnCase for one regime; its shape fields from one of the `shape_rows`."""
     Ts, Dks, Dvs, Hs, Bs = MDN_SIZES[profile]
@@ -250,6 +256,7 @@ def _mdn_op(name, chunk, conv, budget_factor, regression_cases=None, probes=()):
         terms=_mdn_terms, regression_cases=regression_cases or {}, probes=probes,
         stages={} if chunk is None else {"fwd": lambda op, x, dtype, fp32_dot: mdn_stages.stages(x, dtype, chunk, op.dot)},
         package=("fla.ops.momentum_delta_rule",), report="mdn", not_reached=MDN_NOT_REACHED, refusal=fla_ops.missing_backward,
+        layout=MDN_LAYOUT,
         references=REFERENCES_ON,
         mutants=tuple(m for m in MDN_MUTANTS if op_of(m.killers[0]) == name),
         structure=None if chunk is None else _mdn_structure(chunk))

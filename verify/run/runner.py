@@ -42,6 +42,7 @@ from pathmdn_verify.core.registry import (
     Result,
 )
 from pathmdn_verify.core.results import Outcome
+from pathmdn_verify.ops.impls import BUILT_IN, registered
 from pathmdn_verify.run import load_checks
 from pathmdn_verify.run import xfail_list
 
@@ -74,6 +75,10 @@ def repro_command(check_id: str, ctx: Context) -> str:
         parts += ["--configs", ctx.configs]
     if ctx.references != "auto":
         parts += ["--references", ctx.references]
+    cid = CheckId.parse(check_id)
+    if cid.impl not in (None, BUILT_IN):     # a fresh process finds the implementation again where it came from
+        spec = next((i.spec for i in registered((cid.impl,)) if i.spec), cid.impl)
+        parts += ["--impl", spec]
     return shlex.join(parts)
 
 
