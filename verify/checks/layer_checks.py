@@ -4,15 +4,19 @@ when it runs, after the interpreter fidelity layer is installed.  Without flash-
 a skip whose message says how to install it."""
 from __future__ import annotations
 
+import importlib.util
+
 from pathmdn_verify import layers
 from pathmdn_verify.core.registry import Context, Result, register
-from pathmdn_verify.layers import LayerCase
+from pathmdn_verify.layers import INSTALL, LayerCase
 from pathmdn_verify.layers.common import LayerMissing, LayerRaised
 from pathmdn_verify.platform import setup
 
 
 def run_layer(rec, variant: str, dtype: str, comparison: str, ctx: Context) -> Result:
     setup.prepare(ctx)
+    if missing := _missing_package():
+        return Result("skip", message=missing, kind="unsupported")
     case = LayerCase(ctx, rec, variant, dtype)
     try:
         return rec.comparisons[comparison][1](case)
@@ -21,6 +25,18 @@ def run_layer(rec, variant: str, dtype: str, comparison: str, ctx: Context) -> R
     except LayerRaised as exc:
         return Result("fail", message=f"the layer raised {exc}", kind="exception",
                       details={"exception": type(exc.__cause__).__name__})     # what an xfail entry names
+
+
+def _missing_package() -> str | None:
+    """Why no layer can run here: fla's layers and models (flash-linear-attention, the `layers` extra) are not
+    installed, beside fla-core's ops; None when they are."""
+    for part in ("fla.layers", "fla.models"):
+        try:
+            if importlib.util.find_spec(part) is None:
+                return f"{part} is not installed: {INSTALL}"
+        except ModuleNotFoundError:
+            return f"fla is not installed: {INSTALL}"
+    return None
 
 
 def declare(rec) -> None:

@@ -98,10 +98,12 @@ def run_options(p: argparse.ArgumentParser) -> None:
                    help="the implementation(s) whose kernel and layer checks run (default: fla, the installed package "
                         "or --kernel-root): a registered name (an installed plug-in's), module[:attr] or "
                         "path/to/file.py[:attr] registering one with pathmdn_verify.implement; repeatable, side by side")
-    p.add_argument("--xfails", metavar="FILE",
-                   help="read the expected failures from FILE instead of the built-in list "
-                        "(verify/run/expected_failures.toml, whose header documents the format); a malformed "
-                        "FILE is exit status 2")
+    p.add_argument("--xfails", action="append", metavar="FILE",
+                   help="add the expected failures of FILE (e.g. your own tree's defects) to the built-in list "
+                        "(verify/run/expected_failures.toml, whose header documents the format); repeatable; a "
+                        "malformed FILE is exit status 2")
+    p.add_argument("--xfails-only", action="append", metavar="FILE",
+                   help="read the expected failures from FILE alone, not the built-in list; repeatable")
     options.examples(p)
     p.add_argument("-v", "--verbose", action="store_true", help="print every check's message, not only failures'")
     options.debug(p)
@@ -159,6 +161,7 @@ class Plan:
     kernels: bool                   # the selection imports the kernel package
     timeout: float
     durations: dict[str, float] | None
+    impls: tuple[str, ...] = ("fla",)     # the implementations whose kernel and layer checks run
 
     @property
     def seeds(self) -> list[int]:
@@ -176,8 +179,9 @@ def _validate(args) -> None:
         raise UsageError(f"--check-timeout {args.check_timeout}: must be positive")
     if getattr(args, "save_failing", None) and Path(args.save_failing).exists() and not Path(args.save_failing).is_dir():
         raise UsageError(f"--save-failing {args.save_failing}: not a directory")
-    if args.xfails:
-        xfails.load(args.xfails)      # a malformed list: one line naming the file and the problem, exit 2
+    if args.xfails and args.xfails_only:
+        raise UsageError("--xfails adds to the built-in list, --xfails-only replaces it: give one of them")
+    xfails.chosen(args.xfails or (), args.xfails_only or ())   # a malformed list: one line naming it, exit 2
 
 
 def implementations(specs: list[str] | None) -> tuple[str, ...]:
@@ -227,7 +231,8 @@ def prepare(args, command: list[str], selection) -> Plan:
                 for s in range(first, first + getattr(args, "repeat", 1))]
     return Plan(args, command, device, chosen, contexts,
                 workers=min(runner.worker_count(args.workers, device), max(1, len(chosen))),   # a worker per check at most
-                kernels=kernels, timeout=args.check_timeout or runner.CHECK_TIMEOUT[args.profile], durations=durations)
+                kernels=kernels, timeout=args.check_timeout or runner.CHECK_TIMEOUT[args.profile], durations=durations,
+                impls=names)
 
 
 class CheckSession:
@@ -288,7 +293,7 @@ def execute(plan: Plan, session) -> int:
     interrupted, info = None, {}
     _stopping.clear()
     handlers = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
-    listed_before = xfails.use(args.xfails)     # --xfails FILE: the list the runner applies and describes
+    listed_before = xfails.use(xfails.chosen(args.xfails or (), args.xfails_only or ()))   # what the runner applies
     try:     # the user's handlers come back once the results are written
         try:
             info = session.start()
@@ -336,6 +341,17 @@ def _header(plan: Plan, info: dict, console) -> None:
                           highlight=False, soft_wrap=True)
     console.print(xfails.describe(runner.scope(plan.contexts[0], info["kernel_package"])), highlight=False,
                   soft_wrap=True)
+    console.print("implementations: " + ", ".join(_dots(name, args.fp32_dot) for name in plan.impls), highlight=False,
+                  soft_wrap=True)
+
+
+def _dots(name: str, run_dot: str) -> str:
+    """An implementation and the fp32 dot format its budgets assume."""
+    from pathmdn_verify.ops.impls import BUILT_IN, registered
+    if name == BUILT_IN:
+        return f"{name} (fp32 dots: {run_dot}, --fp32-dot; PyTorch-coded ops: ieee)"
+    dots = sorted({i.fp32_dot for i in registered((name,))})
+    return f"{name} (fp32 dots: {', '.join(dots)}, declared)"
 
 
 def _report(plan: Plan, session, runs: dict, info: dict, console, started: float, wall: float,

@@ -41,6 +41,8 @@ def add_parser(sub) -> None:
     options.device(p)
     options.fp32_dot(p)
     options.kernel_root(p)
+    p.add_argument("--impl", metavar="SPEC", default="fla",
+                   help="the implementation of --op (default fla): a registered name, module[:attr] or file.py[:attr]")
     options.json_out(p)
     options.debug(p)
     p.add_argument("--in-child", action="store_true", help=argparse.SUPPRESS)   # the child that runs the kernel
@@ -51,7 +53,7 @@ def _child_argv(args) -> list[str]:
     out = ["--op", args.op, "--inputs", str(args.inputs), "--pass", args.pass_, "--seed", str(args.seed),
            "--fp32-dot", args.fp32_dot]
     for flag, value in (("--dtype", args.dtype), ("--device", args.device), ("--kernel-root", args.kernel_root),
-                        ("--json", args.json)):
+                        ("--impl", args.impl), ("--json", args.json)):
         if value is not None:
             out += [flag, str(value)]
     return out + (["--debug"] if args.debug else [])
@@ -112,13 +114,17 @@ def run(args) -> int:
     from pathmdn_verify.core.precision import Precision
     from pathmdn_verify.core.registry import Context
 
-    from pathmdn_verify.ops import OPS
-    from pathmdn_verify.run import load_checks
+    from pathmdn_verify.ops import OPS, impls
+    from pathmdn_verify.run import load_checks, load_impl
 
     load_checks()       # the op table, with the ops of any plug-in module ($VERIFY_EXTRA_CHECKS)
     if args.op not in OPS:
         raise UsageError(f"--op {args.op}: not a kernel op; choose from {', '.join(OPS)}")
-    op = OPS[args.op]
+    names = load_impl(args.impl)
+    op = OPS[args.op] if names == (impls.BUILT_IN,) else next(
+        (impls.IMPLS[(n, args.op)].record for n in names if (n, args.op) in impls.IMPLS), None)
+    if op is None:
+        raise UsageError(f"--impl {args.impl}: implements no {args.op}")
     results.check_writable(args.json, "--json")
     device = environment.resolve_device(args.device)
     x = examples.load_file(args.inputs, op)
@@ -129,6 +135,8 @@ def run(args) -> int:
         raise UsageError(f"--op {op.name} runs in {' or '.join(op.dtypes)}, not {dtype}")
     if args.pass_ not in op.passes:
         raise UsageError(f"--pass {args.pass_}: {op.name} has the passes {', '.join(op.passes)}")
+    if why := (op.offered(args.pass_, dtype) if op.offered else None):
+        raise UsageError(f"not supported for this implementation: {why}")
     fla_ops.check_fla_version()
     if not args.in_child:          # validated: the kernel runs in a child, whose death is a verdict
         return _in_child(args, device)

@@ -156,7 +156,11 @@ def run(args) -> int:
     if args.html and Path(args.html).exists() and not Path(args.html).is_dir():
         raise UsageError(f"--html {args.html}: not a directory")
     load_checks()
-    chosen = [c for c in select(args.patterns, args.ids, ("kernel.",)) if op_of(c.id) in families()]
+    others = sorted({CheckId.parse(i).impl for i in args.ids or () if CheckId.parse(i).impl not in (None, "fla")})
+    if others:
+        raise UsageError(f"verify coverage: not supported for implementation {', '.join(others)} (it measures the "
+                         "lines of the kernel package fla)")
+    chosen = [c for c in select(args.patterns, args.ids, ("kernel.fla.",)) if op_of(c.id) in families()]
     if not chosen:
         raise UsageError(f"no kernel check of an op in {sorted(families())} matches {args.patterns or args.ids}")
     family = families({op_of(c.id) for c in chosen})

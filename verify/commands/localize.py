@@ -91,6 +91,10 @@ def run(args) -> int:
 
 
     cid = CheckId.parse(args.id)
+    if cid.impl not in (None, "fla"):
+        raise UsageError(f"verify localize: not supported for implementation {cid.impl} (its stages are fla's "
+                         "intermediate tensors; `verify all --impl ... --save-failing DIR` and `verify compare` "
+                         "replay an example of any implementation)")
     load_checks()
     op = ops.record(cid)
     if args.id not in REGISTRY:

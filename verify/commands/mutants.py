@@ -70,6 +70,10 @@ def run(args, command: list[str]) -> int:
             m = every()[c.id.removeprefix("mutant.")]
             print(f"{c.id}  {m.description}\n    killers: {', '.join(m.killers)}")
         return 0
+    others = [s for s in args.impl or () if s != "fla"]
+    if others:
+        raise UsageError(f"verify mutants: not supported for implementation {', '.join(others)}: the mutants are "
+                         "planted bugs in fla's kernel package")
     from pathmdn_verify.kernels.fla_ops import check_fla_version
     check_fla_version()
     plan = checks.prepare(args, command, _selection)

@@ -163,8 +163,9 @@ def scope(ctx: Context, kernel_package: dict | None) -> xfail_list.Scope:
     """What the expected-failure list is judged against: the kernel package the workers loaded, the device
     class and the profile."""
     name = environment.describe(ctx.device)["device_name"] if ctx.device == "cuda" else None
+    others = {i.name: f"{i.name} {i.version}" if i.version else i.name for i in registered()}
     return xfail_list.Scope(xfail_list.identity(kernel_package), xfail_list.device_class(ctx.device, name), ctx.profile,
-                            (kernel_package or {}).get("path"))
+                            (kernel_package or {}).get("path"), tuple(sorted(others.items())))
 
 
 def apply_xfails(outcome: Outcome, scope: xfail_list.Scope) -> Outcome:

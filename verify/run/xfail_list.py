@@ -1,9 +1,12 @@
 """The expected-failure list (verify/run/expected_failures.toml): which entries apply to a run, and what a listed
 check's result becomes.
 
-An entry applies to a scope: the kernel package identity (`packages`, required for kernel.* checks: "fla 0.6.0"
-names every tree whose fla/__init__.py says __version__ 0.6.0, the installed fla-core 0.6.0 and any --kernel-root
-checkout or copy of it alike; "fla 0.6.0@<commit prefix>" names one git checkout), optionally narrowed by
+An entry applies to a scope: the implementation's identity (`packages`, required for kernel.* and layer.* checks:
+"fla 0.6.0" names every tree whose fla/__init__.py says __version__ 0.6.0, the installed fla-core 0.6.0 and any
+--kernel-root checkout or copy of it alike; "fla >=0.6.0" every version in a PEP 440 range, so that a known upstream
+defect follows a maintainer's newer tree until it is fixed (then NOT REPRODUCED); "fla 0.6.0@<commit prefix>" one git
+checkout; "my_impl" every version of a registered implementation, which an entry names by its check ids'
+`kernel.<impl>.` word), optionally narrowed by
 `commits` (ranges "<sha>..<sha>", both ends included, either end may be left out: a git checkout applies only
 when its HEAD lies in one; a tree without git is judged by its version alone) and `trees` (content hashes, see
 :func:`tree_hash`: the tree must be one of them, git or not), the device class (`devices`: "cpu", "cuda" for every GPU, or
@@ -18,8 +21,8 @@ machine, and a pass there (a marginal regime, a smaller profile, another CPU's r
 check's message.
 
 The runner calls `apply(check_id, result, scope)` for every result and `describe(scope)` once.  They read the
-built-in list (EXPECTED_FAILURES_FILE) unless given a path, or unless a run named another one (`--xfails FILE`:
-:func:`use`).
+built-in list (EXPECTED_FAILURES_FILE) and the lists a run adds (`--xfails FILE`), or only the lists it names
+(`--xfails-only FILE`): :func:`use`; given a path, that list alone.
 """
 from __future__ import annotations
 
@@ -32,7 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pathmdn_verify.platform import environment
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
 from pathmdn_verify.core.errors import UsageError
+from pathmdn_verify.core.ids import CheckId
 from pathmdn_verify.core.registry import DEVICE_LOST, PROFILES, Result
 
 import tomllib
@@ -45,31 +52,42 @@ MIN_FACTOR = 10.0    # the bound is at least ten times the largest ratio measure
 FIELDS = {"id", "ids", "packages", "devices", "profiles", "kinds", "exception", "ratios", "compare_ratio",
           "reproduces", "regime", "measured", "cause", "commits", "trees", "fault"}
 COMMIT_RANGE = re.compile(r"(?:[0-9a-f]{7,40})?(?:\.\.(?:[0-9a-f]{7,40})?)?")   # "a..b", "a..", "..b", "a"
-_ACTIVE: list[Path] = []     # the list named by --xfails FILE for this run (see use)
+_ACTIVE: list[Path] = []     # the lists of this run (see use); empty: the built-in list alone
 
 
-def use(path: str | Path | None) -> Path | None:
-    """Make `path` (validated: a malformed file is a one-line UsageError) the list that apply / describe /
-    applicable read when given no path, or with None go back to the built-in list; returns the one before."""
-    before = _ACTIVE[0] if _ACTIVE else None
-    if path is not None:
-        load(path)
-    _ACTIVE[:] = [Path(path)] if path is not None else []
+def chosen(added=(), only=()) -> tuple[Path, ...]:
+    """The lists a run reads: the built-in list and `added` (--xfails FILE...), or `only` (--xfails-only FILE...);
+    validated together (a malformed file, or a check listed twice for one device, profile and packages across
+    them, is a one-line UsageError)."""
+    paths = tuple(Path(p) for p in only) or (EXPECTED_FAILURES_FILE, *(Path(p) for p in added))
+    _entries(paths)
+    return paths
+
+
+def use(paths: tuple[Path, ...]) -> tuple[Path, ...]:
+    """Make `paths` the lists that apply / describe / applicable read when given no path; the lists before."""
+    before = lists()
+    _ACTIVE[:] = paths
     return before
 
 
-def list_file(path: str | Path | None = None) -> Path:
-    """The list to read: `path`, else the one a run named (use), else the built-in list."""
-    return Path(path or (_ACTIVE[0] if _ACTIVE else EXPECTED_FAILURES_FILE))
+def lists(path: str | Path | None = None) -> tuple[Path, ...]:
+    """The lists to read: `path` alone, else the run's (use), else the built-in list."""
+    return (Path(path),) if path else tuple(_ACTIVE) or (EXPECTED_FAILURES_FILE,)
 
 
 @dataclass(frozen=True)
 class Scope:
-    """What an entry must name to apply: kernel package identity, device class, profile."""
-    package: str | None     # "fla 0.6.0", "fla 0.3.2@1a2b3c4d5e6f"; None when no kernel package is importable
+    """What an entry must name to apply: the implementations' identities, device class, profile."""
+    package: str | None     # fla's: "fla 0.6.0", "fla 0.3.2@1a2b3c4d5e6f"; None when fla is not importable
     device: str             # "cpu" | "cuda:<device name>"
     profile: str
     root: str | None = None   # the kernel package's directory (.../fla): where `commits` and `trees` are looked up
+    impls: tuple[tuple[str, str], ...] = ()   # (name, identity "<name> <version>" or "<name>") of the others
+
+    def identity(self, impl: str | None) -> str | None:
+        """The identity an entry's `packages` is matched against for checks of implementation `impl`."""
+        return self.package if impl in (None, "fla") else dict(self.impls).get(impl, impl)
 
     @property
     def key(self) -> str:
@@ -97,11 +115,17 @@ class Entry:
     commits: tuple[str, ...] | None = None      # git checkouts: HEAD within one of these "<sha>..<sha>" ranges
     trees: tuple[str, ...] | None = None        # content hashes (tree_hash) of the trees it applies to
     fault: str | None = None          # kind cuda_fatal: text of the listed fault's CUDA error (not replayed)
+    source: str = ""                  # the list it came from (a file name)
+
+    @property
+    def impl(self) -> str | None:
+        """The implementation its checks belong to (None for checks of no implementation)."""
+        return CheckId.parse(self.ids[0]).impl
 
     def applies(self, scope: Scope) -> bool:
         dev = scope.device
-        return ((self.packages is None or (any(package_matches(p, scope.package) for p in self.packages)
-                                           and self.tree_matches(scope)))
+        return ((self.packages is None or (any(package_matches(p, scope.identity(self.impl)) for p in self.packages)
+                                           and (self.impl != "fla" or self.tree_matches(scope))))
                 and (self.devices is None or dev in self.devices or dev.split(":")[0] in self.devices)
                 and (self.profiles is None or scope.profile in self.profiles))
 
@@ -141,24 +165,30 @@ class Entry:
 
 
 def load(path: Path | None = None) -> list[Entry]:
-    """Every entry of the list, validated (a bad file is a one-line UsageError naming the entry)."""
-    path = list_file(path)
-    try:
-        with open(path, "rb") as f:
-            raw = tomllib.load(f).get("xfail", [])
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise UsageError(f"{path}: {exc}".splitlines()[0]) from None
-    if not isinstance(raw, list) or not all(isinstance(e, dict) for e in raw):
-        raise UsageError(f"{path}: xfail must be an array of tables ([[xfail]] entries)")
-    name = path.name if path == EXPECTED_FAILURES_FILE else str(path)
-    entries, seen = [], {}     # check id -> the (devices, profiles) scopes of its entries so far (None: every one)
-    for e in raw:
-        entry = _entry(e, name)
-        for cid in entry.ids:     # a check may be listed again only for other devices or other profiles
-            if any(_overlap(d, entry.devices) and _overlap(p, entry.profiles) for d, p in seen.get(cid, [])):
-                raise UsageError(f"{name}: {cid} is listed twice for the same device and profile")
-            seen.setdefault(cid, []).append((entry.devices, entry.profiles))
-        entries.append(entry)
+    """Every entry of the lists (`lists(path)`), validated (a bad file is a one-line UsageError naming the entry)."""
+    return _entries(lists(path))
+
+
+def _entries(paths: tuple[Path, ...]) -> list[Entry]:
+    entries, seen = [], {}     # check id -> (devices, profiles, source) of its entries so far (None: every one)
+    for path in paths:
+        try:
+            with open(path, "rb") as f:
+                raw = tomllib.load(f).get("xfail", [])
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise UsageError(f"{path}: {exc}".splitlines()[0]) from None
+        if not isinstance(raw, list) or not all(isinstance(e, dict) for e in raw):
+            raise UsageError(f"{path}: xfail must be an array of tables ([[xfail]] entries)")
+        name = path.name if path == EXPECTED_FAILURES_FILE else str(path)
+        for e in raw:
+            entry = _entry(e, name)
+            for cid in entry.ids:     # a check may be listed again only for other devices, profiles or versions
+                for d, p, src in seen.get(cid, []):
+                    if _overlap(d, entry.devices) and _overlap(p, entry.profiles) and src[1] == entry.packages:
+                        raise UsageError(f"{name}: {cid} is listed twice for the same device, profile and "
+                                         f"packages" + (f" (also in {src[0]})" if src[0] != name else ""))
+                seen.setdefault(cid, []).append((entry.devices, entry.profiles, (name, entry.packages)))
+            entries.append(entry)
     return entries
 
 
@@ -204,15 +234,18 @@ def _entry(e: dict, name: str) -> Entry:
         if not re.fullmatch(r"sha256:[0-9a-f]{12,64}", t):
             raise UsageError(f"{where}: trees {t!r} is not \"sha256:<12 to 64 hex digits>\" (see `verify xfails`)")
     for p in e.get("packages", ()):
-        if not isinstance(p, str) or not re.fullmatch(r"\S+ \S+?(@[0-9a-f]{7,40})?", p):
-            raise UsageError(f"{where}: packages {p!r} is not \"<name> <version>\" or \"<name> <version>@<commit>\"")
+        try:
+            _package_spec(p)
+        except (TypeError, ValueError):
+            raise UsageError(f"{where}: packages {p!r} is not \"<name>\", \"<name> <version>\", \"<name> "
+                             "<version>@<commit>\" or \"<name> <PEP 440 range>\" (e.g. \"fla >=0.6.0\")") from None
     for key, r in e.get("ratios", {}).items():
         if set(r) != {"min", "max", "seeds"} or not 0 < r["min"] <= r["max"] < math.inf:
             raise UsageError(f"{where}: ratios.{key} must be {{min, max, seeds}} with 0 < min <= max")
     tup = lambda k: tuple(e[k]) if k in e else None
     return Entry(ids, tuple(e["kinds"]), e["regime"], e["measured"], e["cause"], tup("packages"), tup("devices"),
                  tup("profiles"), e.get("exception"), dict(e.get("ratios", {})), e.get("compare_ratio", True),
-                 tup("reproduces"), tup("commits"), tup("trees"), e.get("fault"))
+                 tup("reproduces"), tup("commits"), tup("trees"), e.get("fault"), name)
 
 
 def expected_failures(path: Path | None = None) -> dict[str, Entry]:
@@ -221,33 +254,35 @@ def expected_failures(path: Path | None = None) -> dict[str, Entry]:
 
 
 def applicable(scope: Scope, path: Path | None = None) -> dict[str, Entry]:
-    """check id -> the entry that applies to this scope."""
-    path = list_file(path)
-    return _applicable(scope, path, path.stat().st_mtime_ns if path.exists() else 0)
+    """check id -> the entry that applies to this scope (of two, the later list's)."""
+    paths = lists(path)
+    return _applicable(scope, paths, tuple(p.stat().st_mtime_ns if p.exists() else 0 for p in paths))
 
 
 @functools.lru_cache(maxsize=8)
-def _applicable(scope: Scope, path: Path, mtime_ns: int) -> dict[str, Entry]:
-    return {cid: e for e in load(path) if e.applies(scope) for cid in e.ids}
+def _applicable(scope: Scope, paths: tuple[Path, ...], mtimes: tuple[int, ...]) -> dict[str, Entry]:
+    return {cid: e for e in _entries(paths) if e.applies(scope) for cid in e.ids}
 
 
 def describe(scope: Scope, path: Path | None = None) -> str:
-    """One line for the run's header: how many entries of which list apply to which scope, and which packages
-    the list was measured on."""
-    path = list_file(path)
-    entries = load(path)
+    """One line for the run's header: how many entries of which lists apply to which scope, and which packages
+    the lists were measured on."""
+    paths = lists(path)
+    entries = _entries(paths)
     n = len({id(e) for e in applicable(scope, path).values()})
     measured = sorted({p for e in entries for p in e.packages or ()})
-    where = "" if path == EXPECTED_FAILURES_FILE else f" (from {path})"
+    others = [str(p) for p in paths if p != EXPECTED_FAILURES_FILE]
+    where = ("" if not others else f" (from {', '.join(others)}"
+             + (", and the built-in list)" if EXPECTED_FAILURES_FILE in paths else " only)"))
     return (f"expected failures: {n} of {len(entries)} entries apply to {scope} (measured on "
             f"{', '.join(measured) or 'no kernel package'}){where}")
 
 
 def scope_json(scope: Scope) -> dict:
-    """The run's scope and which list applied, for the JSON environment (read back by `xfails --update`)."""
+    """The run's scope and which lists applied, for the JSON environment (read back by `xfails --update`)."""
     return {"scope": {"package": scope.package, "device": scope.device, "profile": scope.profile,
-                      "root": scope.root},
-            "applied": describe(scope), "file": str(list_file())}
+                      "root": scope.root, "impls": [list(i) for i in scope.impls]},
+            "applied": describe(scope), "files": [str(p) for p in lists()]}
 
 
 def apply(check_id: str, result: Result, scope: Scope, path: Path | None = None) -> Result:
@@ -256,7 +291,7 @@ def apply(check_id: str, result: Result, scope: Scope, path: Path | None = None)
     defect reproduces (Entry.expected_to_reproduce); elsewhere its message only notes that the listed defect
     did not show at this device/profile.  Other results are returned unchanged."""
     entry = applicable(scope, path).get(check_id)
-    name = list_file(path).name
+    name = entry.source if entry is not None else ""
     if entry is None or result.status not in ("pass", "fail"):
         return result
     if result.status == "pass":
@@ -343,13 +378,38 @@ def _split(package: str) -> tuple[str, str, str | None]:
     return name, version, commit or None
 
 
+def _package_spec(listed: str) -> tuple[str, SpecifierSet | None, str | None, str | None]:
+    """An entry's package: (name, a version range or None, an exact version or None, a commit prefix or None)."""
+    if not isinstance(listed, str) or not re.fullmatch(r"[\w.-]+( \S.*)?", listed):
+        raise ValueError(listed)
+    name, version, commit = _split(listed)
+    if commit is not None and not re.fullmatch(r"[0-9a-f]{7,40}", commit):
+        raise ValueError(listed)
+    if version and version[0] in "<>=!~":
+        return name, SpecifierSet(version), None, commit
+    if version:
+        Version(version)
+    return name, None, version or None, commit
+
+
 def package_matches(listed: str, package: str | None) -> bool:
-    """Whether an entry's package ("fla 0.6.0", or "fla 0.6.0@<commit prefix>") names the run's package
-    identity: the same name and __version__, and where the entry names a commit, a checkout at that commit."""
+    """Whether an entry's package names the run's identity of an implementation ("fla 0.6.0@1a2b3c4d5e6f",
+    "my_impl 1.2", "my_impl"): the same name, and its version equal to the entry's or in its range (a name alone:
+    any version), and where the entry names a commit, a checkout at that commit."""
     if package is None:
         return False
-    (n, v, c), (pn, pv, pc) = _split(listed), _split(package)
-    return (n, v) == (pn, pv) and (c is None or (pc is not None and (pc.startswith(c) or c.startswith(pc))))
+    (n, spec, v, c), (pn, pv, pc) = _package_spec(listed), _split(package)
+    if n != pn:
+        return False
+    if spec is not None:
+        try:
+            if Version(pv) not in spec:
+                return False
+        except InvalidVersion:
+            return False
+    elif v is not None and v != pv:
+        return False
+    return c is None or (pc is not None and (pc.startswith(c) or c.startswith(pc)))
 
 
 @functools.lru_cache(maxsize=256)
@@ -424,7 +484,7 @@ def run_scope(doc: dict) -> Scope:
     env = doc["environment"]
     recorded = (env.get("expected_failures") or {}).get("scope")
     if recorded:
-        return Scope(**recorded)
+        return Scope(**{**recorded, "impls": tuple(tuple(i) for i in recorded.get("impls", ()))})
     if not doc.get("kernel_package"):
         raise UsageError("the result names no kernel package (written by an older verify); rerun it")
     return Scope(identity(doc["kernel_package"]), device_class(env.get("device", "cpu"), env.get("device_name")),
@@ -450,7 +510,7 @@ def update(run_json: str, path: Path | None = None) -> list[str]:
     """Rewrite the `ratios` line of every entry that applies to the run's scope and whose checks it ran,
     for that scope's key; ids, kinds, prose and every other line stay as they are.  Returns what changed."""
     import json
-    path = list_file(path)
+    path = Path(path or EXPECTED_FAILURES_FILE)
     try:
         doc = json.loads(Path(run_json).read_text())
         scope, records = run_scope(doc), doc["checks"]
