@@ -132,6 +132,11 @@ def _list(args) -> int:
 def _selection(args, seconds: dict[str, float] | None) -> list[Check]:
     from pathmdn_verify.core.registry import select
     from pathmdn_verify.run.runner import shard
+    from pathmdn_verify.core.registry import REGISTRY
+    unknown = [i for i in args.ids or () if i not in REGISTRY]
+    if unknown:
+        raise UsageError(f"--id {unknown[0]}: no such check (`verify list` lists them; an implementation's checks "
+                         "exist once --impl names it)")
     chosen = select(args.patterns, args.ids, FAMILIES[args.command][0])
     if not chosen:
         raise UsageError(f"no check of `verify {args.command}` matches {args.patterns or args.ids}; see `verify list`")
@@ -190,6 +195,7 @@ def implementations(specs: list[str] | None) -> tuple[str, ...]:
     from pathmdn_verify.ops.impls import BUILT_IN
     from pathmdn_verify.run import IMPLS_ENV, load_checks, load_impl
     specs = [s for s in specs or [BUILT_IN]]
+    load_checks()       # the installed plug-ins, whose names a spec may give
     names = tuple(dict.fromkeys(n for s in specs for n in load_impl(s)))
     os.environ[IMPLS_ENV] = json.dumps([s for s in specs if s != BUILT_IN])
     load_checks()       # the checks of the implementations just loaded

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
-import importlib.util
 import dataclasses
 import json
 import os
@@ -82,15 +81,15 @@ def _from_module(module: str, attr: str, spec: str):
 
 
 def _from_file(path: Path, attr: str):
-    name = "pathmdn_verify_impl_" + "".join(c if c.isalnum() else "_" for c in str(path.with_suffix("")))
-    if name in sys.modules:
-        return _attribute(sys.modules[name], attr, str(path))
-    sys.path.insert(0, str(path.parent))        # the module's own siblings
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return _attribute(mod, attr, str(path))
+    """Import a file as a module: a file inside a package (folders with __init__.py) by its dotted name, with the
+    package's parent put on sys.path (so that it imports its package's other modules); a lone file by itself."""
+    top, parts = path.parent, [path.stem]
+    while (top / "__init__.py").is_file():
+        parts.insert(0, top.name)
+        top = top.parent
+    if str(top) not in sys.path:
+        sys.path.insert(0, str(top))
+    return _attribute(importlib.import_module(".".join(parts)), attr, str(path))
 
 
 def _attribute(mod, attr: str, spec: str):

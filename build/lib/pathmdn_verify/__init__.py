@@ -1,0 +1,122 @@
+"""pathmdn-verify: verify PaTH attention, FoX, Momentum DeltaNet and Gated DeltaNet kernels against float64
+oracles, under budgets set by what each kernel's arithmetic allows.
+
+This module is the public API; everything else in the package is internal.
+
+    import pathmdn_verify as pv
+
+    pv.op_specs()                 the ops, each with its canonical call (inputs, layouts, outputs, passes, dtypes)
+    pv.implement(op, fn, name=..., fp32_dot=...)   register your implementation of an op (or the decorator
+    pv.implementation(op, name=..., fp32_dot=...)  form); what it does not offer is declared, never failed
+    pv.check(name)                run its checks in this process: a list of CheckResult
+    pv.OpRecord, pv.declare_op    a new op: its record (refused when malformed) and its checks
+
+Plug-ins: an installed package names a module (or an Implementation) in the entry-point group
+"pathmdn_verify"; `verify all --impl NAME` and `pytest --verify-impl NAME` then verify it.  Importing this
+module is cheap: the names above load what they need on first use.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["CheckResult", "OpRecord", "OpSpec", "check", "declare_op", "implement", "implementation", "op_specs"]
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """An op as an implementation sees it: the canonical call its function must have."""
+    name: str
+    title: str
+    required: tuple[str, ...]         # inputs always given, by name
+    optional: tuple[str, ...]         # inputs that may be None; a function that does not take one declares that
+    outputs: tuple[str, ...]          # what the function returns (a tuple when several)
+    grad_inputs: tuple[str, ...]      # the backward pass judges the gradient of each present one
+    passes: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    layout: str                       # shapes, dtypes and meaning of each input; what it returns
+
+    @property
+    def signature(self) -> str:
+        args = ", ".join([*self.required, *(f"{n}=None" for n in self.optional), "scale=None"])
+        out = self.outputs[0] if len(self.outputs) == 1 else f"({', '.join(self.outputs)})"
+        return f"{self.name}({args}) -> {out}"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The outcome of one check: status pass | fail | xfail | skip | error; kind says why it did not pass."""
+    id: str
+    status: str
+    kind: str | None
+    measured: float | None
+    budget: float | None
+    message: str
+    repro: str
+
+
+def op_specs() -> dict[str, OpSpec]:
+    """name -> OpSpec of every op an implementation can implement."""
+    from pathmdn_verify.ops import OPS
+    return {n: OpSpec(n, r.title, r.required, r.optional, r.outputs, r.grad_inputs, r.passes, ("bf16", "fp32"),
+                      r.layout) for n, r in OPS.items()}
+
+
+def implement(op: str, fn, *, name: str, fp32_dot: str, passes=None, dtypes=None, gqa: bool = True,
+              grouped_values: bool = True, head_dims=None, decode=None, version: str | None = None):
+    """Register fn as implementation `name` of `op` (a name of op_specs()) and declare its checks
+    (kernel.<name>.<op>.<pass>.<dtype>.<regime>, ...).  fn(**inputs, scale) takes the op's canonical inputs by
+    name; the optional inputs it does not take by name are variants it does not offer.  fp32_dot: "ieee" or
+    "tf32", how its fp32 products round (PyTorch: ieee; Triton's tl.dot on an NVIDIA GPU: tf32).  passes, dtypes:
+    what it offers (default: all of the op's); gqa, grouped_values, head_dims: the shapes it takes.  A bad
+    declaration raises ValueError.  Returns the Implementation."""
+    from pathmdn_verify.checks.kernel_checks import declare
+    from pathmdn_verify.ops import OPS, impls
+    if op not in OPS:
+        raise ValueError(f"no op {op!r}; the ops are {', '.join(OPS)}")
+    impl = impls.implement(OPS[op], fn, name=name, fp32_dot=fp32_dot, passes=passes, dtypes=dtypes, gqa=gqa,
+                           grouped_values=grouped_values, head_dims=head_dims, decode=decode, version=version)
+    declare(impl.record)
+    return impl
+
+
+def implementation(op: str, **declared):
+    """implement() as a decorator: `@implementation("path_attn", name="mine", fp32_dot="ieee")`; returns the
+    function itself, which carries the registration (`fn.implementations`)."""
+    def register(fn):
+        fn.implementations = (*getattr(fn, "implementations", ()), implement(op, fn, **declared))
+        return fn
+    return register
+
+
+def check(name: str, *, profile: str = "quick", device: str | None = None, seed: int = 0, select: str | None = None,
+          examples: int | None = None) -> list[CheckResult]:
+    """Run the checks of implementation `name` (its kernel checks; -k expression `select` narrows them) in this
+    process, one after the other; the expected-failure list applies as in `verify all`."""
+    from pathmdn_verify.core.registry import Context, select as choose
+    from pathmdn_verify.platform import environment
+    from pathmdn_verify.run import load_checks, runner
+    load_checks()
+    chosen = choose([select] if select else None, None, (f"kernel.{name}.",))
+    if not chosen:
+        raise ValueError(f"no check of an implementation {name!r} matches {select!r}: is it registered?")
+    ctx = Context(device=environment.resolve_device(device), profile=profile, seed=seed, examples=examples)
+    scope = runner.scope(ctx, None)
+    out = []
+    for c in chosen:
+        o = runner.run_one(c, ctx, scope)
+        r = o.result
+        out.append(CheckResult(o.id, r.status, r.kind, r.measured, r.budget, r.message, o.repro))
+    return out
+
+
+def declare_op(record):
+    """Add a new op (an OpRecord) to the op table and declare its checks; returns the record."""
+    from pathmdn_verify.checks.kernel_checks import declare
+    return declare(record)
+
+
+def __getattr__(name: str):
+    if name == "OpRecord":      # the record type of a new op (validated when made)
+        from pathmdn_verify.core.records import KernelOp
+        return KernelOp
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

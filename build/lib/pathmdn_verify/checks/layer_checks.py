@@ -1,0 +1,49 @@
+"""layer.<impl>.<layer>.<variant>.<dtype>.<comparison>: the model layers users call (pathmdn_verify.layers records)
+against float64 literals of the same layers.  Registration is cheap (no fla import); a check imports the layer
+when it runs, after the interpreter fidelity layer is installed.  Without flash-linear-attention every check is
+a skip whose message says how to install it."""
+from __future__ import annotations
+
+import importlib.util
+
+from pathmdn_verify import layers
+from pathmdn_verify.core.registry import Context, Result, register
+from pathmdn_verify.layers import INSTALL, LayerCase
+from pathmdn_verify.layers.common import LayerMissing, LayerRaised
+from pathmdn_verify.platform import setup
+
+
+def run_layer(rec, variant: str, dtype: str, comparison: str, ctx: Context) -> Result:
+    setup.prepare(ctx)
+    if missing := _missing_package():
+        return Result("skip", message=missing, kind="unsupported")
+    case = LayerCase(ctx, rec, variant, dtype)
+    try:
+        return rec.comparisons[comparison][1](case)
+    except LayerMissing as exc:
+        return Result("skip", message=str(exc), kind="unsupported")
+    except LayerRaised as exc:
+        return Result("fail", message=f"the layer raised {exc}", kind="exception",
+                      details={"exception": type(exc.__cause__).__name__})     # what an xfail entry names
+
+
+def _missing_package() -> str | None:
+    """Why no layer can run here: fla's layers and models (flash-linear-attention, the `layers` extra) are not
+    installed, beside fla-core's ops; None when they are."""
+    for part in ("fla.layers", "fla.models"):
+        try:
+            if importlib.util.find_spec(part) is None:
+                return f"{part} is not installed: {INSTALL}"
+        except ModuleNotFoundError:
+            return f"fla is not installed: {INSTALL}"
+    return None
+
+
+def declare(rec) -> None:
+    for cid, variant, dtype, comparison in rec.ids():
+        desc = f"{rec.cls} ({variant}, {dtype}): {rec.comparisons[comparison][0]}"
+        register(cid, desc, lambda ctx, r=rec, v=variant, d=dtype, c=comparison: run_layer(r, v, d, c, ctx))
+
+
+for _rec in layers.load().values():
+    declare(_rec)

@@ -1,0 +1,426 @@
+"""`verify bisect`: the first commit of a kernel repository at which selected checks start to fail (or,
+with --fixed, start to pass), found by `git bisect run` in a temporary `git worktree` of the repository.
+
+--good and --bad name where the selection passes and where it fails.  Normally --good is an ancestor of
+--bad; with --fixed, --bad is the older one and the result is the first commit that passes ("which commit
+fixed this"; git bisect terms broken/fixed).  The repository's own working tree, index, branch and bisect
+state are never touched; the worktree is removed afterwards, also on Ctrl-C, SIGTERM or an error.
+
+Like for like at every step: the checks run once at --bad (fixed seed; the search is seeded, its example
+database off), the cases they failed on are replayed first at every later step (explicit examples of the
+check's own search, so forward and backward checks are replayed under their own budgets), then the
+seeded search itself.  Each step runs in a fresh interpreter (`python -m pathmdn_verify.commands.bisect step SPEC`) that
+imports the kernel package from the worktree (--import-root for a package in a subfolder) and ignores the
+expected-failure list and the fla version pin.  A step is bad when a check fails the way it failed at
+--bad (over budget or non-finite; or the same exception type), good when every check passes, and skipped
+(exit 125) when the package cannot be imported, an entry point is missing, or a check errors, is skipped
+or raises another exception (unsupported arguments, a Triton compile error).
+
+Exit status: 0 the first bad (fixed) commit was found, 1 only skipped commits were left to decide it,
+2 bad input (nothing touched), 130 interrupted (worktree removed).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+from pathmdn_verify.core.errors import UsageError
+from pathmdn_verify.commands import options
+
+SKIP = 125
+GIT = ("git", "-c", "core.hooksPath=/dev/null", "-c", "advice.detachedHead=false")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("bisect", help="find the commit of a kernel repository where selected checks started to "
+                                      "fail (or, with --fixed, to pass), by git bisect run in a temporary worktree",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--repo", required=True, metavar="PATH", help="the kernel repository (a clone of fla, the MDN fork)")
+    p.add_argument("--good", required=True, metavar="REV", help="a revision where the selected checks pass")
+    p.add_argument("--bad", required=True, metavar="REV", help="a revision where they fail")
+    p.add_argument("--fixed", action="store_true",
+                   help="--bad is the older revision: find the first commit where the failing checks pass")
+    options.select(p)
+    p.add_argument("--import-root", default=".", metavar="SUBDIR",
+                   help="folder of the repository that holds the fla package (default: its top)")
+    options.device(p)
+    options.profile(p)
+    options.seed(p, "seed of every step's search (default 0)")
+    options.examples(p)
+    options.fp32_dot(p)
+    options.json_out(p)
+    options.debug(p)
+
+
+# ------------------------------------------------------------------------------------------------ git
+
+
+def git(repo, *args, check: bool = True) -> str:
+    """Run git in repo (hooks off); its stdout stripped, or UsageError with git's first error line."""
+    proc = subprocess.run([*GIT, "-C", str(repo), *args], capture_output=True, text=True)
+    if check and proc.returncode:
+        raise UsageError(f"git {' '.join(args)}: {(proc.stderr.strip() or 'failed').splitlines()[0]}")
+    return proc.stdout.strip()
+
+
+def commit_info(repo, sha: str) -> dict:
+    """sha, subject, author date and the files the commit changed (against its first parent)."""
+    full, subject, date = git(repo, "show", "-s", "--format=%H%x00%s%x00%aI", sha).split("\0")
+    files = git(repo, "diff-tree", "--no-commit-id", "--name-only", "-r", "-m", "--first-parent", "--root", full)
+    return {"commit": full, "subject": subject, "date": date, "files": sorted(set(files.splitlines()))}
+
+
+@dataclasses.dataclass
+class Plan:
+    repo: str
+    good: str          # full shas
+    bad: str
+    ids: list[str]
+    dirty: bool
+
+
+def validate(args) -> Plan:
+    """Every bad input as a UsageError before anything is created."""
+    from pathmdn_verify import checks
+    from pathmdn_verify.core import results
+    from pathmdn_verify.core.registry import select
+    results.check_writable(args.json, "--json")
+    if not Path(args.repo).is_dir():
+        raise UsageError(f"--repo {args.repo}: no such directory")
+    probe = subprocess.run([*GIT, "-C", args.repo, "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    if probe.returncode:
+        raise UsageError(f"--repo {args.repo}: not a git repository")
+    repo = probe.stdout.strip()
+    shas = {}
+    for flag, rev in (("--good", args.good), ("--bad", args.bad)):
+        out = subprocess.run([*GIT, "-C", repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+                             capture_output=True, text=True)
+        if out.returncode:
+            raise UsageError(f"{flag} {rev}: unknown revision in {repo}")
+        shas[flag] = out.stdout.strip()
+    good, bad = shas["--good"], shas["--bad"]
+    if good == bad:
+        raise UsageError(f"--good {args.good} and --bad {args.bad} are the same commit {good[:12]}")
+    old, new = (bad, good) if args.fixed else (good, bad)
+    if subprocess.run([*GIT, "-C", repo, "merge-base", "--is-ancestor", old, new]).returncode:
+        order = "--bad is not an ancestor of --good (with --fixed the failing commit is the older one)" if args.fixed \
+            else "--good is not an ancestor of --bad (for a fix, give --fixed)"
+        raise UsageError(f"{order}: {old[:12]} .. {new[:12]}")
+    if Path(repo, git(repo, "rev-parse", "--git-path", "BISECT_START")).exists():
+        raise UsageError(f"--repo {repo}: a git bisect is in progress there; finish it (git bisect reset) first, "
+                         "it is left alone")
+    if git(repo, "cat-file", "-t", f"{bad}:{_package(args.import_root)}/__init__.py", check=False) != "blob":
+        raise UsageError(f"--import-root {args.import_root}: no fla/__init__.py there at --bad {args.bad}")
+    if args.examples is not None and args.examples < 1:
+        raise UsageError(f"--examples {args.examples}: must be at least 1")
+    if not (args.patterns or args.ids):
+        raise UsageError("select the checks to bisect with -k PATTERN or --id ID")
+    checks.load_all()
+    chosen = [c.id for c in select(args.patterns, args.ids, ("kernel.",))]
+    if not chosen:
+        raise UsageError(f"no kernel check matches {args.patterns or args.ids}; see `verify list -k kernel.`")
+    dirty = bool(git(repo, "status", "--porcelain", "--untracked-files=no"))
+    return Plan(repo, good, bad, chosen, dirty)
+
+
+def _package(import_root: str) -> str:
+    return str(Path(import_root) / "fla").lstrip("./") or "fla"
+
+
+# --------------------------------------------------------------------------------- worktree and steps
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+@contextmanager
+def worktree(repo: str, commit: str):
+    """A detached worktree of repo at commit in a fresh temporary folder; removed on exit, also when
+    interrupted (SIGINT, SIGTERM, SIGHUP all end in the same cleanup; SIGINT's handler is installed too, as
+    `verify all` does, since a process started with SIGINT ignored, such as a background job of a script, gets
+    no KeyboardInterrupt from Python)."""
+    tmp = Path(tempfile.mkdtemp(prefix="verify-bisect-"))
+    path = tmp / "worktree"
+    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        git(repo, "worktree", "add", "--detach", "--quiet", str(path), commit)
+        yield path, tmp
+    finally:
+        git(repo, "worktree", "remove", "--force", "--force", str(path), check=False)
+        git(repo, "worktree", "prune", check=False)
+        shutil.rmtree(tmp, ignore_errors=True)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def call(cmd: list[str], cwd, echo: bool = True) -> tuple[int, str]:
+    """Run cmd in its own process group (so that an interrupt can end it and everything it started);
+    stream its output when echo; (exit status, output)."""
+    env = dict(os.environ, PYTHONSAFEPATH="1")     # the kernel repository's top folder is not on sys.path
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if echo:
+                print(line, end="", flush=True)
+        return proc.wait(), "".join(lines)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def step_command(spec: Path) -> list[str]:
+    return [sys.executable, "-m", "pathmdn_verify.commands.bisect", "step", str(spec)]
+
+
+def run_step(wt: Path, sha: str, spec: dict, tmp: Path, name: str) -> dict:
+    """Check out sha in the worktree and run one step there; its record (see step())."""
+    git(wt, "checkout", "--quiet", "--detach", sha)
+    path = tmp / f"{name}.json"
+    path.write_text(json.dumps(spec))
+    call(step_command(path), wt)
+    return load_record(tmp, sha)
+
+
+def load_record(tmp: Path, sha: str) -> dict | None:
+    path = tmp / "steps" / f"{sha}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+# ----------------------------------------------------------------------------------------------- run
+
+
+def run(args) -> int:
+    plan = validate(args)
+    from pathmdn_verify.platform import environment
+    device = environment.resolve_device(args.device)
+    if plan.dirty:
+        print(f"note: {plan.repo} has uncommitted changes; they are left as they are (bisect runs in a separate "
+              "worktree on committed revisions)")
+    old_term, new_term = ("broken", "fixed") if args.fixed else ("good", "bad")
+    spec = {"import_root": args.import_root, "ids": plan.ids, "device": device, "profile": args.profile,
+            "seed": args.seed, "examples": args.examples, "fp32_dot": args.fp32_dot, "fixed": args.fixed,
+            "replay": {}, "reference": None}
+    try:
+        with worktree(plan.repo, plan.bad) as (wt, tmp):
+            spec["records"] = str(tmp / "steps")
+            print(f"verify bisect: {len(plan.ids)} check(s) at --bad {plan.bad[:12]} (draws the inputs to replay)")
+            at_bad = run_step(wt, plan.bad, spec, tmp, "draw")
+            _require(at_bad, "fails", f"--bad {args.bad}")
+            failing = [r for r in at_bad["checks"] if r["status"] == "fail"]
+            spec["ids"] = [r["id"] for r in failing]
+            spec["reference"] = {r["id"]: r["failure"] for r in failing}
+            spec["replay"] = {r["id"]: [r["example"]] for r in failing if r.get("example")}
+            print(f"verify bisect: {len(failing)} check(s) fail at --bad; replaying {spec['replay']}; "
+                  f"checking --good {plan.good[:12]}")
+            _require(run_step(wt, plan.good, spec, tmp, "good"), "passes", f"--good {args.good}")
+            (tmp / "spec.json").write_text(json.dumps(spec))
+            new, old = (plan.good, plan.bad) if args.fixed else (plan.bad, plan.good)
+            git(wt, "bisect", "start", f"--term-old={old_term}", f"--term-new={new_term}", new, old)
+            status, output = call([*GIT, "bisect", "run", *step_command(tmp / "spec.json")], wt)
+            log = git(wt, "bisect", "log")
+            git(wt, "bisect", "reset")
+            result = summarize(plan, args, log, output, tmp, wt, spec, new_term)
+            result["bisect_run_status"] = status
+    except KeyboardInterrupt as exc:
+        print(f"verify bisect: interrupted ({exc or 'SIGINT'}); the temporary worktree was removed", file=sys.stderr)
+        return 130
+    report(result, args, old_term, new_term)
+    if args.json:
+        from pathmdn_verify.core import results
+        results.write_text_atomic(args.json, json.dumps(result, indent=2))
+    return 0 if result["first"] else 1
+
+
+def _require(record: dict | None, verdict: str, where: str) -> None:
+    if record is None:
+        raise UsageError(f"{where}: the step wrote no record (see the output above)")
+    if record["verdict"] != verdict:
+        what = {"fails": "fails", "passes": "passes", "skip": "cannot be run"}[record["verdict"]]
+        raise UsageError(f"{where}: the selection {what} there ({record['reason']}); nothing to bisect")
+
+
+def summarize(plan: Plan, args, log: str, output: str, tmp: Path, wt: Path, spec: dict, new_term: str) -> dict:
+    """The result document: first new-term commit, measurements before and at it, skipped commits, log."""
+    found = re.search(rf"^# first {new_term} commit: \[([0-9a-f]+)\]", log, re.M)
+    skipped = re.findall(r"^git bisect skip ([0-9a-f]+)", log, re.M)
+    steps = len(re.findall(r"^git bisect (?!start|reset)\w+ [0-9a-f]+", log, re.M))
+    result = {"repo": plan.repo, "good": plan.good, "bad": plan.bad, "fixed": args.fixed,
+              "checks": spec["ids"], "replayed": spec["replay"], "profile": args.profile, "seed": args.seed,
+              "device": spec["device"], "dirty_tree": plan.dirty, "first": None, "parent": None,
+              "candidates": [], "skipped": [], "steps": steps, "log": log}
+    for sha in skipped:
+        rec = load_record(tmp, sha)
+        result["skipped"].append({**commit_info(plan.repo, sha), "reason": rec["reason"] if rec else "no record"})
+    if not found:
+        block = output.split("could be any of:", 1)
+        result["candidates"] = re.findall(r"^([0-9a-f]{40})$", block[1], re.M) if len(block) > 1 else []
+        return result
+    first = found.group(1)
+    parent = git(plan.repo, "rev-parse", f"{first}^1")
+    before = load_record(tmp, parent) or run_step(wt, parent, spec, tmp, "parent")
+    result["first"] = {**commit_info(plan.repo, first), "checks": load_record(tmp, first)["checks"]}
+    result["parent"] = {**commit_info(plan.repo, parent), "checks": before["checks"] if before else []}
+    return result
+
+
+def report(result: dict, args, old_term: str, new_term: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    console = Console(highlight=False)
+    if not console.is_terminal:     # logs and pipes: wide enough that tables keep check ids whole
+        console.width = 200
+    console.print()
+    first = result["first"]
+    if not first:
+        console.print(f"[red]not decided[/]: only skipped commits were left; the first {new_term} commit is one "
+                      f"of {', '.join(c[:12] for c in result['candidates']) or '(see the log)'}")
+    else:
+        console.print(f"first {new_term} commit: [bold]{first['commit'][:12]}[/] {first['subject']} "
+                      f"({first['date']})")
+        console.print(f"  files: {', '.join(first['files'])}")
+        table = Table(title=f"measured / budget, last {old_term} vs first {new_term}")
+        for col in ("check", f"{result['parent']['commit'][:12]} ({old_term})", f"{first['commit'][:12]} ({new_term})"):
+            table.add_column(col)
+        before = {r["id"]: r for r in result["parent"]["checks"]}
+        for r in first["checks"]:
+            table.add_row(r["id"], _cell(before.get(r["id"])), _cell(r))
+        console.print(table)
+    console.print(f"{result['steps']} step(s); skipped: "
+                  + (", ".join(f"{s['commit'][:12]} ({s['reason']})" for s in result["skipped"]) or "none"))
+    console.print("git bisect log:\n" + result["log"], markup=False)
+
+
+def _cell(rec: dict | None) -> str:
+    if rec is None:
+        return "-"
+    if rec["measured"] is None:
+        return f"{rec['status']}: {rec['message'][:60]}"
+    if (rec.get("failure") or "").startswith("exception"):
+        return f"{rec['status']}: {rec['failure']}"
+    return f"{rec['status']} {_g(rec['measured'])} / {_g(rec['budget'])}"
+
+
+def _g(x) -> str:
+    return x if isinstance(x, str) else f"{x:.3g}"
+
+
+# ------------------------------------------------------------------------------ one step (child process)
+
+
+def failure(message: str) -> str:
+    """How a check failed, for like-for-like verdicts: 'numerical' (over budget or non-finite) or
+    'exception <Type>'."""
+    found = re.search(r"\braised ([A-Z]\w*)", message)
+    if "fatal CUDA error" in message:
+        return "exception cuda_fatal"
+    return f"exception {found.group(1)}" if found else "numerical"
+
+
+def case_from_label(check_id: str, label: str):
+    """The case a check printed (pathmdn_verify.core.inputs.case_label), of its op's case type."""
+    from pathmdn_verify import ops
+    from pathmdn_verify.core.examples import case_from_label as parse
+    return parse(type(ops.record(check_id).sample_case), label)
+
+
+def step(spec_path: str) -> int:
+    """Run the spec's checks on the fla package of the current checkout; write its record; return
+    0/1/125 in git bisect run's terms."""
+    spec = json.loads(Path(spec_path).read_text())
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    try:
+        verdict, reason, records = _step(spec)
+    except BaseException as exc:      # anything that stops the checks from running: not a verdict
+        verdict, reason, records = "skip", f"{type(exc).__name__}: {exc}".splitlines()[0], []
+    out = Path(spec["records"])
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{sha}.json").write_text(json.dumps({"commit": sha, "verdict": verdict, "reason": reason,
+                                                  "checks": records}))
+    print(f"  {sha[:12]}: {verdict} ({reason})", flush=True)
+    if verdict == "skip":
+        return SKIP
+    return int((verdict == "fails") != spec["fixed"])   # normal: fails -> bad (1); --fixed: passes -> fixed (1)
+
+
+def _step(spec: dict) -> tuple[str, str, list[dict]]:
+    from pathmdn_verify import ops
+    from pathmdn_verify.platform.setup import prepare
+    from pathmdn_verify.platform.kernel_root import activate
+    from pathmdn_verify.core.registry import REGISTRY, Context
+
+    from pathmdn_verify.run import runner
+    from pathmdn_verify.run import load_checks
+    load_checks()                                      # the toolkit's modules first, then the kernel package
+    root = activate(str(Path(spec["import_root"]).resolve()))   # import path and, for old trees, the import shim
+    ctx = Context(device=spec["device"], profile=spec["profile"], seed=spec["seed"], fp32_dot=spec["fp32_dot"],
+                  kernel_root=root, examples=spec["examples"])
+    prepare(ctx)
+    try:
+        named = {ops.record(cid).name: ops.record(cid) for cid in spec["ids"]}     # the ops' own modules first
+        for module in sorted({m for op in named.values() for m in op.package}):
+            importlib.import_module(module)
+    except BaseException as exc:
+        return "skip", f"cannot import: {type(exc).__name__}: {exc}".splitlines()[0], []
+    origin = importlib.util.find_spec("fla").origin
+    if not origin.startswith(root + os.sep):
+        return "skip", f"fla was imported from {origin}, not from {root}", []
+    for cid, labels in spec["replay"].items():   # the cases drawn at the reference commit run first
+        ops.REPLAY[cid] = [case_from_label(cid, lb) for lb in labels]
+    records = []
+    for cid in spec["ids"]:
+        try:
+            rec = runner.execute(REGISTRY[cid], ctx)        # raw verdicts: no expected-failure list
+        except UsageError as exc:                            # an entry point the package does not offer
+            return "skip", str(exc), records
+        d = rec.result.details
+        records.append({"id": cid, "status": rec.result.status, "measured": _num(rec.result.measured),
+                        "budget": _num(rec.result.budget), "message": rec.result.message,
+                        "failure": failure(rec.result.message) if rec.result.status == "fail" else None,
+                        "example": d.get("minimal_example") or d.get("failing_example")})
+    reference = spec["reference"]
+    like = [r for r in records if r["status"] == "fail" and (reference is None or r["failure"] == reference[r["id"]])]
+    if like:
+        return "fails", "; ".join(f"{r['id']}: {_how(r)}" for r in like), records
+    if all(r["status"] == "pass" for r in records):
+        return "passes", "; ".join(f"{r['id']} {_ratio(r)}" for r in records), records
+    other = next(r for r in records if r["status"] != "pass")
+    return "skip", f"{other['id']}: {other['status']}: {other['message']}".splitlines()[0][:300], records
+
+
+def _num(x):
+    import math
+    return None if x is None else (x if math.isfinite(x) else str(x))
+
+
+def _how(r: dict) -> str:
+    """A failing record in a few words: the exception raised, or measured / budget."""
+    if r["failure"].startswith("exception"):
+        return "raised " + r["message"].split(" raised ", 1)[-1][:160]
+    return f"{r['failure']} {_ratio(r)}"
+
+
+def _ratio(r: dict) -> str:
+    return f"{_g(r['measured'])} / {_g(r['budget'])}" if r["measured"] is not None else ""
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] != ["step"] or len(sys.argv) != 3:
+        sys.exit("usage: python -m pathmdn_verify.commands.bisect step SPEC.json (run by `verify bisect`)")
+    sys.exit(step(sys.argv[2]))

@@ -1,0 +1,196 @@
+"""The comparison engine: run one kernel op, its float64 oracle and its same-dtype implementation on the same
+inputs and judge every output or gradient under the budget rule (pathmdn_verify.core.budget, with the op's budget
+factor c).  The kernel check family (pathmdn_verify.checks.kernel_checks), `verify compare`, localize, the sanitizer,
+bisect and the report all measure through here; nothing here registers a check.
+
+Each declared convention is measured here too (`convention_result`): the kernel must agree with the oracle
+under the declared convention (within its forward budget) and disagree with the alternative by more than
+10x that budget.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from pathmdn_verify.core import hooks
+from pathmdn_verify.core.budget import OracleFailed, Verdict, verdict, worst
+from pathmdn_verify.core.errors import KernelUnavailable, UsageError, VariantUnsupported
+from pathmdn_verify.core.inputs import as_oracle, floats_as, on_device
+from pathmdn_verify.core.metrics import rel_err
+from pathmdn_verify.core.precision import Precision
+from pathmdn_verify.core.records import KernelOp, as_tuple, scale_of
+from pathmdn_verify.core.registry import Context, Result
+from pathmdn_verify.core.search import Probe
+
+
+def call_kernel(fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except KernelUnavailable as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def grads_of(fn, leaves: dict, upstream) -> dict:
+    """Gradients of sum_i <out_i, u_i> with respect to every leaf, u = upstream(outputs of fn)."""
+    live = {n: t.detach().clone().requires_grad_() for n, t in leaves.items()}
+    outs = as_tuple(fn(**live))
+    torch.autograd.backward(list(outs), [u.to(o.dtype) for o, u in zip(outs, upstream(outs))])
+    return {n: torch.zeros_like(t) if t.grad is None else t.grad for n, t in live.items()}   # unused: zero
+
+
+def _upstream(like: torch.Tensor, dtype, seed: int) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed + 7919)
+    return torch.randn(like.shape, generator=gen, dtype=torch.float64).to(dtype).to(like.device)
+
+
+def reference_device(op: KernelOp, ctx: Context, device: str) -> str:
+    """Where op's oracle and same-dtype implementation run: --references cpu or device, or under auto the
+    record's choice (op.references: "cpu", or "device": the kernel's device)."""
+    choice = op.references if ctx.references == "auto" else ctx.references
+    return "cpu" if choice == "cpu" else device
+
+
+def measure(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int, ref: str | None = None) -> list[Verdict]:
+    """fwd: judge each output of op; bwd: judge the gradient of every present input in op.grad_inputs, for
+    one random upstream gradient (in the kernel dtype, the same values for kernel, oracle and the same-dtype
+    implementation).  The kernel runs first: a variant it does not offer stops before the oracle's cost.
+    ref: the device of the oracle and the same-dtype implementation (default: the kernel's); the kernel's
+    tensors are judged there."""
+    c = op.budget_factor[pass_]
+    s = scale_of(x)
+    kernel = lambda **a: op.kernel(**a, scale=s)
+    oracle = _guarded("float64 oracle", lambda **a: op.oracle(**a, scale=s))
+    oracle_terms = _guarded("float64 oracle", lambda **a: op.terms(**a, scale=s))
+    same_dtype = _guarded("same-dtype implementation", lambda **a: op.same_dtype(**a, prec=prec, scale=s))
+    dev = x[op.required[0]].device.type
+    ref = ref or dev
+    x64 = on_device(as_oracle(x), ref)
+    x32 = on_device(floats_as(x, torch.float32), ref)
+    there = lambda t: t.to(ref)      # a kernel tensor, judged where the references are
+    if pass_ == "fwd":
+        with torch.no_grad():
+            with hooks.phase("kernel", dev):
+                outs = as_tuple(call_kernel(kernel, **x))
+            with hooks.phase("oracle", ref):      # and the summed |terms| of the budget's floor, where the op has them
+                expected, terms = oracle_terms(**x64) if op.terms else (as_tuple(oracle(**x64)), {})
+            with hooks.phase("same_dtype", ref):
+                same = as_tuple(same_dtype(**x32))
+        scale = max(float(o.abs().max()) if o.numel() else 0.0 for o in expected)
+        return [verdict(n, there(o), r64, r, prec, c, scale, terms.get(n))
+                for n, o, r64, r in zip(op.outputs, outs, expected, same)]
+    ups = lambda outs: [_upstream(o, prec.torch_dtype, seed + i) for i, o in enumerate(outs)]
+    leaves = [n for n in op.grad_inputs if x.get(n) is not None]
+    with hooks.phase("kernel", dev):
+        g_k = call_kernel(kernel_grads, op, lambda **kw: kernel(**{**x, **kw}), {n: x[n] for n in leaves}, ups)
+    with hooks.phase("oracle", ref):
+        g_o = grads_of(lambda **kw: oracle(**{**x64, **kw}), {n: x64[n] for n in leaves}, ups)
+    with hooks.phase("same_dtype", ref):
+        g_r = grads_of(lambda **kw: same_dtype(**{**x32, **kw}), {n: x32[n] for n in leaves}, ups)
+    scale = max(float(g.abs().max()) if g.numel() else 0.0 for g in g_o.values())
+    return [verdict("d" + n, there(g_k[n]), g_o[n], g_r[n], prec, c, scale) for n in leaves]
+
+
+def _guarded(what: str, fn):
+    """fn, with any exception it raises turned into OracleFailed naming the inputs' shapes."""
+    def call(**x):
+        try:
+            return fn(**x)
+        except Exception as exc:
+            shapes = ", ".join(f"{n} {tuple(t.shape)}" for n, t in x.items() if isinstance(t, torch.Tensor))
+            raise OracleFailed(f"the {what} raised on inputs {shapes}: {type(exc).__name__}: {exc}"
+                               .splitlines()[0]) from exc
+    return call
+
+
+def kernel_grads(op: KernelOp, fn, leaves: dict, upstream) -> dict:
+    """grads_of for the kernel; what the implementation's record calls its own refusal (`op.refusal`: fla's
+    missing backward) is a variant it does not offer."""
+    try:
+        return grads_of(fn, leaves, upstream)
+    except Exception as exc:
+        reason = op.refusal(exc) if op.refusal else None
+        if reason:
+            raise VariantUnsupported(reason) from exc
+        raise
+
+
+def case_inputs(op: KernelOp, case, dtype, device: str) -> dict:
+    """op's inputs of case; VariantUnsupported when the implementation does not take them (op.unsupported)."""
+    x = op.inputs(case, dtype, device)
+    why = op.unsupported(x) if op.unsupported else None
+    if why:
+        raise VariantUnsupported(why)
+    return x
+
+
+def probe(op: KernelOp, case, dtype: str, pass_: str, ctx: Context) -> Probe:
+    """One evaluation of a kernel check: the worst tensor verdict, the case and every tensor's verdict (under
+    --configs all, of the worst config round: `_rounds`)."""
+    prec = Precision.of(dtype, op.dot or ctx.fp32_dot)
+    x = case_inputs(op, case, prec.torch_dtype, ctx.device)
+    ref = reference_device(op, ctx, ctx.device)
+    return _rounds(hooks.every_config(lambda: measure(op, pass_, x, prec, case.seed, ref)), case.label())
+
+
+def decode_probe(op: KernelOp, case, dtype: str, ctx: Context) -> Probe:
+    prec = Precision.of(dtype, op.dot or ctx.fp32_dot)
+    x = case_inputs(op, case, prec.torch_dtype, ctx.device)
+    d = op.decode
+    ref = reference_device(op, ctx, ctx.device)
+
+    def once() -> list[Verdict]:
+        with hooks.phase("kernel", ctx.device):
+            out = call_kernel(d.kernel, **x, scale=scale_of(x))
+        with hooks.phase("oracle", ref):
+            expected = d.oracle(**on_device(as_oracle(x), ref))
+        with hooks.phase("same_dtype", ref):
+            same = d.same_dtype(**on_device(floats_as(x, torch.float32), ref), prec=prec)
+        return [verdict(d.output, out.to(ref), expected, same, prec, op.budget_factor["decode"])]
+    return _rounds(hooks.every_config(once), case.label())
+
+
+def _rounds(rounds: list[list[Verdict]], label: str) -> Probe:
+    """The Probe of the worst round; with several rounds (--configs all) the label names the rounds that
+    failed and that passed, so a config-dependent failure says which configs."""
+    worsts = [worst(vs) for vs in rounds]
+    r = max(range(len(rounds)), key=lambda i: worsts[i].ratio)
+    details = {"tensors": [v.as_json() for v in rounds[r]]}
+    if len(rounds) > 1:
+        failed = [i for i, w in enumerate(worsts) if w.ratio > 1]
+        details["config_rounds"] = {"rounds": len(rounds), "failed": failed, "worst": r}
+        if failed and len(failed) < len(rounds):
+            label += (f" [--configs all: fails in config rounds {failed}, passes in the other "
+                      f"{len(rounds) - len(failed)} of {len(rounds)}; round r runs config r mod n of each kernel]")
+    return Probe(worsts[r], label, details)
+
+
+def saved_inputs(op: KernelOp, case, dtype: str, pass_: str) -> tuple[dict, list[str]]:
+    """What `--save-failing` writes for a failing case: the op's inputs as `verify compare` loads them, and
+    the compare arguments that replay the check (the upstream gradient of bwd comes from the case's seed)."""
+    x = {n: t for n, t in op.inputs(case, Precision.of(dtype, "ieee").torch_dtype, "cpu").items() if t is not None}
+    return x, ["--op", op.name, "--dtype", dtype, "--pass", pass_, "--seed", str(case.seed)]
+
+
+def convention_result(op: KernelOp, p, ctx: Context) -> Result:
+    """In fp32 where the implementation takes it (the smallest budget), else in its first dtype."""
+    offered = [d for d in op.dtypes if not (op.offered and op.offered("fwd", d))]
+    if not offered:
+        raise VariantUnsupported(op.offered("fwd", op.dtypes[0]))
+    prec = Precision.of("fp32" if "fp32" in offered else offered[0], op.dot or ctx.fp32_dot)
+    x = case_inputs(op, p.case, prec.torch_dtype, ctx.device)
+    x64, s = as_oracle(x), scale_of(x)
+    i = op.outputs.index(p.output)
+    out = as_tuple(call_kernel(op.kernel, **x, scale=None if p.kernel_scale_none else s))[i]
+    declared = as_tuple(op.oracle(**x64, scale=s))[i]
+    other = as_tuple(p.alternative(op, x64, s))[i]
+    same = as_tuple(op.same_dtype(**floats_as(x, torch.float32), prec=prec, scale=s))[i]
+    v = verdict(p.output, out, declared, same, prec, op.budget_factor["fwd"])
+    other_ratio = rel_err(out, other) / v.budget_rel
+    ok = v.ratio <= 1 and other_ratio > 10
+    return Result("pass" if ok else "fail", v.measured, v.budget,
+                  f"declared convention: {v.summary()}; alternative ({p.what_else}): rel error "
+                  f"{rel_err(out, other):.2e} = {other_ratio:.0f}x the relative budget -> "
+                  + ("declared convention confirmed" if ok else "DECLARED CONVENTION NOT CONFIRMED"),
+                  details={"tensors": [v.as_json()], "alternative_ratio": other_ratio if math.isfinite(other_ratio) else None},
+                  kind=None if ok else "over_budget", measure=v.decided_by)

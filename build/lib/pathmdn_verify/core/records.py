@@ -1,0 +1,194 @@
+"""The shape of a kernel op's record (`KernelOp`, PyTorch's OpInfo is the model), its convention probes,
+its decode pass, the budget factors c, and the helpers the records and the checks share.
+
+Every callable of a record takes the op's canonical inputs by name plus `scale` (the attention scale; the
+checks pass 1/sqrt(D) explicitly, the scale_default probe passes None to the kernel).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable
+
+from pathmdn_verify.core.ids import CheckId
+
+_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+# Budget factors c: how many times the same-dtype implementation's error a kernel may make (pathmdn_verify.core.budget).
+# Forward passes: the kernel performs the same rounded operations as the same-dtype implementation (same
+# block size, same operand formats) in a different order of accumulation, so its error should be of the
+# same size: c = 4 leaves a factor 2 for ordering and 2 for the spread between random inputs.  Backward
+# passes chain several rounded stages (recomputed logits, dP, the UT-transform backward), each of which
+# can round where the same-dtype implementation does not: c = 8.
+BUDGET_FACTOR_BLOCKWISE = {"fwd": 4.0, "bwd": 8.0, "decode": 4.0}
+# A token-by-token recurrence (fla's fused_recurrent MDN and GDN) is a different algorithm class from the
+# chunkwise same-dtype implementation: its rounding errors accumulate over T sequential state updates
+# instead of within one chunk, so the same constant would judge the algorithm, not the implementation.
+# Measured before choosing: over 20 seeds at T <= 160 fla's fp32 MDN recurrence reached 10 u normwise and
+# 9x the chunkwise implementation's max-abs error (deta); c doubles.  Bugs of the kind the checks exist
+# for (wrong coefficient, dropped state, wrong gate) give errors of order 1.
+BUDGET_FACTOR_SEQUENTIAL = {"fwd": 8.0, "bwd": 16.0}
+
+
+@dataclass(frozen=True)
+class Conventions:
+    """What an implementation's entry point means by its arguments, each measured by a ConventionProbe."""
+    scale_default: str                 # what scale=None means
+    gate_scaled: bool | None = None    # True: softmax(scale * (logit + gate)); False: scale * logit + gate
+    head_dims: tuple[int, ...] = ()    # supported D (and Dv)
+    dtypes: tuple[str, ...] = ()       # input dtypes q, k, v may have
+    varlen: bool = False               # cu_seqlens supported
+    chunk_sizes: tuple[int, ...] = ()  # MDN chunk sizes
+    residual: str = ""                 # MDN: what multiplies S_{t-1} in v~_t
+    eta_placement: str = ""            # MDN: where eta enters
+    final_state: str = ""              # MDN: final-state semantics
+    notes: str = ""
+
+
+@dataclass(frozen=True)
+class ConventionProbe:
+    """One declared convention, measured: on `case` in fp32 the kernel must agree with the oracle under the
+    declared convention (within its forward budget) and differ from `alternative` by more than 10x it.
+    alternative(op, x64, scale) -> the oracle's outputs under the other convention."""
+    name: str
+    description: str
+    what_else: str                      # the alternative, in words
+    case: object
+    alternative: Callable
+    output: str = "o"
+    kernel_scale_none: bool = False     # call the kernel with scale=None (the scale_default probe)
+
+
+@dataclass(frozen=True)
+class Decode:
+    """A decode pass: its own kernel output, oracle and same-dtype implementation, over some regimes."""
+    kernel: Callable
+    oracle: Callable
+    same_dtype: Callable
+    output: str
+    regimes: tuple[str, ...]
+    cases: Callable                     # (regime fields, profile) -> hypothesis strategy
+
+
+@dataclass(frozen=True)
+class Structure:
+    """Where an op's kernels change code path, read off the kernels and their launchers on the H200's tiles
+    (the tiles every CPU run emulates), and the factors its boundary cases cover pairwise (pathmdn_verify.core.boundaries).
+    build(T, D, Dv, HQ, H, cu_seqlens, seed, **options) -> a case; present(case) -> {option: present?}."""
+    lengths: dict                       # pass -> {constant: tokens}: PaTH {"chunk": 64, "block": 128, ...}
+    dims: dict                          # profile -> (a, b), a < b: the head dims the cases pair (D, Dv)
+    build: Callable
+    present: Callable
+    options: dict = field(default_factory=dict)   # pass -> optional inputs, each present and absent
+    heads: tuple = ((1, 1),)            # (HQ, H) pairs: the GQA ratios
+    varlen: bool = True                 # cases with cu_seqlens (short sequences then one long one)
+    levels: dict = field(default_factory=dict)    # constant -> profile -> its T levels, where thinned for cost
+    costly: dict = field(default_factory=dict)    # profile -> T above which a case is never D == Dv
+    # regimes about the input values that take no boundary case, so that what a check reports is its regime's
+    # own failure (PaTH's magnitude: non-finite output at |q| > 65504 would stand in for every case given to it)
+    value_regimes: tuple = ()
+    notes: str = ""                     # where each constant is in the kernel package, and why a level is left out
+
+
+@dataclass(frozen=True)
+class KernelOp:
+    name: str                           # check ids: kernel.<impl>.<name>.<pass>.<dtype>.<regime>
+    title: str                          # the op in words, for descriptions
+    kernel: Callable                    # the adapter: kernel(**inputs, scale) -> outputs
+    conventions: Conventions
+    oracle: Callable                    # float64: oracle(**inputs, scale) -> outputs
+    same_dtype: Callable                # same_dtype(**fp32 inputs, prec, scale) -> outputs
+    make_inputs: Callable               # (case, torch dtype, device) -> {name: tensor or None}
+    required: tuple[str, ...]
+    optional: tuple[str, ...]
+    grad_inputs: tuple[str, ...]        # the backward pass judges d<name> for each present one
+    outputs: tuple[str, ...]
+    regimes: dict
+    cases: Callable                     # (regime fields, profile, max_T) -> hypothesis strategy
+    budget_factor: dict                 # pass -> c
+    error_inputs: Callable              # validation: raises UsageError naming the tensor
+    sample_case: object                 # a small valid input (OpInfo's sample inputs), for the bad-input tests
+    passes: tuple[str, ...] = ("fwd", "bwd")
+    dot: str | None = None              # fp32 dot format the kernel uses (None: the run's --fp32-dot)
+    references: str = "device"          # where the oracle and same-dtype run under --references auto: "device"
+    #                                     (the run's) or "cpu" (measured faster there on a GPU run)
+    terms: Callable | None = None       # the oracle with terms: (**float64 inputs, scale) -> (oracle's outputs,
+    #                                     {output: magnitude of its summed terms}), one evaluation for both
+    regression_cases: dict = field(default_factory=dict)   # "<pass>.<dtype>.<regime>" -> [cases]
+    probes: tuple[ConventionProbe, ...] = ()
+    decode: Decode | None = None
+    examples: dict | None = None        # hypothesis examples per check by profile (None: pathmdn_verify.core.search's default)
+    device_cases: tuple = ()            # (dtype, case) pairs that pathmdn_verify.tools.device_compare runs on CPU and GPU
+    impl: str = "fla"                   # the kernel package, the second word of its check ids
+    query_inputs: tuple[str, ...] = ()  # inputs whose head axis counts query heads (HQ), not key heads (H)
+    stages: dict = field(default_factory=dict)   # pass -> stages(op, x, dtype, fp32_dot) -> [Stage] (localize)
+    mutants: tuple = ()                 # planted bugs in a copy of the kernel package (pathmdn_verify.platform.mutation.Mutant)
+    not_reached: dict = field(default_factory=dict)   # regex -> (kind, why): package lines verify coverage excludes
+    structure: Structure | None = None  # where the kernels change path: the boundary cases (pathmdn_verify.core.boundaries)
+    report: str | None = None           # the report's family for this op (path | fox | mdn), None: not measured
+    package: tuple[str, ...] = ()       # the kernel package's modules that are this op's own code: verify bisect
+    #                                     imports them, verify coverage counts their lines
+    refusal: Callable | None = None     # (exception) -> reason when it is the implementation's own refusal of a
+    #                                     variant raised outside its entry point (fla's missing backward), else None
+    offered: Callable | None = None     # (pass, dtype) -> why the implementation does not offer it, else None
+    unsupported: Callable | None = None   # (inputs) -> why the implementation does not take them, else None
+    layout: str = ""                    # the canonical call in words: each input's shape, dtype and meaning; outputs
+
+    def __post_init__(self):
+        """A bad record is refused when it is made (PyTorch's OpInfo does the same), naming the field."""
+        def bad(what: str):
+            raise ValueError(f"op record {self.name!r}: {what}")
+        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
+            bad("name must be lower-case letters, digits and _ (it is a word of check ids)")
+        if not self.impl or not _NAME.fullmatch(self.impl):
+            bad(f"impl {self.impl!r} must be lower-case letters, digits and _")
+        for field_ in ("kernel", "oracle", "same_dtype", "make_inputs", "cases", "error_inputs"):
+            if not callable(getattr(self, field_)):
+                bad(f"{field_} must be callable")
+        if not self.required or not self.outputs:
+            bad("required inputs and outputs must not be empty")
+        if set(self.required) & set(self.optional):
+            bad(f"inputs both required and optional: {sorted(set(self.required) & set(self.optional))}")
+        if not set(self.grad_inputs) <= set(self.required) | set(self.optional):
+            bad(f"grad_inputs {sorted(set(self.grad_inputs) - set(self.required) - set(self.optional))} are not inputs")
+        if not self.passes or not set(self.passes) <= {"fwd", "bwd"}:
+            bad(f"passes {self.passes} must be fwd and/or bwd (decode is the decode field)")
+        if missing := [p for p in (*self.passes, *(("decode",) if self.decode else ())) if p not in self.budget_factor]:
+            bad(f"budget_factor has no factor c for {missing}")
+        if not self.regimes:
+            bad("regimes must not be empty")
+        if not self.dtypes or not set(self.dtypes) <= {"bf16", "fp32"}:
+            bad(f"conventions.dtypes {self.dtypes} must be bf16 and/or fp32")
+        if self.dot not in (None, "ieee", "tf32"):
+            bad(f"dot {self.dot!r} must be None (the run's --fp32-dot), 'ieee' or 'tf32'")
+        if self.references not in ("device", "cpu"):
+            bad(f"references {self.references!r} must be 'device' or 'cpu'")
+
+    @property
+    def dtypes(self) -> tuple[str, ...]:
+        return self.conventions.dtypes
+
+    def check_id(self, pass_: str, dtype: str, regime: str) -> str:
+        return str(CheckId.kernel(self.impl, self.name, pass_, dtype, regime))
+
+    def convention_id(self, name: str) -> str:
+        return str(CheckId.kernel(self.impl, self.name, "convention", name))
+
+    def inputs(self, case, dtype, device="cpu") -> dict:
+        return {n: t for n, t in self.make_inputs(case, dtype, device).items() if n in self.required + self.optional}
+
+
+def as_tuple(x) -> tuple:
+    """The outputs of a record's callable as a tuple (single-output ops return one tensor)."""
+    return x if isinstance(x, tuple) else (x,)
+
+
+def scale_of(x: dict) -> float:
+    """The canonical attention scale 1/sqrt(D), D the key head dim (the last dim of q)."""
+    return x["q"].shape[-1] ** -0.5
+
+
+def scale_default_probe(op_name: str, case) -> ConventionProbe:
+    return ConventionProbe("scale_default", f"measures that fla {op_name} with scale=None uses 1/sqrt(D)",
+                           "scale=None means 1", case, lambda op, x, s: op.oracle(**x, scale=1.0),
+                           kernel_scale_none=True)

@@ -1,0 +1,406 @@
+"""Adapters that give fla's production kernels one canonical call each, with their conventions declared.
+
+Canonical conventions (docs/design.md section 3): layout [B, T, H, D]; gates [B, T, H]; GQA by head groups;
+g is the log forget gate; MDN residual v~_t = v_t - S_{t-1}^T (alpha_t k_t) unless p is given.
+
+`fla` is imported inside the functions, never at module import, so that the CPU interpreter fidelity
+layer can be installed first.  With --kernel-root the same adapters verify a checkout of fla, or the
+MDN paper authors' fork (whose MDN entry points are named chunk_mode_rule / fused_recurrent_mode_rule).
+
+Every convention below was measured against the float64 oracles (see README, "Conventions"), not
+read off the docstrings.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import inspect
+import re
+from pathlib import Path
+
+from pathmdn_verify.core.errors import KernelUnavailable, VariantUnsupported
+from pathmdn_verify.core.records import Conventions
+
+# Where the conventions below were measured (Conventions.notes says so per op).  Not a pin: any fla tree is
+# accepted; entry points are found by what the tree offers (names, inspect.signature), never by its version.
+MEASURED_ON = "fla-core 0.6.0"
+MEASURED_ON_FORK = "the MDN authors' fork (HuuYuLong/MomentumDeltaNet c6e77fa, fla/__init__.py says 0.3.2)"
+MEASURED_ON_HISTORY = ("fla v0.3.1 .. v0.5.2 and main HEAD bc3b101d (2026-08-22) for PaTH / FoX / GDN entry "
+                       "points and tiles")
+
+
+def fla_version() -> str:
+    """The version of the fla that `import fla` would load, read from its fla/__init__.py without importing
+    it (a --kernel-root checkout has no installed metadata), for the results; KernelUnavailable only if there
+    is no fla at all.  Any version is accepted: what a tree offers is probed per entry point."""
+    spec = importlib.util.find_spec("fla")
+    if spec is None or spec.origin is None:
+        raise KernelUnavailable("the kernel package fla is not importable: install fla-core or give --kernel-root")
+    found = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", Path(spec.origin).read_text(errors="replace"), re.MULTILINE)
+    return found.group(1) if found else "without __version__"
+
+
+check_fla_version = fla_version      # the name the commands call (no longer a version gate)
+
+
+def _install_import_shim() -> None:
+    """fla/__init__.py of a tree before 2026-06 imports the model zoo (transformers): register fla without
+    running it, when needed, before the first import of fla (pathmdn_verify.kernels.fla_import)."""
+    from pathmdn_verify.kernels.fla_import import install_import_shim
+    install_import_shim()
+
+
+def missing_backward(exc: BaseException) -> str | None:
+    """The reason, when exc is the kernel package's own missing backward: a NotImplementedError raised by a
+    `backward` function inside the package (fla-core's fused recurrent GDN, the MDN authors' fused
+    recurrent path); None for any other error, which stays a kernel failure."""
+    if not isinstance(exc, NotImplementedError) or exc.__traceback__ is None:
+        return None
+    tb = exc.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    spec = importlib.util.find_spec("fla")
+    package = Path(spec.origin).parent if spec and spec.origin else None
+    if code.co_name != "backward" or package is None or not Path(code.co_filename).is_relative_to(package):
+        return None
+    return f"{Path(code.co_filename).relative_to(package.parent)} has no backward: {exc}".splitlines()[0]
+
+
+def _package_dir() -> Path | None:
+    spec = importlib.util.find_spec("fla")
+    return Path(spec.origin).parent if spec and spec.origin else None
+
+
+def _where(exc: BaseException) -> str:
+    """file:line of a SyntaxError, else of the innermost frame of the kernel package in the traceback."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f"{exc.filename}:{exc.lineno}: "
+    tb, last = exc.__traceback__, None
+    package = _package_dir()
+    while tb is not None:
+        if package is not None and Path(tb.tb_frame.f_code.co_filename).is_relative_to(package):
+            last = tb
+        tb = tb.tb_next
+    return f"{last.tb_frame.f_code.co_filename}:{last.tb_lineno}: " if last is not None else ""
+
+
+def _import(module: str):
+    """Import an op module of fla.  The tree not having the op's package at all (fla.ops.momentum_delta_rule
+    before 0.6.0, PaTH / FoX in the MDN fork) is VariantUnsupported: its checks skip.  Any other failure
+    (a syntax error, a module the op imports that is missing, a Triton API the installed Triton lacks) is
+    KernelUnavailable, one line naming the module and the error (the CLI's exit 2)."""
+    _install_import_shim()
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        package = _package_dir()
+        if missing and (module == missing or module.startswith(missing + ".")) and missing.startswith("fla.ops.") \
+                and package is not None and not (package.parent / missing.replace(".", "/")).exists() \
+                and not (package.parent / (missing.replace(".", "/") + ".py")).exists():
+            raise VariantUnsupported(f"this fla ({package}) has no {missing}") from exc
+        raise KernelUnavailable(f"cannot import {module}: {_where(exc)}{type(exc).__name__}: {exc}"
+                                .splitlines()[0]) from exc
+    except Exception as exc:
+        raise KernelUnavailable(f"cannot import {module}: {_where(exc)}{type(exc).__name__}: {exc}"
+                                .splitlines()[0]) from exc
+
+
+def _entry(module: str, names: tuple[str, ...], required: tuple[str, ...]):
+    """The first of names that module offers, with every required parameter named in its signature
+    (inspect.signature sees through @torch.compiler.disable's __wrapped__); VariantUnsupported if none."""
+    mod = _import(module)
+    for name in names:
+        fn = getattr(mod, name, None)
+        if fn is None:
+            continue
+        lacking = [p for p in required if p not in _named_parameters(fn)]
+        if lacking:
+            raise VariantUnsupported(f"{module}.{name} ({mod.__file__}) takes no {', '.join(lacking)}")
+        return fn
+    raise VariantUnsupported(f"{module} ({mod.__file__}) offers none of {', '.join(names)}")
+
+
+def _named_parameters(fn) -> set[str]:
+    """Parameters fn names (a **kwargs is not a name: an old tree's **kwargs silently ignores what it does not
+    know)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return set()
+    return {p.name for p in params if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+
+
+def _reads_from_kwargs(fn, name: str) -> bool:
+    """fn takes `name` only through **kwargs and its own body reads it (fla's chunk_gated_delta_rule since
+    424b3330: kwargs.get('chunk_size', 64)); a **kwargs that merely swallows it does not count."""
+    params = inspect.signature(fn).parameters.values()
+    if not any(p.kind is p.VAR_KEYWORD for p in params):
+        return False
+    try:
+        source = inspect.getsource(inspect.unwrap(fn))
+    except (OSError, TypeError):
+        return False
+    return re.search(r"kwargs(\.get|\.pop|\[)\(?\s*['\"]" + re.escape(name) + r"['\"]", source) is not None
+
+
+def _refuses_dtype(exc: BaseException) -> str | None:
+    """The package's own refusal of a dtype (chunk GDN up to 0.3.2 and the MDN fork: `assert q.dtype !=
+    torch.float32, "... does not support float32 ..."` in its autograd forward): the reason, else None."""
+    if not isinstance(exc, AssertionError) or not re.search(r"does not support (float32|fp32|float16|bfloat16)",
+                                                            str(exc), re.IGNORECASE):
+        return None
+    package = _package_dir()
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None or package is None or not Path(tb.tb_frame.f_code.co_filename).is_relative_to(package):
+        return None
+    return f"{Path(tb.tb_frame.f_code.co_filename).relative_to(package.parent)} refuses: {exc}".splitlines()[0]
+
+
+def _call(fn, *args, **kwargs):
+    """fn(*args, **kwargs), every keyword a parameter fn names (never one a **kwargs would swallow); the
+    package's own dtype refusal becomes VariantUnsupported."""
+    unknown = sorted(set(kwargs) - _named_parameters(fn))
+    if unknown:
+        raise VariantUnsupported(f"{fn.__module__}.{getattr(fn, '__name__', fn)} takes no {', '.join(unknown)}")
+    try:
+        return fn(*args, **kwargs)
+    except AssertionError as exc:
+        reason = _refuses_dtype(exc)
+        if reason:
+            raise VariantUnsupported(f"not offered by this fla: {reason}") from exc
+        raise
+
+
+# ------------------------------------------------------------------------------ the H200's tiles on a CPU
+
+H200_MAX_SHARED_MEM = 232448       # bytes per block, what triton reports for an H200
+H200_TILES = f"H200 (max_shared_mem {H200_MAX_SHARED_MEM})"    # device_properties, only once verified
+EMULATE_TILES_ENV = "VERIFY_EMULATE_H200_TILES"                 # "0": leave fla on the CPU's tiles (canary test)
+SHARED_MEM_ARCHS = ("hopper", "ampere", "ada")                  # every Backend an H200 meets
+
+
+class _SharedMemList(list):
+    """[H200_MAX_SHARED_MEM], indexable by None too: launchers pass tensor_idx=q.device.index (fla's FoX
+    forward, attn decoding, chunk_o), which is None for a CPU tensor, and list[None] would make
+    check_shared_mem False (it swallows the TypeError)."""
+
+    def __getitem__(self, i):
+        return list.__getitem__(self, 0 if i is None else i)
+
+
+def shared_mem_module():
+    """(fla.utils, the module whose globals check_shared_mem reads, check_shared_mem), found by where the
+    function lives (fla/utils.py up to 0.5.0 and the fork, fla/utils/_device.py in 0.5.1 .. HEAD,
+    fla/utils/hardware.py in 0.6.0), not by module name; hw and csm are None when the tree has no cached
+    check_shared_mem."""
+    import sys
+    utils = importlib.import_module("fla.utils")
+    csm = getattr(utils, "check_shared_mem", None)
+    if csm is None or not hasattr(csm, "cache_clear"):
+        return utils, None, None
+    return utils, sys.modules.get(inspect.unwrap(csm).__module__), csm
+
+
+def shared_mem_answers() -> dict[str, bool]:
+    """check_shared_mem(arch, tensor_idx) for every arch an H200 meets and tensor_idx None (CPU tensors) and 0:
+    all True on an H200 (what launchers see)."""
+    _, _, csm = shared_mem_module()
+    if csm is None:
+        return {}
+    return {f"{arch},{idx}": bool(csm(arch, idx)) for arch in SHARED_MEM_ARCHS for idx in (None, 0)}
+
+
+def emulate_h200_tiles() -> str:
+    """Make fla choose the tile sizes it chooses on an H200, and verify that it does; returns what was done,
+    for the results: H200_TILES only when every check_shared_mem(arch, None | 0) answers True afterwards,
+    else "not emulated: why" (and the env.interpreter.tiles canaries fail).  fla asks the driver for the
+    shared memory per block (get_all_max_shared_mem); without a GPU it gets nothing and falls back to smaller
+    tiles (PaTH: BT 64 / BS 32 instead of 128 / 64), which changes the rounding: measured, the state-tracking
+    construction at n = 256 failed on the H200 and passed on the CPU until the CPU used the H200's tiles.
+    Shared-memory limits themselves are not emulated (the interpreter has none).  Must run after the
+    interpreter fidelity layer is on (pathmdn_verify.platform.fidelity) and before any fla.ops module is imported (fla
+    builds some autotune config lists at import, e.g. chunk_delta_h.py from 0.5)."""
+    import os
+    import sys
+    from pathmdn_verify.kernels.fla_import import is_lazy
+    _install_import_shim()
+    early = sorted(m for m, mod in list(sys.modules.items())
+                   if (m == "fla.ops" or m.startswith("fla.ops.")) and not is_lazy(mod))
+    if os.environ.get(EMULATE_TILES_ENV) == "0":
+        return f"not emulated: disabled by {EMULATE_TILES_ENV}=0"
+    utils, hw, csm = shared_mem_module()
+    if csm is None:
+        return "not emulated: fla.utils has no cached check_shared_mem"
+    if not hasattr(hw, "get_all_max_shared_mem"):
+        return f"not emulated: {hw.__name__} (where check_shared_mem lives) has no get_all_max_shared_mem"
+    patched = lambda: _SharedMemList([H200_MAX_SHARED_MEM])
+    hw.get_all_max_shared_mem = patched
+    if hw is not utils and hasattr(utils, "get_all_max_shared_mem"):
+        utils.get_all_max_shared_mem = patched
+    csm.cache_clear()
+    wrong = [k for k, ok in shared_mem_answers().items() if not ok]
+    if wrong:
+        return (f"not emulated: {hw.__name__}.check_shared_mem still False for ({'), ('.join(wrong)}) after "
+                "patching get_all_max_shared_mem")
+    if early:
+        return f"not emulated: {', '.join(early[:3])} imported before the patch (import-time tile lists kept)"
+    return H200_TILES
+
+
+def _has_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+# ------------------------------------------------------------------------------------------- PaTH
+
+PATH_CONVENTIONS = Conventions(
+    scale_default="1/sqrt(D)",
+    gate_scaled=True,
+    head_dims=(16, 32, 64, 128),
+    dtypes=("bf16", "fp32"),
+    varlen=True,
+    notes="w and beta must be fp32, g fp32; w is used as given (not re-normalised); the log forget gate "
+          "is multiplied by the attention scale together with the path logit: softmax(scale*(A~ + gate)), "
+          "unlike the paper's softmax(A~ + gate) (with scale folded into q).  Measured on " + MEASURED_ON
+          + "; the entry point's signature and tiles (BS 64 / BT 128 on an H200) read the same in "
+          + MEASURED_ON_HISTORY + " (absent from the MDN fork)",
+)
+PATH_NAMES = ("parallel_path_attn", "parallel_path_attention")   # renamed 2025-09-02 (3d70f7de, first in v0.3.2)
+PATH_REQUIRED = ("q", "k", "v", "w", "beta", "g", "scale", "cu_seqlens", "use_cache")
+
+
+def _path_entry():
+    """fla names the PaTH entry point parallel_path_attn since 2025-09 (3d70f7de), parallel_path_attention before."""
+    return _entry("fla.ops.path_attn", PATH_NAMES, PATH_REQUIRED)
+
+
+def _path(q, k, v, w, beta, g, scale, cu_seqlens, use_cache):
+    out = _call(_path_entry(), q=q, k=k, v=v, w=w, beta=beta, g=g, scale=scale, cu_seqlens=cu_seqlens,
+                use_cache=use_cache)
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise TypeError(f"the PaTH entry point returned {type(out).__name__}, not (o, k_cache)")
+    return out
+
+
+def path_attn(q, k, v, w, beta, g=None, scale=None, cu_seqlens=None):
+    """fla.ops.path_attn.parallel_path_attn -> o [B, T, HQ, Dv]."""
+    return _path(q, k, v, w, beta, g, scale, cu_seqlens, use_cache=False)[0]
+
+
+def path_attn_cache(q, k, v, w, beta, g=None, scale=None, cu_seqlens=None):
+    """The decode cache of parallel_path_attn(use_cache=True): keys after every later Householder
+    update, row j = H_T ... H_{j+1} k_j (measured: equals the oracle's decode_keys)."""
+    return _path(q, k, v, w, beta, g, scale, cu_seqlens, use_cache=True)[1]
+
+
+# -------------------------------------------------------------------------------------------- FoX
+
+FOX_CONVENTIONS = Conventions(
+    scale_default="1/sqrt(D)",
+    gate_scaled=False,
+    head_dims=(16, 32, 64, 128),
+    dtypes=("bf16", "fp32"),
+    varlen=True,
+    notes="g (log forget gate) is added to the scaled logit, as in the FoX paper.  Measured on " + MEASURED_ON
+          + "; the entry point reads the same in " + MEASURED_ON_HISTORY + " (window_size inserted before "
+          "cu_seqlens in 0.5.0: every argument is passed by keyword; absent from the MDN fork)",
+)
+FOX_REQUIRED = ("q", "k", "v", "g", "scale", "cu_seqlens")
+
+
+def forgetting_attn(q, k, v, g, scale=None, cu_seqlens=None):
+    """fla.ops.forgetting_attn.parallel_forgetting_attn -> o [B, T, HQ, Dv]."""
+    fn = _entry("fla.ops.forgetting_attn", ("parallel_forgetting_attn",), FOX_REQUIRED)
+    return _call(fn, q=q, k=k, v=v, g=g, scale=scale, cu_seqlens=cu_seqlens)
+
+
+# -------------------------------------------------------------------------------------------- MDN
+
+MDN_CONVENTIONS = Conventions(
+    scale_default="1/sqrt(Dk)",
+    dtypes=("bf16",),
+    varlen=False,
+    chunk_sizes=(16, 32, 64),
+    residual="p_t = alpha_t k_t (use_p_times_alpha=True, p defaults to k); rounded to the input dtype",
+    eta_placement="k^_t = eta_t k_t, rounded to the input dtype before use",
+    final_state="(S_T, M_T) stacked; for T not a multiple of the chunk, fla recomputes it by the recurrence",
+    notes="q, k used as given (use_qk_l2norm_in_kernel=False); the chunk path refuses fp32 inputs.  Measured on "
+          + MEASURED_ON + " and " + MEASURED_ON_FORK + " (chunk fixed at 64 there); no upstream tag before 0.6.0 "
+          "has fla.ops.momentum_delta_rule (its checks skip as unsupported)",
+)
+MDN_RECURRENT_CONVENTIONS = Conventions(
+    scale_default="1/sqrt(Dk)", dtypes=("bf16", "fp32"), varlen=False,
+    residual=MDN_CONVENTIONS.residual, eta_placement=MDN_CONVENTIONS.eta_placement,
+    final_state="(S_T, M_T) stacked", notes="q, k used as given (use_qk_l2norm_in_kernel=False).  Measured on "
+    + MEASURED_ON + " and " + MEASURED_ON_FORK)
+MDN_REQUIRED = ("q", "k", "v", "log_alpha", "log_mu", "p", "beta", "eta", "scale", "initial_state",
+                "output_final_state", "use_qk_l2norm_in_kernel", "use_p_times_alpha")
+
+
+def _mdn_entry(kind: str):
+    """fla-core names the entry points *_momentum_delta_rule; the authors' fork *_mode_rule."""
+    return _entry("fla.ops.momentum_delta_rule", (f"{kind}_momentum_delta_rule", f"{kind}_mode_rule"), MDN_REQUIRED)
+
+
+# The MDN authors' chunk_mode_rule takes no chunk_size: its chunk is fixed at 64 (chunk.py asserts it).
+FORK_FIXED_CHUNK = 64
+
+
+def _accepts(fn, name: str) -> bool:
+    """fn takes the keyword `name`: a parameter it names, or one its body reads out of **kwargs (a **kwargs
+    alone does not count: old trees' swallow unknown keywords silently)."""
+    return name in _named_parameters(fn) or _reads_from_kwargs(fn, name)
+
+
+def mdn(q, k, v, log_alpha, log_mu, beta, eta, p=None, scale=None, S0=None, M0=None, chunk=None):
+    """chunk (chunk=16|32|64) or fused recurrent (chunk=None) MDN -> (o, S_T, M_T).  A chunk size the
+    package's entry point does not take (the authors' fork: fixed at 64) is VariantUnsupported."""
+    init = None if S0 is None else (S0, M0)
+    kwargs = dict(p=p, beta=beta, eta=eta, scale=scale, initial_state=init, output_final_state=True,
+                  use_qk_l2norm_in_kernel=False, use_p_times_alpha=p is None)
+    fn = _mdn_entry("fused_recurrent" if chunk is None else "chunk")
+    if chunk is not None and _accepts(fn, "chunk_size"):
+        kwargs["chunk_size"] = chunk
+    elif chunk not in (None, FORK_FIXED_CHUNK):
+        raise VariantUnsupported(f"{fn.__module__}.{fn.__name__} takes no chunk_size (its chunk is fixed at "
+                                 f"{FORK_FIXED_CHUNK}): chunk {chunk} is not offered")
+    if "chunk_size" in kwargs and "chunk_size" not in _named_parameters(fn):
+        o, state = _call(functools.partial(fn, chunk_size=chunk), q=q, k=k, v=v, log_alpha=log_alpha,
+                         log_mu=log_mu, **{n: a for n, a in kwargs.items() if n != "chunk_size"})
+    else:
+        o, state = _call(fn, q=q, k=k, v=v, log_alpha=log_alpha, log_mu=log_mu, **kwargs)
+    return o, state[0], state[1]
+
+
+# ------------------------------------------------------------------------------------- Gated DeltaNet
+
+GDN_CONVENTIONS = Conventions(
+    scale_default="1/sqrt(K)", dtypes=("bf16", "fp32"), varlen=True, chunk_sizes=(64,),
+    residual="S_t = alpha_t (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T: MDN with mu = 0, p = alpha k, eta = 1",
+    final_state="S_T [N, H, K, V] per sequence (state_v_first=False)",
+    notes="g = log alpha (natural log); beta used as given (use_beta_sigmoid_in_kernel=False; the docstring asks "
+          "for post-sigmoid values, allow_neg_eigval's domain is [0, 2)); q, k used as given "
+          "(use_qk_l2norm_in_kernel=False); with v, g, beta of HV = G H heads (grouped value attention) value head "
+          "j reads key head j // G; the fused recurrent path has no backward (it raises).  Measured on "
+          + MEASURED_ON + "; the keywords passed are named parameters with the same defaults (state layout "
+          "[K, V]) in " + MEASURED_ON_HISTORY + " and the MDN fork; the chunk path refuses fp32 up to v0.3.2 "
+          "and in the fork (skipped as unsupported there)")
+GDN_REQUIRED = ("q", "k", "v", "g", "beta", "scale", "initial_state", "output_final_state",
+                "use_qk_l2norm_in_kernel", "cu_seqlens")
+
+
+def gated_delta_rule(q, k, v, g, beta, S0=None, cu_seqlens=None, scale=None, chunk=True):
+    """fla.ops.gated_delta_rule: chunk_gated_delta_rule (chunk=True) or fused_recurrent_gated_delta_rule
+    -> (o [B, T, H, V], S_T [N, H, K, V])."""
+    name = "chunk_gated_delta_rule" if chunk else "fused_recurrent_gated_delta_rule"
+    fn = _entry("fla.ops.gated_delta_rule", (name,), GDN_REQUIRED)
+    return _call(fn, q=q, k=k, v=v, g=g, beta=beta, scale=scale, initial_state=S0, output_final_state=True,
+                 use_qk_l2norm_in_kernel=False, cu_seqlens=None if cu_seqlens is None else cu_seqlens.long())

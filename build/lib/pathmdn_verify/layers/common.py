@@ -1,0 +1,159 @@
+"""What every layer comparison needs: import the layer, build it with seeded parameters, take its parameters in
+float64 for the literal, run it so that its own exceptions are findings, and judge tensors under the kernel
+budget rule (pathmdn_verify.core.budget: error against the float64 literal <= c x the same-dtype literal's error, or the
+rounding floor where that is larger)."""
+from __future__ import annotations
+
+import importlib
+
+import torch
+
+from pathmdn_verify.core.budget import Verdict, verdict, worst
+from pathmdn_verify.core.errors import is_interpreter_gap
+from pathmdn_verify.core.precision import Precision
+from pathmdn_verify.core.registry import Result
+from pathmdn_verify.layers import INSTALL, LayerCase
+
+
+class LayerRaised(Exception):
+    """The layer under test raised: a finding (a failing check of kind exception), never a check error."""
+
+
+class LayerMissing(Exception):
+    """The kernel package offers no such layer (flash-linear-attention not installed, or an older tree)."""
+
+
+def layer_class(case: LayerCase):
+    rec = case.record
+    try:
+        module = importlib.import_module(rec.module)
+    except ModuleNotFoundError as exc:
+        raise LayerMissing(f"{rec.module} cannot be imported ({exc}); {INSTALL}") from exc
+    if not hasattr(module, rec.cls):
+        raise LayerMissing(f"{rec.module} has no {rec.cls}")
+    return getattr(module, rec.cls)
+
+
+def precision(case: LayerCase) -> Precision:
+    return Precision.of(case.dtype, case.ctx.fp32_dot)
+
+
+def build(case: LayerCase, seed: int, **sizes) -> torch.nn.Module:
+    """The layer with the variant's arguments and `sizes`, its parameters drawn from `seed` (the same on every
+    machine: torch's CPU generator), in the case's dtype on the run's device, in eval mode."""
+    cls = layer_class(case)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        layer = cls(**sizes, **case.kwargs)
+    return layer.to(device=case.ctx.device, dtype=precision(case).torch_dtype).eval()
+
+
+def params64(layer: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The layer's parameters (state_dict names) as float64 CPU tensors: what the literal is built from."""
+    return {n: p.detach().to("cpu", torch.float64) for n, p in layer.state_dict().items()}
+
+
+def call(fn, *args, **kwargs):
+    """fn(*args, **kwargs) where fn is the layer under test: its exception becomes LayerRaised, except the CPU
+    interpreter's own gap (pathmdn_verify.core.errors.is_interpreter_gap), which the runner makes a skip."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:
+        if is_interpreter_gap(exc):
+            raise
+        raise LayerRaised(f"{type(exc).__name__}: {exc}".splitlines()[0]) from exc
+
+
+def judge(case: LayerCase, tensors: list[tuple], c: float, what: str = "", details: dict | None = None) -> Result:
+    """One Result over (name, layer's tensor, float64 literal, same-dtype literal) tuples: the worst verdict
+    decides; every tensor's verdict goes in details["tensors"]."""
+    prec = precision(case)
+    scale = max(float(t[2].abs().max()) for t in tensors if t[2].numel())
+    vs: list[Verdict] = [verdict(n, out.detach().to("cpu", torch.float64), truth, same.detach().to("cpu", torch.float64),
+                                 prec, c, scale) for n, out, truth, same in tensors]
+    w = worst(vs)
+    ok = w.ratio <= 1
+    return Result("pass" if ok else "fail", w.measured, w.budget, (what + ": " if what else "") + w.summary(),
+                  details={**(details or {}), "tensors": [v.as_json() for v in vs]},
+                  kind=None if ok else w.kind, measure=w.decided_by)
+
+
+def padded_mask(T: int, pad: int, left: bool, interior: bool) -> torch.Tensor:
+    """A [2, T] attention_mask: `pad` tokens of left padding in row 0 and/or of interior padding in row 1."""
+    m = torch.ones(2, T, dtype=torch.long)
+    if left:
+        m[0, :pad] = 0
+    if interior:
+        m[1, T // 2:T // 2 + pad] = 0
+    return m
+
+
+SWAP, BEAM = (1, 0), (2, 0, 0, 3)    # cache_ops' reorders: the 2 prompts swapped; of 4 rows, row 1 dropped, row 0 doubled
+
+
+def cache_ops(case: LayerCase, prompts, draw, step, truths, crop: bool, c: float, n: int, cache=None) -> Result:
+    """Generation's cache operations against decoding the transformed batch from scratch.  Prefill the 2 prompts
+    (float64 values of the dtype, [2, T0, hidden]) with a fla Cache, then, decoding n new tokens per row after
+    each: reorder_cache(SWAP); batch_repeat_interleave(2) (several return sequences per prompt);
+    reorder_cache(BEAM) (a beam step); crop to T0 + 1 tokens.  Each decoded output against truths(history) (the
+    literal's full forward of each row's token history [rows, t, hidden] -> (truth, same-dtype) outputs).
+    crop False: the layer's cache holds a recurrent or convolution state it cannot roll back, so crop must
+    refuse (NotImplementedError), never decode silently on.  An operation the layer raises on ends the sequence:
+    the outputs so far are judged and the check fails, naming it.  draw(rows, n): new tokens; step(tokens,
+    cache, length): the layer's output on tokens [rows, k, hidden] (float64 values) with the cache, `length`
+    the history length after them; cache: the empty cache to use (default: fla's Cache())."""
+    if cache is None:
+        from fla.models.cache_utils import Cache
+        cache = Cache()
+    hist = prompts
+    keep = prompts.shape[1] + 1
+    tensors, notes = [], []
+
+    def decode(name):
+        nonlocal hist
+        new = draw(hist.shape[0], n)
+        o = torch.cat([step(new[:, j:j + 1], cache, hist.shape[1] + j + 1) for j in range(n)], 1)
+        hist = torch.cat([hist, new], 1)
+        truth, same = truths(hist)
+        tensors.append((f"o after {name}", o, truth[:, -n:], same[:, -n:]))
+
+    def reorder(rows):
+        nonlocal hist
+        call(cache.reorder_cache, torch.tensor(rows, device=case.ctx.device))
+        hist = hist[list(rows)]
+
+    def repeat():
+        nonlocal hist
+        call(cache.batch_repeat_interleave, 2)
+        hist = hist.repeat_interleave(2, 0)
+
+    def cut():
+        nonlocal hist
+        call(cache.crop, keep)
+        hist = hist[:, :keep]
+    operations = [(f"reorder {list(SWAP)}", lambda: reorder(SWAP)), ("repeat x2", repeat),
+                  (f"reorder {list(BEAM)}", lambda: reorder(BEAM))] + ([(f"crop to {keep}", cut)] if crop else [])
+    raised, doing = None, "the prefill"
+    try:
+        step(prompts, cache, prompts.shape[1])
+        for doing, operation in operations:
+            operation()
+            decode(doing)
+    except LayerRaised as exc:
+        raised = f"{doing} (then decoding) raised {exc}"
+    if raised is None and not crop:
+        try:
+            cache.crop(keep)
+        except NotImplementedError as exc:
+            notes.append(f"crop refused as declared ({exc})")
+        else:
+            raised = f"crop({keep}) of a cache with a recurrent or convolution state did not refuse"
+    if not tensors:
+        raise LayerRaised(raised)
+    res = judge(case, tensors, c, f"T0={prompts.shape[1]}, {n} decoded after each operation", {"crop": crop})
+    if raised is not None:
+        res.message += f"; then {raised}"
+        res.status, res.kind = "fail", res.kind or "exception"
+    if notes:
+        res.message += "; " + "; ".join(notes)
+    return res

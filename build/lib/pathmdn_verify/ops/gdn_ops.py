@@ -1,0 +1,300 @@
+"""Gated DeltaNet: its case type, input builder, regimes and hypothesis strategy, input validation, and the
+records of fla's chunk_gated_delta_rule and fused_recurrent_gated_delta_rule.  GDN has no oracle of its own:
+it runs the MDN oracle and same-dtype implementation with no momentum (`gdn_as_mdn`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from hypothesis import strategies as st
+
+from pathmdn_verify.kernels import fla_ops
+from pathmdn_verify.references import mdn_oracle as MDN
+from pathmdn_verify.references import path_oracle as P
+from pathmdn_verify import same_dtype
+from pathmdn_verify.core import validate
+from pathmdn_verify.core.ids import op_of
+from pathmdn_verify.core.inputs import case_label, cu_seqlens_tensor, linear_draws, on_device
+from pathmdn_verify.platform.mutation import Mutant
+from pathmdn_verify.core.records import (
+    BUDGET_FACTOR_BLOCKWISE,
+    BUDGET_FACTOR_SEQUENTIAL,
+    ConventionProbe,
+    KernelOp,
+    Structure,
+    scale_default_probe,
+)
+from pathmdn_verify.core.strategies import batch_for, batch_levels, capped, shape_rows
+
+
+@dataclass(frozen=True)
+class GdnCase:
+    """One Gated DeltaNet input.  cu_seqlens (varlen) requires B == 1."""
+    T: int = 16
+    Dk: int = 16
+    Dv: int = 16
+    B: int = 1
+    H: int = 1
+    HV: int | None = None        # value heads (grouped value attention: a multiple of H); None: H
+    gate: str = "typical"        # alpha = exp(g): typical U(0.5, 0.99); near1: g ~ -1e-3; near0: alpha ~ 1e-3
+    beta: str = "typical"        # typical U(0.05, 0.95); near0 ~1e-4; near1 = 1 - ~1e-4; near2 = 2 - ~1e-4
+    initial_state: bool = False
+    qk_norm: float = 1.0         # norm of every q_t and k_t (1: as use_qk_l2norm_in_kernel would make them)
+    cu_seqlens: tuple[int, ...] | None = None
+    seed: int = 0
+
+    def label(self) -> str:
+        return case_label(self)
+
+
+def gdn_inputs(case: GdnCase, dtype=torch.float64, device="cpu") -> dict:
+    """q, k [B, T, H, Dk] of norm case.qk_norm, v [B, T, HV, Dv] in dtype; g = log alpha and beta [B, T, HV] in
+    fp32; S0 [N, HV, Dk, Dv] in fp32 when case.initial_state (N sequences: B, or the number of cu_seqlens
+    segments); cu_seqlens int32."""
+    if case.cu_seqlens is not None and case.B != 1:
+        raise ValueError("varlen (cu_seqlens) requires B == 1")
+    gen = torch.Generator().manual_seed(case.seed)
+    B, HV = case.B, case.HV or case.H
+    q, k, v, u = linear_draws(case, gen)
+    q, k = case.qk_norm * q, case.qk_norm * k
+    g = {"typical": torch.log(u(0.5, 0.99)), "near1": -u(1e-4, 1e-3), "near0": torch.log(u(1e-3, 1e-2))}[case.gate]
+    beta = {"typical": u(0.05, 0.95), "near0": u(1e-5, 1e-4), "near1": 1 - u(1e-4, 1e-3),
+            "near2": 2 - u(1e-4, 1e-3)}[case.beta]
+    N = B if case.cu_seqlens is None else len(case.cu_seqlens) - 1
+    S0 = 0.5 * torch.randn(N, HV, case.Dk, case.Dv, generator=gen, dtype=torch.float64) if case.initial_state else None
+    return on_device({"q": q.to(dtype), "k": k.to(dtype), "v": v.to(dtype), "g": g.float(), "beta": beta.float(),
+                      "S0": None if S0 is None else S0.float(),
+                      "cu_seqlens": cu_seqlens_tensor(case.cu_seqlens)},
+                     device)
+
+
+GDN_REGIMES = {
+    "typical": {},
+    "gate_near0": {"gate": "near0"},
+    "gate_near1": {"gate": "near1"},
+    "beta_near0": {"beta": "near0"},
+    "beta_near1": {"beta": "near1"},      # the top of the post-sigmoid domain the docstring asks for
+    "beta_near2": {"beta": "near2"},      # the top of allow_neg_eigval's [0, 2)
+    "initial_state": {"initial_state": True},
+}
+# GDN's chunk is 64: the first T of quick and full spans two chunks (hypothesis' first example and its
+# shrinking favour it); at ci the chunk's boundary cases (GDN_STRUCTURE) reach 63, 64, 65 and 130, so the
+# first draw is the cheap T = 37 and 80 stays among the draws (as attention.SIZES).  Few, small sizes: the
+# fused recurrent kernel runs token by token under the CPU interpreter.
+GDN_SIZES = {   # (T values, Dk, Dv, H, B)
+    "quick": ((80, 1, 17), (16,), (16,), (1,), (1,)),
+    "ci": ((37, 1, 80), (16, 32), (16, 32), (1, 2), (1, 2)),
+    "full": ((4096, 1, 100, 1000), (64, 128), (64, 128), (1, 2), (1, 2)),
+}
+
+GDN_LAYOUT = ('q, k [B, T, H, K], v [B, T, HV, V] in the dtype checked (HV a multiple of H: value head j reads key '
+    'head j // (HV // H)); g [B, T, HV] fp32, log alpha; beta [B, T, HV] fp32; S0 [N, HV, K, V] fp32 or '
+    'None; cu_seqlens int32 [N + 1] (varlen, B == 1) or None; scale (None: 1/sqrt(K)); returns (o [B, T, '
+    'HV, V], S_T [N, HV, K, V]) of S_t = alpha_t (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T, o_t = '
+    'scale S_t^T q_t')
+
+
+@st.composite
+
+def gdn_cases(draw, regime: dict, profile: str, max_T: int | None = None):
+    """GdnCase for one regime; its shape fields (varlen: cu_seqlens, then B = 1) from one of the `shape_rows`."""
+    Ts, Dks, Dvs, Hs, Bs = GDN_SIZES[profile]
+    T = draw(st.sampled_from(capped(Ts, max_T)))
+    row = draw(shape_rows(Dk=Dks, Dv=Dvs, H=Hs, batch=batch_levels(Bs)))
+    B, cu = draw(batch_for(T, row["batch"]))
+    return GdnCase(T=T, Dk=row["Dk"], Dv=row["Dv"], H=row["H"], B=B, cu_seqlens=cu, seed=draw(st.integers(0, 2**16)),
+                   **regime)
+
+
+# fla-core 0.6.0's chunk GDN (fla/ops/gated_delta_rule/chunk.py, fla/ops/common/chunk_delta_h.py) on the H200's
+# tiles: the chunk BT = 64 (its fused kkt + solve in 16-token sub-blocks), the state kept as [64, BV] register
+# blocks chosen by `if K > 64 / > 128 / > 192` (so Dk 32 and 128 take different code), the initial state
+# switches USE_INITIAL_STATE forward and backward, cu_seqlens IS_VARLEN, HV > H (v, g, beta with more heads than
+# q, k) the grouped-value offsets i_h // (HV // H).  g is required by the chunk kernels
+# (USE_G always on).  The fused recurrent kernel walks token by token with BV = min(8, V): no token-count
+# constant, and Dv >= 16 always spans several BV blocks, so it has no boundary cases.
+GDN_STRUCTURE = Structure(
+    lengths={"fwd": {"chunk": 64}, "bwd": {"chunk": 64}}, dims={"quick": (16, 32), "ci": (32, 128), "full": (64, 128)},
+    # a heads pair (HQ, H) is (HV, H) here: HV value heads (grouped value attention where HV > H)
+    build=lambda T, D, Dv, HQ, H, cu_seqlens, seed, initial_state=False: GdnCase(
+        T=T, Dk=D, Dv=Dv, H=H, HV=HQ if HQ != H else None, cu_seqlens=cu_seqlens, initial_state=initial_state,
+        seed=seed),
+    present=lambda case: {"initial_state": case.initial_state},
+    options={"fwd": ("initial_state",), "bwd": ("initial_state",)}, heads=((1, 1), (2, 2), (4, 2)))
+
+
+# The MDN recurrences (GDN's oracle and same-dtype implementation) run on the CPU under --references auto: on one
+# H200 (16 cores, 8 workers, full profile, 2026-12-01, reports/h200-2026-12-01e/refs_*.json) gdn_recurrent.fwd's
+# 14 checks spent 93.8 worker-s in them on the GPU and 41.0 on the CPU (2.3x), with the same statuses; and there the
+# same-dtype results differ from the CPU's in the last bits (verify/ops/mdn_ops.py).
+REFERENCES_ON = "cpu"
+GDN_NOT_REACHED = {
+    r"^def \w*_npu\w*\(|^def _(g_contig_base|t_block_ptr)\(": (
+        "exclude", "fla's Ascend NPU backend (ops/gated_delta_rule/backends/triton_ascend): another device's kernels"),
+    r"^def gdn_gate_(fwd|bwd|chunk_cumsum_scalar)_kernel\(": (
+        "exclude", "the gate computed in the kernel (use_gate_in_kernel=True with A_log, dt_bias), which "
+                   "GatedDeltaNet passes: verified through the layer checks (layer.fla.gdn.*); the op checks give g"),
+}
+
+
+def validate_inputs(x: dict) -> None:
+    """Gated DeltaNet: q, k [B, T, H, Dk]; v [B, T, HV, Dv] with HV value heads a multiple of H (grouped value
+    attention); g, beta [B, T, HV]; S0 [N, HV, Dk, Dv] (N sequences); g = log alpha <= 0, beta in [0, 2]."""
+    B, T, H, Dk, Dv = validate.linear_qkv(x, grouped_values=True)
+    HV = x["v"].shape[2]
+    for n in ("g", "beta"):
+        validate.shape(n, x[n], (B, T, HV), "[B, T, HV]")
+    validate.cu_seqlens(x.get("cu_seqlens"), B, T)
+    N = B if x.get("cu_seqlens") is None else x["cu_seqlens"].numel() - 1
+    validate.shape("S0", x.get("S0"), (N, HV, Dk, Dv), "[N, HV, Dk, Dv] (N sequences)")
+    validate.finite(x)
+    validate.interval("g (log alpha)", x["g"], -float("inf"), 0.0, lo_open=True, hi_open=False)
+    validate.interval("beta", x["beta"], 0.0, 2.0, lo_open=False, hi_open=False)
+
+
+# GDN is MDN without momentum: with mu = 0 (log mu = -inf), p = alpha k and eta = 1 the MDN step is
+# S_t = alpha_t (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T, GDN's rule (proved by the check
+# symbolic.mdn.gdn_reduction; property_tests/test_kernels.py checks this composition against GDN's literal
+# rule, with a negative control).  The MDN oracle and same-dtype
+# implementation run once per sequence of cu_seqlens.
+
+def gdn_as_mdn(mdn_fn, q, k, v, g, beta, S0=None, cu_seqlens=None, scale=None, value_groups="consecutive", **kw):
+    """(o, S_T [N, HV, K, V]) of GDN from an MDN function (MDN.recurrence, same_dtype.mdn) with log mu = -inf,
+    eta = 1, sequence by sequence of cu_seqlens (or the whole batch); the function's outputs after M_T (the
+    oracle's terms) follow, along T as o.  With HV = G H value heads (grouped value
+    attention) value head j reads key head j // G (value_groups "consecutive", fla's convention) or j % H
+    ("strided", the alternative its probe rules out)."""
+    G = v.shape[2] // q.shape[2]
+    if G > 1:
+        q, k = ((t.repeat_interleave(G, dim=2) if value_groups == "consecutive" else t.repeat(1, 1, G, 1))
+                for t in (q, k))
+    per_sequence = []
+    for n, (s, e) in enumerate(P.segments(q.shape[1], cu_seqlens)):
+        t = slice(s, e)
+        init = None if S0 is None else (S0 if cu_seqlens is None else S0[n:n + 1])
+        o, S, _, *more = mdn_fn(q[:, t], k[:, t], v[:, t], g[:, t], torch.full_like(g[:, t], -math.inf), beta[:, t],
+                                torch.ones_like(g[:, t]), S0=init, M0=None if init is None else torch.zeros_like(init),
+                                scale=scale, **kw)
+        per_sequence.append((o, S, *more))
+    o, S, *more = zip(*per_sequence)
+    return (torch.cat(o, dim=1), torch.cat(S, dim=0), *(torch.cat(m, dim=1) for m in more))
+
+
+def _gdn_terms(scale, **x):
+    o, S, terms = gdn_as_mdn(MDN.recurrence, **x, scale=scale, with_terms=True)
+    return (o, S), {"o": terms}
+
+
+GDN_PROBE_CASE = GdnCase(T=40, seed=5)
+
+
+def _gdn_probes(name):
+    return (
+        scale_default_probe(name, GDN_PROBE_CASE),
+        ConventionProbe("gate_natural_log", f"measures that fla {name} takes g = ln alpha (not log2 alpha)",
+                        "alpha = 2^g", GDN_PROBE_CASE, lambda op, x, s: op.oracle(**{**x, "g": x["g"] * math.log(2)},
+                                                                                   scale=s)),
+        ConventionProbe("beta_as_given", f"measures that fla {name} uses beta as given (no sigmoid in the kernel)",
+                        "beta -> sigmoid(beta)", GDN_PROBE_CASE,
+                        lambda op, x, s: op.oracle(**{**x, "beta": torch.sigmoid(x["beta"])}, scale=s)),
+        ConventionProbe("qk_as_given", f"measures that fla {name} uses q, k as given (use_qk_l2norm_in_kernel=False)",
+                        "q, k l2-normalised", GdnCase(T=40, qk_norm=0.5, seed=5),
+                        lambda op, x, s: op.oracle(**{**x, "q": x["q"] / x["q"].norm(dim=-1, keepdim=True),
+                                                      "k": x["k"] / x["k"].norm(dim=-1, keepdim=True)}, scale=s)),
+        ConventionProbe("final_state_k_by_v", f"measures that fla {name} returns S_T as [N, H, K, V] "
+                                              "(state_v_first=False)", "S_T transposed ([V, K])",
+                        GdnCase(T=40, initial_state=True, seed=5),
+                        lambda op, x, s: tuple(t.transpose(-1, -2) for t in op.oracle(**x, scale=s)), output="S_T"),
+        ConventionProbe("varlen_resets_state", f"measures that fla {name} restarts the state at each cu_seqlens "
+                                               "boundary", "one sequence (no reset)",
+                        GdnCase(T=40, cu_seqlens=(0, 15, 40), seed=5),
+                        lambda op, x, s: op.oracle(**{**x, "cu_seqlens": None}, scale=s)),
+        ConventionProbe("value_groups_consecutive", f"measures that fla {name}'s value head j reads key head "
+                                                    "j // (HV / H) (grouped value attention)",
+                        "value head j reads key head j % H", GdnCase(T=40, H=2, HV=4, seed=5),
+                        lambda op, x, s: op.oracle(**x, scale=s, value_groups="strided")))
+
+
+
+# Planted bugs (pathmdn_verify.platform.mutation.Mutant): each must turn one of its killer checks red (`verify mutants`).
+GDN_MUTANTS = (
+    # Gated DeltaNet (Triton)
+    # structural: a tile config other than the first (--configs cover runs every config; first never does)
+    Mutant("gdn_chunk_o_bk32_state_dropped", "GDN chunk output: the inter-chunk term q @ h dropped when BK == 32 "
+           "(chunk_fwd_kernel_o's third config: caught only when that config runs)", "ops/common/chunk_o.py",
+           "        else:\n            b_o = tl.dot(b_q, b_h, b_o)\n",
+           "        elif BK != 32:\n            b_o = tl.dot(b_q, b_h, b_o)\n",
+           ("kernel.fla.gdn_chunk.fwd.fp32.initial_state", "kernel.fla.gdn_chunk.fwd.bf16.initial_state")),
+    # structural: reached only by the boundary cases (Dk = 128: the state's second 64-row register block)
+    Mutant("gdn_chunk_second_k_block_not_decayed", "GDN chunk: the state's rows 64..127 (K > 64) not decayed by the "
+           "chunk's gate (only the first 64-row block is)", "ops/common/chunk_delta_h.py",
+           "            if K > 64:\n                b_h2 *= b_g_last\n", "",
+           ("kernel.fla.gdn_chunk.fwd.fp32.initial_state", "kernel.fla.gdn_chunk.fwd.bf16.gate_near0")),
+    # structural: a long sequence in a varlen batch (its states' slots must start after the earlier sequences'
+    # chunks; i_n * NT is right only while every sequence has as many chunks as this one)
+    Mutant("gdn_chunk_varlen_state_offset", "GDN chunk, varlen: sequence n's chunk states stored and read from slot "
+           "n * NT (its own chunk count) instead of the earlier sequences' chunk total (hides while the sequences "
+           "have equal chunk counts)", "ops/common/chunk_delta_h.py",
+           "        boh = tl.load(chunk_offsets + i_n).to(tl.int64)\n", "        boh = (i_n * NT).to(tl.int64)\n",
+           # the boundary case (0, 1, 130) at ci, which boundaries.assign gives to fp32 beta_near0: a 129-token
+           # sequence of 3 chunks after a 1-chunk one (the killers named before, beta_near1 and bf16 gate_near1,
+           # killed it through drawn examples, which the drawn shapes' rows changed)
+           ("kernel.fla.gdn_chunk.fwd.fp32.beta_near0",), count=2),
+    # structural: reached only by the boundary cases (Dk = 128 with Dv = 32 and an initial state: the state's
+    # second 64-row block masked by the wrong head dim, which hides whenever Dk == Dv; cc4d4d2's ci had Dk <= 32)
+    Mutant("gdn_chunk_initial_state_rows_masked_by_v", "GDN chunk, K > 64: the initial state's rows 64..127 loaded "
+           "under the mask o_k < V instead of o_k < K (read as 0 when Dv < Dk; the same bits when Dk == Dv)",
+           "ops/common/chunk_delta_h.py", "                m_h0_2 = m_k2[:, None] & m_v[None, :]\n",
+           "                m_h0_2 = (o_k2 < V)[:, None] & m_v[None, :]\n",
+           ("kernel.fla.gdn_chunk.fwd.fp32.initial_state", "kernel.fla.gdn_chunk.fwd.fp32.beta_near0")),
+    # structural: reached only by the boundary cases with grouped value heads (HV = 4 > H = 2)
+    Mutant("gdn_chunk_gva_dq_first_group_only", "GDN chunk backward, grouped value heads: dq takes the first value "
+           "head of each key head's group instead of the sum over the group (the same when HV == H)",
+           "ops/common/chunk_o.py", "        dq = dq.view(B, T, H, HV // H, K).sum(3)\n",
+           "        dq = dq.view(B, T, H, HV // H, K)[:, :, :, 0]\n",
+           ("kernel.fla.gdn_chunk.bwd.fp32.typical",)),
+    Mutant("gdn_recurrent_gate_base2", "GDN fused recurrent: the state decayed by 2^g instead of e^g (fla's chunk "
+           "kernels work in base 2; the recurrent one takes g = ln alpha)", "ops/gated_delta_rule/fused_recurrent.py",
+           "            b_h *= exp(b_g)\n", "            b_h *= tl.exp2(b_g)\n",
+           ("kernel.fla.gdn_recurrent.convention.gate_natural_log", "kernel.fla.gdn_recurrent.fwd.fp32.typical")),
+    Mutant("gdn_chunk_state_decay_dropped", "GDN chunk: the in-chunk decay of the keys entering the chunk state "
+           "dropped", "ops/common/chunk_delta_h.py",
+           "b_v = b_v * tl.where(m_t, exp2(b_g_last - b_g), 0)[:, None]", "b_v = b_v * tl.where(m_t, 1.0, 0)[:, None]",
+           # bf16: the fp32 checks wait for a TF32 same-dtype implementation (fla's chunk dots are TF32)
+           ("kernel.fla.gdn_chunk.fwd.bf16.typical",)),
+)
+
+
+def _gdn_op(name, chunk, budget_factor, passes, dot=None, device_cases=(), structure=None, regression_cases=None):
+    return KernelOp(
+        name=name, title=name,
+        kernel=lambda scale, **x: fla_ops.gated_delta_rule(**x, scale=scale, chunk=chunk),
+        conventions=fla_ops.GDN_CONVENTIONS,
+        oracle=lambda scale, **x: gdn_as_mdn(MDN.recurrence, **x, scale=scale),
+        same_dtype=lambda prec, scale, **x: gdn_as_mdn(same_dtype.mdn, **x, scale=scale, prec=prec),
+        make_inputs=gdn_inputs, required=("q", "k", "v", "g", "beta"), optional=("S0", "cu_seqlens"),
+        grad_inputs=("q", "k", "v", "g", "beta", "S0"), outputs=("o", "S_T"), regimes=GDN_REGIMES,
+        cases=gdn_cases, budget_factor=budget_factor, error_inputs=validate_inputs, passes=passes, dot=dot,
+        sample_case=GdnCase(T=8, seed=1, initial_state=True, cu_seqlens=(0, 3, 8)),
+        terms=_gdn_terms,
+        probes=_gdn_probes(name),
+        examples={"quick": 1, "ci": 2, "full": 5},     # the CPU interpreter runs GDN token by token: few draws
+        device_cases=device_cases, package=("fla.ops.gated_delta_rule",), not_reached=GDN_NOT_REACHED,
+        refusal=fla_ops.missing_backward, layout=GDN_LAYOUT,
+        references=REFERENCES_ON, regression_cases=regression_cases or {},
+        mutants=tuple(m for m in GDN_MUTANTS if op_of(m.killers[0]) == name), structure=structure)
+
+
+# fla's fused recurrent GDN has no backward (its autograd backward raises NotImplementedError) and no tl.dot:
+# its fp32 arithmetic is IEEE.  The chunk kernels' fp32 dots are Triton's default (TF32 on the GPU).
+GDN_CHUNK = _gdn_op("gdn_chunk", True, BUDGET_FACTOR_BLOCKWISE, ("fwd", "bwd"), device_cases=tuple(
+    (dtype, GdnCase(T=256, Dk=64, Dv=64, initial_state=True, seed=4)) for dtype in ("fp32", "bf16")),
+    structure=GDN_STRUCTURE,
+    # coverage: grouped value heads in the backward of a check that passes (at ci the boundary cases give the fp32
+    # backward's HV > H pair to gate_near0, a listed check, whose own failure the ratchet judges by kind only)
+    regression_cases={"bwd.fp32.typical": [GdnCase(T=70, H=2, HV=4, initial_state=True, seed=6)]})
+GDN_RECURRENT = _gdn_op("gdn_recurrent", False, BUDGET_FACTOR_SEQUENTIAL, ("fwd",), dot="ieee",
+                        device_cases=(("fp32", GdnCase(T=256, Dk=64, Dv=64, gate="near1", seed=5)),))
+

@@ -1,0 +1,124 @@
+"""Versions and device facts recorded in every JSON result and shown in the console header: the toolkit,
+the libraries, the device, and the kernel package actually loaded (which may be a --kernel-root checkout)."""
+from __future__ import annotations
+
+import importlib.metadata as md
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+from pathmdn_verify.core.errors import UsageError
+
+PACKAGES = {"numpy": "numpy", "torch": "torch", "triton": "triton", "sympy": "sympy",
+            "mpmath": "mpmath", "hypothesis": "hypothesis"}
+TOOLKIT = "pathmdn-verify"
+KERNEL_PACKAGE = "fla"
+# Third-party warnings that contradict what the toolkit does (shown with --debug): fla warns that it
+# "rolls back to CPU" when no GPU is present, but the toolkit runs its Triton kernels in the interpreter.
+CONTRADICTED_WARNINGS = ("Triton is not supported on current platform",)
+
+
+def versions() -> dict:
+    out = {"python": platform.python_version()}
+    for name, dist in PACKAGES.items():
+        try:
+            out[name] = md.version(dist)
+        except md.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def git_commit(path: Path) -> str | None:
+    """The commit of the git checkout that tracks `path`, or None (not a checkout, or git missing)."""
+    try:
+        tracked = subprocess.run(["git", "-C", str(path.parent), "ls-files", "--error-unmatch", path.name],
+                                 capture_output=True, text=True, timeout=10)
+        head = subprocess.run(["git", "-C", str(path.parent), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head.stdout.strip() if tracked.returncode == 0 and head.returncode == 0 else None
+
+
+def git_dirty(path: Path) -> bool | None:
+    """Whether the tracked files of the checkout that holds `path` differ from its commit (uncommitted
+    changes: the commit alone does not name the code), or None (not a checkout, or git missing)."""
+    try:
+        status = subprocess.run(["git", "-C", str(path.parent), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return bool(status.stdout.strip()) if status.returncode == 0 else None
+
+
+def toolkit() -> dict:
+    """This toolkit's name, version, git commit (None outside a checkout) and whether its tracked files differ
+    from that commit (measured on the H200, 2026-12-03: a device's copy of a working tree kept an older
+    commit's .git, so the JSONs named a commit the code that ran was not)."""
+    try:
+        version = md.version(TOOLKIT)
+    except md.PackageNotFoundError:
+        version = None
+    here = Path(__file__).resolve()
+    commit = git_commit(here)
+    return {"name": TOOLKIT, "version": version, "git_commit": commit,
+            "git_dirty": git_dirty(here) if commit else None}
+
+
+def kernel_package() -> dict:
+    """The kernel package as imported in this process: name, version, directory, the distribution that
+    installed it (None for a checkout) and the checkout's git commit.  Imports it (let ImportError out)."""
+    import fla
+    path = Path(fla.__file__).resolve().parent
+    dists = md.packages_distributions().get(KERNEL_PACKAGE, [])
+    installed = [d for d in dists if any(Path(md.distribution(d).locate_file(f)).resolve() == path / "__init__.py"
+                                         for f in md.distribution(d).files or ())]
+    return {"name": KERNEL_PACKAGE, "version": getattr(fla, "__version__", None), "path": str(path),
+            "distribution": installed[0] if installed else None,
+            "git_commit": git_commit(path / "__init__.py")}
+
+
+def describe_kernel_package(pkg: dict | None) -> str:
+    """One line for the console header."""
+    if pkg is None:
+        return f"{KERNEL_PACKAGE} not loaded"
+    origin = pkg["distribution"] or (f"checkout {pkg['git_commit'][:12]}" if pkg["git_commit"] else "directory")
+    return f"{pkg['name']} {pkg['version']} ({origin}, {pkg['path']})"
+
+
+def resolve_device(requested: str | None) -> str:
+    """cuda when available unless told otherwise; asking for cuda without a GPU is an error."""
+    import torch
+    has_cuda = torch.cuda.is_available()
+    if requested is None:
+        return "cuda" if has_cuda else "cpu"
+    if requested == "cuda" and not has_cuda:
+        raise UsageError("--device cuda requested but torch sees no CUDA GPU on this machine")
+    return requested
+
+
+def gpu_count() -> int:
+    import torch
+    return torch.cuda.device_count()
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES entries (the user's own list, if set)."""
+    given = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return given.split(",")[:gpu_count()] if given else [str(i) for i in range(gpu_count())]
+
+
+def cpu_count() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def describe(device: str) -> dict:
+    import torch
+    info = {"device": device, "platform": platform.platform(), "cpu_count": cpu_count()}
+    if device == "cuda":
+        info["device_name"] = torch.cuda.get_device_name(0)
+        info["gpu_count"] = torch.cuda.device_count()
+    else:
+        info["device_name"] = platform.processor() or platform.machine()
+    return info

@@ -1,0 +1,60 @@
+"""Planted bugs: source patches applied to a temporary copy of the kernel package (fla), which the checks
+then verify as a kernel root (--kernel-root) in fresh worker processes.  A mutant is killed when one of its
+checks fails.
+
+Each mutant is one real kind of mistake in these kernels, registered once here; adding one is a few lines.
+A patch whose target text is not found exactly `count` times raises: the mutant is out of date, which is
+an error, never a silent survivor.  Killers are checks that take seconds at the quick and ci profiles and
+are green on the unmodified kernels; `verify mutants` (verify/commands/mutants.py) runs them and prints which
+one killed each mutant.  A bug that hides while K == V needs a case with
+D != Dv: the PaTH and FoX convention checks use D = 16, Dv = 32.
+"""
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from pathmdn_verify.core.ids import op_of
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    description: str
+    path: str                    # file inside the fla package, e.g. "ops/path_attn/parallel_path_fwd.py"
+    old: str
+    new: str
+    killers: tuple[str, ...]     # check ids expected to turn red
+    count: int = 1               # occurrences of `old` the patch replaces
+
+    @property
+    def ops(self) -> set[str]:
+        """The kernel ops (pathmdn_verify.ops.OPS names) whose checks kill this mutant."""
+        return {op_of(k) for k in self.killers}
+
+
+
+
+def fla_package_dir() -> Path:
+    spec = importlib.util.find_spec("fla")
+    if spec is None or spec.origin is None:
+        raise RuntimeError("the fla package (fla-core) is not installed")
+    return Path(spec.origin).parent
+
+
+def materialize(mutant: Mutant, dest: Path, source: Path | None = None) -> Path:
+    """Copy the fla package into dest/fla with the mutant's patch applied; returns dest (a kernel root).  The
+    bytecode caches come along (copied with their sources' times, they stay valid; the patched file's is stale
+    by its new time and size, so Python recompiles that file alone) instead of 571 files compiled per mutant."""
+    source = source or fla_package_dir()
+    shutil.copytree(source, dest / "fla")
+    target = dest / "fla" / mutant.path
+    text = target.read_text()
+    found = text.count(mutant.old)
+    if found != mutant.count:
+        raise RuntimeError(f"mutant {mutant.name}: expected {mutant.count} occurrence(s) of its target in "
+                           f"{mutant.path}, found {found}; the kernel source changed, update the mutant")
+    target.write_text(text.replace(mutant.old, mutant.new))
+    return dest

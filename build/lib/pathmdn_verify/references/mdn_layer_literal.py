@@ -1,0 +1,144 @@
+"""Literal Momentum DeltaNet and Gated DeltaNet layers (fla.layers.MomentumDeltaNet, GatedDeltaNet) built from a
+layer's parameters (state_dict names), from the papers' formulas; the recurrences are references/mdn_oracle.py's token
+recurrence and gates (GDN is MDN without momentum: log mu = -inf, eta = 1, as verify/ops/gdn_ops.py runs it).
+
+Per token x_t of a [B, T, hidden] input, per head h:
+
+    q, k, v  = SiLU(ShortConv(W_q x)), ...  (width-W causal depthwise convolution; without it SiLU(W_q x))
+    MDN gates: eta = 1 + tanh(W_eta x / tau), tau = sqrt(hidden / tau_factor); theta = arctan(s eta);
+               alpha_max = cos^2 theta, beta_max = sin^2 theta; log alpha = f_a(W_a x) + log alpha_max;
+               beta = sigmoid(W_b x) beta_max; log mu = max(f_mu(W_mu x), floor); f(z) = -exp(A_log) softplus(z + b)
+    GDN gates: log alpha = -exp(A_log) softplus(W_a x + dt_bias); beta = sigmoid(W_b x)
+    q, k <- q / sqrt(|q|^2 + 1e-6), k / ...        (the L2 norm, with fla's epsilon)
+    o    = recurrence(q, k, v, gates) (references/mdn_oracle.py), then RMSNorm(o) w [* SiLU(W_g x)], then W_o.
+
+fla's departures from the papers are keyword arguments whose defaults are fla's choices (declared conventions):
+  MDN  correction   q <- q - exp(D_log) k before the L2 norm (False: the paper's q)
+       learned_s    s = exp(log_factor), learned per head (False: one constant s)
+       scale        o_t = scale S_t^T q_t with scale = Dk^-1/2 (1.0: the paper's S_t^T q_t)
+       neg_eigval   beta doubled (the variant allow_neg_eigval; alpha + beta <= 1 then no longer holds)
+  GDN  scale        Dk^-1/2 (1.0: the paper's)
+
+Written once against an `Arith`: TRUTH is float64 throughout; `Arith(torch.bfloat16, mm)` is the same-dtype
+implementation (fp32 arithmetic, tensors rounded to the storage dtype where the layer stores them, matrix
+products by mm).  Everything is differentiable (the backward comparisons take float64 autograd of it).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from pathmdn_verify.references import mdn_oracle as MDN
+
+L2_EPS = 1e-6       # fla's l2norm (fla/modules/norm/l2norm.py, and the GDN kernels' in-kernel norm)
+
+
+class Arith:
+    """How the literal computes: storage None is float64 throughout; a storage dtype means fp32 arithmetic with
+    every stage's tensor rounded to it (`store`), products by `mm`."""
+
+    def __init__(self, storage: torch.dtype | None = None, mm=torch.matmul):
+        self.storage, self.mm = storage, mm
+        self.dtype = torch.float64 if storage is None else torch.float32
+
+    def store(self, x: torch.Tensor) -> torch.Tensor:
+        return x if self.storage is None else x.to(self.storage).to(torch.float32)
+
+
+TRUTH = Arith()
+
+
+def linear(A: Arith, x, W):
+    """x W^T (nn.Linear without bias), stored."""
+    return A.store(A.mm(x, W.T))
+
+
+def short_conv(A: Arith, x, w, bias=None):
+    """SiLU(y), y_t = sum_j w[:, j] x_{t-W+1+j} (+ bias), x_s = 0 for s < 0: the causal depthwise convolution of
+    width W (w [D, 1, W] as nn.Conv1d holds it) over x [B, T, D]."""
+    w = w[:, 0]
+    W, T = w.shape[-1], x.shape[1]
+    xp = F.pad(x, (0, 0, W - 1, 0))
+    y = sum(w[:, j] * xp[:, j:j + T] for j in range(W))
+    return A.store(F.silu(y if bias is None else y + bias))
+
+
+def l2norm(A: Arith, x, eps=L2_EPS):
+    """x / sqrt(|x|^2 + eps) over the last axis, stored."""
+    return A.store(x / torch.sqrt((x * x).sum(-1, keepdim=True) + eps))
+
+
+def rmsnorm(A: Arith, o, weight, eps, gate=None):
+    """o / sqrt(mean(o^2) + eps) * weight [* SiLU(gate)] over the last axis, stored."""
+    y = o / torch.sqrt((o * o).mean(-1, keepdim=True) + eps) * weight
+    return A.store(y if gate is None else y * F.silu(gate))
+
+
+def _qkv(A: Arith, p, x, H, Dk, Dv, use_short_conv, HV=None):
+    """q, k [B, T, H, Dk], v [B, T, HV, Dv] (HV = H unless given): projections, then the short convolutions (SiLU)
+    or SiLU alone."""
+    out = []
+    for n, heads, D in (("q", H, Dk), ("k", H, Dk), ("v", HV or H, Dv)):
+        y = linear(A, x, p[f"{n}_proj.weight"])
+        y = short_conv(A, y, p[f"{n}_conv1d.weight"], p.get(f"{n}_conv1d.bias")) if use_short_conv \
+            else A.store(F.silu(y))
+        out.append(y.reshape(*y.shape[:2], heads, D))
+    return out
+
+
+def _output(A: Arith, p, x, core, eps, use_gate):
+    """W_o (RMSNorm(core) w [* SiLU(W_g x)]) over [B, T, H, Dv] heads."""
+    B, T, H, Dv = core.shape
+    g = linear(A, x, p["g_proj.weight"]).reshape(B, T, H, Dv) if use_gate else None
+    o = rmsnorm(A, core, p["o_norm.weight"], eps, g)
+    return linear(A, o.reshape(B, T, H * Dv), p["o_proj.weight"])
+
+
+def mdn_layer(A: Arith, p: dict, x, *, num_heads, head_k_dim, head_v_dim, use_gate=True, use_short_conv=True,
+              floor=-2.0, tau_factor=1, norm_eps=1e-5, correction=True, learned_s=True, s=MDN.S_FACTOR,
+              scale=None, neg_eigval=False, S0=None, M0=None) -> dict:
+    """MomentumDeltaNet on x [B, T, hidden] from its parameters p (cast to A's dtype by the caller): a dict of
+    o (the layer's output), the op's inputs q (after the correction, before the L2 norm), k, v, log_alpha,
+    log_mu, beta, eta, the op's output core [B, T, H, Dv] and the final states S, M [B, H, Dk, Dv]."""
+    H, Dk, Dv = num_heads, head_k_dim, head_v_dim
+    hidden = x.shape[-1]
+    q, k, v = _qkv(A, p, x, H, Dk, Dv, use_short_conv)
+    raw = {n: linear(A, x, p[f"{n}_proj.weight"]) for n in "abme"}
+    factor = torch.exp(p["log_factor"]) if learned_s else s
+    log_alpha, beta, log_mu, eta = MDN.gates(raw["e"], raw["a"], raw["b"], raw["m"], tau=math.sqrt(hidden / tau_factor),
+                                             s=factor, a=torch.exp(p["A_log"]), b=p["dt_bias"], floor=floor,
+                                             a_mu=torch.exp(p["Mu_log"]), b_mu=p["mu_bias"])
+    if neg_eigval:
+        beta = 2 * beta
+    if correction:
+        q = A.store(q - torch.exp(p["D_log"])[:, None] * k)
+    qn, kn = l2norm(A, q), l2norm(A, k)
+    # eta k and p = alpha k as the op holds them (in TRUTH exactly the recurrence's own eta_t k_t and alpha_t k_t)
+    k_hat, p_alpha = A.store(eta[..., None] * kn), A.store(torch.exp(log_alpha)[..., None] * kn)
+    core, S, M = MDN.recurrence(qn, k_hat, v, log_alpha, log_mu, beta, torch.ones_like(eta), p=p_alpha,
+                                scale=scale, S0=S0, M0=M0)
+    core = A.store(core)
+    return {"o": _output(A, p, x, core, norm_eps, use_gate), "q": q, "k": k, "v": v, "log_alpha": log_alpha,
+            "log_mu": log_mu, "beta": beta, "eta": eta, "core": core, "S": S, "M": M}
+
+
+def gdn_layer(A: Arith, p: dict, x, *, num_heads, head_k_dim, head_v_dim, num_v_heads=None, use_gate=True,
+              use_short_conv=True, norm_eps=1e-5, neg_eigval=False, scale=None, S0=None) -> dict:
+    """GatedDeltaNet on x [B, T, hidden]: a dict of o, the op's inputs q, k, v (before the L2 norm), the raw
+    gate projections g_raw = W_a x and beta_raw = W_b x, the gates log_alpha, beta, the op's output core and
+    the final state S [B, HV, Dk, Dv].  With num_v_heads HV = G H (grouped value attention) v and the gates have
+    HV heads and value head j reads key head j // G (the op's convention, kernel.fla.gdn_*.convention.value_groups_consecutive)."""
+    H, Dk, Dv, HV = num_heads, head_k_dim, head_v_dim, num_v_heads or num_heads
+    q, k, v = _qkv(A, p, x, H, Dk, Dv, use_short_conv, HV)
+    g_raw, beta_raw = linear(A, x, p["a_proj.weight"]), linear(A, x, p["b_proj.weight"])
+    log_alpha = -torch.exp(p["A_log"]) * F.softplus(g_raw + p["dt_bias"])
+    beta = torch.sigmoid(beta_raw) * (2 if neg_eigval else 1)
+    qn, kn = (t.repeat_interleave(HV // H, dim=2) for t in (l2norm(A, q), l2norm(A, k)))
+    core, S, _ = MDN.recurrence(qn, kn, v, log_alpha, torch.full_like(log_alpha, -math.inf), beta,
+                                torch.ones_like(beta), scale=scale, S0=S0,
+                                M0=None if S0 is None else torch.zeros_like(S0))
+    core = A.store(core)
+    return {"o": _output(A, p, x, core, norm_eps, use_gate), "q": q, "k": k, "v": v, "g_raw": g_raw,
+            "beta_raw": beta_raw, "log_alpha": log_alpha, "beta": beta, "core": core, "S": S}

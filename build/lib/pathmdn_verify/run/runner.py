@@ -1,0 +1,557 @@
+"""Execution: every check runs in a worker process, never in the process that reports.
+
+Each worker slot is a one-process `concurrent.futures.ProcessPoolExecutor`, so a worker that
+dies (segfault, abort, killed for memory), exceeds the per-check timeout, or leaves a poisoned CUDA context
+(a fatal CUDA error) takes only its own check with it: that check is recorded as a failure of kind
+`crashed`, `timeout` or `cuda_fatal`, the slot gets a fresh worker, and the run goes on.  Results come back in
+the order of the selection whatever the number of workers.  The expected-failure list is applied here, in the
+reporting process, by :func:`apply_xfails` (the one place that calls pathmdn_verify.run.xfail_list).
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import functools
+import math
+import multiprocessing
+import os
+import shlex
+import signal
+import sys
+import tempfile
+import time
+import traceback
+import warnings
+from dataclasses import dataclass, field
+from typing import Callable
+from unittest import mock
+
+from pathmdn_verify.platform import configs, environment, timing
+from pathmdn_verify.core.errors import (
+    UsageError,
+    innermost_error,
+    is_device_fatal,
+    is_interpreter_gap,
+)
+from pathmdn_verify.core.ids import CheckId
+from pathmdn_verify.core.registry import (
+    DEVICE_LOST,
+    REGISTRY,
+    RUN_DIR_ENV,
+    Check,
+    Context,
+    Result,
+)
+from pathmdn_verify.core.results import Outcome
+from pathmdn_verify.ops.impls import BUILT_IN, registered
+from pathmdn_verify.run import load_checks
+from pathmdn_verify.run import xfail_list
+
+# --check-timeout default per profile (seconds): above the slowest check of the profile on a 2-core CPU
+# (a mutant check, which runs its killers in workers of its own, takes up to a minute), below a CI job's patience.
+CHECK_TIMEOUT = {"quick": 300.0, "ci": 600.0, "full": 1800.0}
+TIME_LIMIT = "not run: --time-limit reached"
+INTERRUPTED = "not run: the run was interrupted"
+EXITFIRST = "not run: --exitfirst stopped the run at the first failure"
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM: stop the workers, report what finished, exit with `code` (130 or 143)."""
+
+    def __init__(self, code: int):
+        super().__init__(code)
+        self.code = code
+
+
+def repro_command(check_id: str, ctx: Context) -> str:
+    parts = ["verify", "all", "--id", check_id, "--seed", str(ctx.seed), "--profile", ctx.profile,
+             "--device", ctx.device]
+    if ctx.fp32_dot != "tf32":
+        parts += ["--fp32-dot", ctx.fp32_dot]
+    if ctx.examples:
+        parts += ["--examples", str(ctx.examples)]
+    if ctx.kernel_root:
+        parts += ["--kernel-root", ctx.kernel_root]
+    if ctx.configs != configs.DEFAULT:
+        parts += ["--configs", ctx.configs]
+    if ctx.references != "auto":
+        parts += ["--references", ctx.references]
+    cid = CheckId.parse(check_id)
+    if cid.impl not in (None, BUILT_IN):     # a fresh process finds the implementation again where it came from
+        spec = next((i.spec for i in registered((cid.impl,)) if i.spec), cid.impl)
+        parts += ["--impl", spec]
+    return shlex.join(parts)
+
+
+def any_failed(outcomes) -> bool:
+    """Whether a check failed or errored among the outcomes (expected failures applied): --exitfirst stops."""
+    return any(r.result.status in ("fail", "error") for r in outcomes)
+
+
+def not_run(check: Check, ctx: Context, message: str) -> Outcome:
+    return Outcome(check.id, check.description, Result("skip", message=message, kind="not_run"), 0.0,
+                  repro_command(check.id, ctx), seed=ctx.seed)
+
+
+def execute(check: Check, ctx: Context, debug: bool = False) -> Outcome:
+    """Run one check in this process and classify what went wrong (no expected-failure list here)."""
+    started, t0 = time.time(), time.perf_counter()
+    timing.reset()
+    configs.begin(check.id, ctx)      # the tile-config assignment and collector of this check
+    if ctx.device not in check.devices:
+        result = Result("skip", message=f"not applicable on device {ctx.device}", kind="unsupported")
+    else:
+        try:
+            result = check.run(ctx)
+            if not isinstance(result, Result):
+                raise TypeError(f"check returned {type(result).__name__}, not Result")
+        except UsageError:
+            raise
+        except Exception as exc:  # a crashing check is an error, never a pass
+            tb = traceback.format_exc() if debug else traceback.format_exc(limit=-3)
+            message = f"{type(exc).__name__}: {exc}"
+            if is_device_fatal(exc):
+                result = Result("fail", message=f"fatal CUDA error: {message}", kind="cuda_fatal",
+                                details={"traceback": tb, DEVICE_LOST: True})
+            elif is_interpreter_gap(exc):
+                result = Result("skip", message=f"not verifiable on the CPU interpreter: {innermost_error(exc)}",
+                                kind="interpreter_gap", details={"traceback": tb})
+            else:
+                result = Result("error", message=message, kind="check_error", details={"traceback": tb})
+    if split := timing.spent():
+        result.details["seconds_in"] = split
+    configs.attach(result)            # details["configs"]: which config each autotuned kernel ran
+    if result.details.get(DEVICE_LOST):
+        result.kind = "cuda_fatal"
+        _sanitize(check, result, ctx)
+    elif result.status == "fail" and result.kind is None:
+        finite = result.measured is None or math.isfinite(result.measured)
+        result.kind = "over_budget" if finite else "non_finite"
+    return Outcome(check.id, check.description, result, time.perf_counter() - t0, repro_command(check.id, ctx),
+                  started, ctx.seed)
+
+
+def _sanitize(check: Check, result: Result, ctx: Context) -> None:
+    """A fatal CUDA error: rerun the example alone under compute-sanitizer (pathmdn_verify.run.sanitize, in subprocesses:
+    this worker's CUDA context is lost) and add its verdict (kernel, source line, access) to the result; not
+    for a fault listed with its CUDA error text (an entry's `fault`) that this error repeats: the entry holds
+    that replay's verdict (a replay of a listed fault cost 35-46 s a check on an H200, half a warm ci run)."""
+    if ctx.device != "cuda" or not result.details.get("failing_example"):
+        return
+    entry = xfail_list.applicable(scope(ctx, _loaded_package())).get(check.id)
+    if entry is not None and entry.fault and "cuda_fatal" in entry.kinds and entry.fault in result.message:
+        result.message += f" [sanitizer replay skipped: the listed fault ({entry.fault!r}; verify localize " \
+                          "--sanitize replays it)]"
+        result.details["sanitizer"] = {"status": "skipped", "summary": f"listed fault: {entry.fault}"}
+        return
+    from pathmdn_verify.run import sanitize
+    try:
+        sanitize.annotate(check.id, result, ctx.device)
+    except Exception as exc:     # the fault stays recorded; the sanitizer's own failure is said, not raised
+        result.message += f" [sanitizer not run: {type(exc).__name__}: {exc}]"
+
+
+@functools.cache
+def _loaded_package() -> dict | None:
+    """This worker's kernel package (environment.kernel_package), once; None when it cannot be imported."""
+    try:
+        return environment.kernel_package()
+    except ImportError:
+        return None
+
+
+def scope(ctx: Context, kernel_package: dict | None) -> xfail_list.Scope:
+    """What the expected-failure list is judged against: the kernel package the workers loaded, the device
+    class and the profile."""
+    name = environment.describe(ctx.device)["device_name"] if ctx.device == "cuda" else None
+    others = {i.name: f"{i.name} {i.version}" if i.version else i.name for i in registered()}
+    return xfail_list.Scope(xfail_list.identity(kernel_package), xfail_list.device_class(ctx.device, name), ctx.profile,
+                            (kernel_package or {}).get("path"), tuple(sorted(others.items())))
+
+
+def apply_xfails(outcome: Outcome, scope: xfail_list.Scope) -> Outcome:
+    """Apply the expected-failure list (the one place the runner consults pathmdn_verify.run.xfail_list): a listed failure of
+    the known kind and size becomes xfail, a worse one stays a failure saying so, a listed pass is marked."""
+    outcome.result = xfail_list.apply(outcome.id, outcome.result, scope)
+    return outcome
+
+
+def run_one(check: Check, ctx: Context, scope: xfail_list.Scope, debug: bool = False) -> Outcome:
+    """execute + apply_xfails in this process (tests; the CLI always uses workers)."""
+    return apply_xfails(execute(check, ctx, debug), scope)
+
+
+# ---------------------------------------------------------------------------------------------- workers
+
+# Heavy third-party modules every worker imports, none of which depends on the run's settings: imported once
+# by multiprocessing's fork server, from which each worker is then forked, so that a worker, a replacement
+# worker, and each kernel tree a mutant check runs starts without re-importing torch and dynamo.  Never fla
+# nor this toolkit's modules: a worker imports the kernel package it is given (--kernel-root) after the
+# interpreter fidelity layer.  dynamo imports triton, whose own kernels (triton.language) are then defined
+# for the interpreter or for the GPU by TRITON_INTERPRET: the server is started with it set for CPU runs,
+# as the fidelity layer would set it, and without for GPU runs.  (Preloading more for GPU runs, the parts of torch
+# and transformers that fla imports, initialised CUDA in the server: every worker then failed with "Cannot
+# re-initialize CUDA in forked subprocess" on the H200, reports/h200-2026-12-03e.)
+PRELOAD = ("torch", "torch._dynamo", "hypothesis")
+_server_device: list[str] = []        # the device the fork server was started for (it is one per process)
+
+
+def _process_context(device: str):
+    """The workers' start method: forkserver with PRELOAD, started for `device`; spawn where the platform has
+    no fork server, or where this process's server was started for the other device."""
+    if "forkserver" not in multiprocessing.get_all_start_methods() or _server_device not in ([], [device]):
+        return multiprocessing.get_context("spawn")
+    _server_device[:] = [device]
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(PRELOAD))
+    return context
+
+
+def _worker_init(debug: bool, environ: dict[str, str], path: list[str]) -> None:
+    """In each fresh worker: the environment and import path of the process that started it now (a forked
+    worker would otherwise have the fork server's, fixed when that started), its thread limits applied to
+    torch and OpenMP, already loaded in the server; Ctrl-C is the reporting process's to handle; register
+    the checks."""
+    os.environ.clear()
+    os.environ.update(environ)
+    sys.path[:] = path
+    if "OMP_NUM_THREADS" in environ:
+        import torch
+        torch.set_num_threads(int(environ["OMP_NUM_THREADS"]))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if not debug:
+        for text in environment.CONTRADICTED_WARNINGS:
+            warnings.filterwarnings("ignore", message=text)
+    load_checks()
+
+
+def _worker_start(ctx: Context, kernels: bool) -> dict:
+    """The first task of every worker: import the kernel package the way kernel checks do (after the CPU
+    interpreter's fidelity layer) and say what was loaded; the import error as text when it fails."""
+    info = {"pid": os.getpid(), "kernel_package": None, "interpreter_fidelity": None, "import_error": None}
+    if kernels:
+        try:
+            if ctx.kernel_root:     # the tree first on sys.path, and fla without its model zoo when needed
+                from pathmdn_verify.platform.kernel_root import activate
+                activate(ctx.kernel_root)
+            from pathmdn_verify.platform.setup import prepare
+            prepare(ctx)
+            info["kernel_package"] = environment.kernel_package()
+        except Exception as exc:
+            info["import_error"] = f"{type(exc).__name__}: {exc}"
+        if ctx.device == "cpu" and info["import_error"] is None:
+            from pathmdn_verify.platform import fidelity
+            info["interpreter_fidelity"] = fidelity.active_parts()
+    return info
+
+
+def _worker_run(check_id: str, ctx: Context, debug: bool) -> Outcome:
+    outcome = execute(REGISTRY[check_id], ctx, debug)
+    if ctx.device == "cuda" and outcome.result.kind != "cuda_fatal":
+        _check_context(outcome)
+    return outcome
+
+
+def _check_context(outcome: Outcome) -> None:
+    """A kernel's fault can surface after its check returned (kernels run asynchronously): synchronize, and
+    if the CUDA context is lost, this check is the one that lost it (the worker is then replaced)."""
+    import torch
+    try:
+        torch.cuda.synchronize()
+    except Exception as exc:
+        if not is_device_fatal(exc):
+            raise
+        r = outcome.result
+        r.status, r.kind = "fail", "cuda_fatal"
+        r.message += f" [the CUDA context was lost during this check: {type(exc).__name__}: {exc}]".splitlines()[0]
+        r.details[DEVICE_LOST] = True
+
+
+@dataclass
+class _Slot:
+    env: dict[str, str]
+    executor: cf.ProcessPoolExecutor | None = None
+    process: multiprocessing.Process | None = None
+    future: cf.Future | None = None
+    index: int | None = None       # position in the selection of the check it runs; None while starting
+    t0: float = 0.0
+    ready: bool = False
+
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _thread_limits(threads: int) -> dict[str, str]:
+    """Several workers share the cores: each gets its part for torch's and the BLAS's thread pools (so that
+    N workers do not run N x cores threads), unless the user set these variables."""
+    return {v: str(threads) for v in THREAD_VARIABLES if v not in os.environ}
+
+
+# Workers per GPU for --workers auto on cuda, at most one per core.  A check's time on a GPU is mostly the
+# host's: hypothesis, the float64 oracle and Triton's compilation, so several workers share one GPU.  Measured on
+# one H200 with 16 cores at ci, cold Triton cache (reports/h200-2026-12-03): 16 workers 156.3 s, every check
+# measured; 8 workers (one per two cores, the earlier default) 210.8 s with 88 checks left by a 170 s time limit.
+WORKERS_PER_GPU = 16
+
+
+def worker_count(spec: str, device: str) -> int:
+    """--workers N|auto: auto is WORKERS_PER_GPU per visible GPU on cuda (at most one per core), one per
+    available core on the CPU."""
+    if spec == "auto":
+        if device == "cuda":
+            gpus = max(1, environment.gpu_count())
+            return gpus * max(1, min(WORKERS_PER_GPU, environment.cpu_count() // gpus))
+        return max(1, environment.cpu_count())
+    if not spec.isdigit() or int(spec) < 1:
+        raise UsageError(f"--workers {spec}: must be a positive integer or auto")
+    return int(spec)
+
+
+@dataclass
+class Workers:
+    """N worker slots; on cuda with several visible GPUs, slot i sees only the i-th (mod count) of them."""
+    n: int
+    ctx: Context
+    kernels: bool                  # import the kernel package in each worker at start
+    debug: bool = False
+    info: dict | None = None       # what the first worker reported at start (kernel package, fidelity)
+    slots: list[_Slot] = field(default_factory=list)
+
+    def __post_init__(self):
+        gpus = environment.visible_gpus() if self.ctx.device == "cuda" else []
+        threads = _thread_limits(max(1, environment.cpu_count() // self.n)) if self.n > 1 else {}
+        # on cuda, autotuning results are cached on disk (Triton's own cache), so that the workers, and later
+        # runs, do not each re-time every configuration of every kernel
+        autotune = {"TRITON_CACHE_AUTOTUNING": os.environ.get("TRITON_CACHE_AUTOTUNING", "1")} if gpus else {}
+        self.run_dir = tempfile.TemporaryDirectory(prefix="verify_run_")
+        self.slots = [_Slot({**threads, **autotune, RUN_DIR_ENV: self.run_dir.name,
+                             **({"CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)]} if len(gpus) > 1 else {})})
+                      for i in range(self.n)]
+        for slot in self.slots:
+            self._start(slot)
+
+    def _start(self, slot: _Slot) -> None:
+        slot.executor = cf.ProcessPoolExecutor(1, mp_context=_process_context(self.ctx.device),
+                                               initializer=_worker_init,
+                                               initargs=(self.debug, {**os.environ, **slot.env}, list(sys.path)))
+        server = {"TRITON_INTERPRET": "1"} if self.ctx.device == "cpu" else {}   # for a fork server started here
+        with mock.patch.dict(os.environ, {**slot.env, **server}):
+            if not server:
+                os.environ.pop("TRITON_INTERPRET", None)
+            slot.future = slot.executor.submit(_worker_start, self.ctx, self.kernels)
+        slot.process = next(iter(slot.executor._processes.values()))   # started by submit
+        slot.index, slot.ready = None, False
+
+    def _replace(self, slot: _Slot) -> None:
+        self._kill(slot)
+        self._start(slot)
+
+    @staticmethod
+    def _kill(slot: _Slot) -> None:
+        if slot.process is not None and slot.process.is_alive():
+            slot.process.kill()
+        slot.executor.shutdown(wait=False, cancel_futures=True)
+
+    def close(self) -> None:
+        """Idle workers exit on their own (their exit handlers run: a mutant check's worker releases the
+        semaphores of its own workers' queues), within seconds; the others, and any that lingers, are killed."""
+        for slot in self.slots:
+            if slot.future is None:
+                slot.executor.shutdown(wait=False)
+        for slot in self.slots:
+            if slot.future is None and slot.process is not None:
+                slot.process.join(5)
+            self._kill(slot)
+        self.run_dir.cleanup()
+
+    def _started(self, slot: _Slot) -> None:
+        """A worker's start task finished: the slot takes checks, or the kernel package cannot be imported."""
+        try:
+            info = slot.future.result()
+        except cf.process.BrokenProcessPool as exc:
+            raise UsageError(f"a worker process died while starting (exit code {slot.process.exitcode})") from exc
+        if info["import_error"]:
+            where = f"--kernel-root {self.ctx.kernel_root}" if self.ctx.kernel_root else "the installed fla"
+            raise UsageError(f"{where}: the kernel package cannot be imported: {info['import_error']}")
+        if self.info is None:
+            self.info = info
+        slot.future, slot.ready = None, True
+
+    def wait_ready(self) -> dict:
+        """Block until the first worker has started; what it loaded (for the header)."""
+        while self.info is None:
+            done, _ = cf.wait([s.future for s in self.slots if not s.ready], return_when=cf.FIRST_COMPLETED)
+            for slot in self.slots:
+                if slot.future in done:
+                    self._started(slot)
+        return self.info
+
+    def run(self, checks: list[Check], ctx: Context, finished: dict[int, Outcome], timeout: float,
+            deadline: float | None = None, on_start: Callable[[int, Check], None] = lambda i, c: None,
+            on_done: Callable[[int, Outcome], None] = lambda i, r: None, exitfirst: bool = False,
+            durations: dict[str, float] | None = None) -> list[Outcome]:
+        """Run checks (ctx.seed etc. from ctx) in `start_order` (durations: a previous run's seconds per id);
+        fills `finished` (selection index -> judged Outcome) as they end and calls on_done in selection order.
+        `deadline` (time.monotonic()): start no check after it; exitfirst: start none after a check failed or
+        errored (the expected failures applied)."""
+        listed = scope(ctx, self.info and self.info["kernel_package"])
+        pending = start_order(checks, ctx.device, durations)
+        # under --configs autotune on a GPU, an op's first kernel check runs alone: it times the op's kernels'
+        # configs into Triton's disk cache, which the op's other checks then read instead of each timing them
+        # at once (compilation needs no such wait: timing.compile_once compiles each key once per run)
+        warm_first = ctx.device == "cuda" and ctx.configs == "autotune"
+        warming: dict[str, int] = {}       # op group -> its first check, while that runs
+        seen: set[str] = set()
+        crashed: dict[int, Outcome] = {}    # a check whose worker died: run once more (an interpreter segfault
+        # under load was seen to pass on a rerun); a second crash is its result, the first is always reported
+        reported = 0
+        while pending or any(s.future is not None for s in self.slots):
+            for slot in self.slots:
+                i = next_startable(pending, checks, warming)
+                if slot.ready and slot.future is None and i is not None:
+                    pending.remove(i)
+                    if deadline is not None and time.monotonic() > deadline:
+                        finished[i] = not_run(checks[i], ctx, TIME_LIMIT)
+                        continue
+                    if exitfirst and any_failed(finished.values()):
+                        finished[i] = not_run(checks[i], ctx, EXITFIRST)
+                        continue
+                    if warm_first and checks[i].id.startswith("kernel.") and CheckId.parse(checks[i].id).group not in seen:
+                        seen.add(CheckId.parse(checks[i].id).group)
+                        warming[CheckId.parse(checks[i].id).group] = i
+                    slot.future = slot.executor.submit(_worker_run, checks[i].id, ctx, self.debug)
+                    slot.index, slot.t0 = i, time.monotonic()
+                    on_start(i, checks[i])
+            busy = [s for s in self.slots if s.future is not None]
+            wait_for = min((s.t0 + timeout - time.monotonic() for s in busy if s.index is not None), default=None)
+            done, _ = cf.wait([s.future for s in busy], timeout=None if wait_for is None else max(wait_for, 0),
+                              return_when=cf.FIRST_COMPLETED)
+            for slot in busy:
+                i = slot.index
+                if slot.future in done and i is None:
+                    self._started(slot)
+                elif slot.future in done:
+                    outcome = self._collect(slot, checks[i], ctx)
+                    if outcome.result.kind == "crashed" and i not in crashed:   # once more, in a fresh worker
+                        crashed[i] = outcome
+                        pending.insert(0, i)
+                        continue
+                    if i in crashed:
+                        outcome.result.message += f" [its first worker crashed: {crashed[i].result.message}]"
+                        outcome.result.details["first_attempt"] = crashed[i].result.message
+                    finished[i] = apply_xfails(outcome, listed)
+                elif i is not None and time.monotonic() - slot.t0 > timeout:
+                    finished[i] = apply_xfails(self._failed(slot, checks[i], ctx, "timeout",
+                                                     f"exceeded the per-check timeout of {timeout:g} s"), listed)
+            for group, first in list(warming.items()):
+                if first in finished:
+                    del warming[group]
+            while reported < len(checks) and reported in finished:
+                on_done(reported, finished[reported])
+                reported += 1
+        return [finished[i] for i in range(len(checks))]
+
+    def _collect(self, slot: _Slot, check: Check, ctx: Context) -> Outcome:
+        try:
+            outcome = slot.future.result()
+        except cf.process.BrokenProcessPool:
+            slot.process.join(5)
+            code = slot.process.exitcode
+            how = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0
+                   else f"exit code {code}")
+            hint = " (the kernel crashed, or the machine ran out of memory)" if code in (-9, -6, -11) else ""
+            return self._failed(slot, check, ctx, "crashed", f"the worker process died: {how}{hint}")
+        except UsageError:
+            raise
+        except Exception as exc:     # the result could not come back (not picklable, ...)
+            outcome = Outcome(check.id, check.description,
+                            Result("error", message=f"{type(exc).__name__}: {exc}", kind="check_error"),
+                            time.monotonic() - slot.t0, repro_command(check.id, ctx), seed=ctx.seed)
+        slot.future, slot.index = None, None
+        if outcome.result.kind == "cuda_fatal":      # the worker's CUDA context is unusable: a fresh one
+            self._replace(slot)
+        return outcome
+
+    def _failed(self, slot: _Slot, check: Check, ctx: Context, kind: str, what: str) -> Outcome:
+        """The worker was lost with this check (crash or timeout): outcome it and start a fresh worker."""
+        seconds = time.monotonic() - slot.t0
+        self._replace(slot)
+        return Outcome(check.id, check.description,
+                      Result("fail", message=f"{what}; the run went on in a fresh worker", kind=kind),
+                      seconds, repro_command(check.id, ctx), time.time() - seconds, ctx.seed)
+
+
+def run_ids(ids: tuple[str, ...], ctx: Context, workers: int = 1, exitfirst: bool = False) -> list[Outcome]:
+    """The checks `ids` (in that order) on ctx's kernel package (ctx.kernel_root, else the installed one) in
+    `workers` fresh worker processes, judged against the expected-failure list: what `verify all --id ...`
+    outcomes, without starting an interpreter for the command (a mutant check runs one such set per mutant)."""
+    pool = Workers(workers, ctx, kernels=True)
+    try:
+        pool.wait_ready()
+        return pool.run([REGISTRY[i] for i in ids], ctx, {}, CHECK_TIMEOUT[ctx.profile], exitfirst=exitfirst)
+    finally:
+        pool.close()
+
+
+def next_startable(pending: list[int], checks: list[Check], warming: dict[str, int]) -> int | None:
+    """The first pending check whose op group is not warming up (its first check running elsewhere)."""
+    return next((j for j in pending if warming.get(CheckId.parse(checks[j].id).group, j) == j), None)
+
+
+def tier(check_id: str) -> int:
+    """A check's expected cost on a GPU, in tiers (0 the costliest): layer generation checks (one token at a time:
+    at full, 2048 decoded tokens, the longest checks of a warm run, 64-75 s, and 87-105 s cold on one H200,
+    reports/h200-2026-12-03e); kernel backward checks (the most kernels to compile: on one H200 at ci the fp32
+    ones of GDN chunk and PaTH took 30-70 s, reports/h200-2026-12-03), their fp32 before bf16; the other kernel
+    checks; the other layer checks; the rest (oracles, proofs, canaries: CPU seconds, no compilation)."""
+    cid = CheckId.parse(check_id)
+    if cid.is_kernel:
+        return 1 if cid.pass_ == "bwd" and cid.dtype == "fp32" else 2 if cid.pass_ == "bwd" else 3
+    if cid.is_layer:
+        return 0 if cid.parts[-1] == "generation" else 4
+    return 5
+
+
+def start_order(checks: list[Check], device: str, durations: dict[str, float] | None = None) -> list[int]:
+    """The order checks start in (results are still reported in selection order), longest expected first so
+    that the last to start are short (a longest-first list schedule):
+      with durations (a previous run's seconds): by them (`expected_seconds`);
+      else on a GPU: by `tier`, each tier round-robin over its op groups (the k-th check of every group, groups
+        in order of appearance, before the (k+1)-th of any), so that workers starting together compile
+        different ops' kernels;
+      else (the CPU interpreter compiles nothing): the selection's order."""
+    if durations:
+        seconds = expected_seconds(checks, durations)
+        return sorted(range(len(checks)), key=lambda i: (-seconds[checks[i].id], i))
+    if device != "cuda":
+        return list(range(len(checks)))
+    first: dict[tuple, int] = {}       # (tier, group) -> index of its first check
+    taken: dict[tuple, int] = {}       # (tier, group) -> its checks seen so far
+    keys = []
+    for i, c in enumerate(checks):
+        tg = (tier(c.id), CheckId.parse(c.id).group)
+        first.setdefault(tg, i)
+        keys.append((tg[0], taken.get(tg, 0), first[tg]))
+        taken[tg] = taken.get(tg, 0) + 1
+    return sorted(range(len(checks)), key=keys.__getitem__)
+
+
+def expected_seconds(checks: list[Check], durations: dict[str, float] | None) -> dict[str, float]:
+    """Each check's seconds in a previous run; a check it lacks counts its median; without durations, 1 each."""
+    known = sorted((durations or {}).values())
+    fallback = known[len(known) // 2] if known else 1.0
+    return {c.id: (durations or {}).get(c.id, fallback) for c in checks}
+
+
+def shard(checks: list[Check], k: int, n: int, durations: dict[str, float] | None = None) -> list[Check]:
+    """Shard k of n (1-based): longest first, each check to the shard with the least total duration so far
+    (ties to the lower shard); a check without a duration counts the median one; without durations every
+    check counts 1, i.e. round robin over sorted ids.  Deterministic; the selection's order is kept."""
+    weight = expected_seconds(checks, durations)
+    loads = [0.0] * n
+    mine = set()
+    for cid in sorted(weight, key=lambda c: (-weight[c], c)):
+        target = min(range(n), key=lambda s: (loads[s], s))
+        loads[target] += weight[cid]
+        if target == k - 1:
+            mine.add(cid)
+    return [c for c in checks if c.id in mine]
