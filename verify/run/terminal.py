@@ -166,8 +166,9 @@ def _print_findings(xfailed: list[Outcome], console: Console) -> None:
     findings: dict[str, list[Outcome]] = {}
     for r in xfailed:
         findings.setdefault(r.result.details["expected_failure"]["cause"], []).append(r)
+    lists = sorted({r.result.details["expected_failure"].get("list") or "?" for r in xfailed})
     console.print(f"[yellow]{len(xfailed)} expected failure(s), {len(findings)} finding(s) "
-                  "(listed in verify/run/expected_failures.toml):")
+                  f"(listed in {', '.join(lists)}):")
     for cause, recs in findings.items():
         what = recs[0].id if len(recs) == 1 else f"{recs[0].id} and {len(recs) - 1} more"
         console.print(f"  {what}: {escape(cause)}", highlight=False, soft_wrap=True)

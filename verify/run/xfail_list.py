@@ -306,14 +306,14 @@ def apply(check_id: str, result: Result, scope: Scope, path: Path | None = None)
                                "allows: " + (f"it reproduces at {', '.join(where)}]" if where else
                                              "it records no device/profile where it always reproduces]"))
         result.details["expected_failure"] = {"ids": list(entry.ids), "cause": entry.cause, "listed": entry.measured,
-                                              "scope": str(scope), "verdict": "not_reproduced",
+                                              "scope": str(scope), "verdict": "not_reproduced", "list": entry.source,
                                               "expected_here": expected}
         return result
     kind, exc_type = failure_kind(result)
     r, bound = ratio(result), entry.bound(scope)
     known = ", ".join(f"exception {entry.exception}" if k == "exception" else k for k in entry.kinds)
     listed = {"ids": list(entry.ids), "cause": entry.cause, "listed": entry.measured, "kinds": list(entry.kinds),
-              "ratio": r, "bound": bound, "scope": str(scope)}
+              "ratio": r, "bound": bound, "scope": str(scope), "list": entry.source}
     if kind not in entry.kinds or (kind == "exception" and exc_type != entry.exception):
         result.message += (f" [{WORSE}: fails as {kind}{' ' + exc_type if exc_type else ''}, the list records "
                            f"{known}; ratio {r:.3g}]")
