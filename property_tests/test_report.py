@@ -313,7 +313,7 @@ def test_report_md_is_tables_and_words(tmp_path):
 
 @pytest.mark.parametrize("args,message", [
     (("report", "--workers", "0"), "--workers 0"),
-    (("report", "-k", "no_such_point"), "no report point matches"),
+    (("report", "-k", "no_such_point", "--out", "never_written"), "no report point matches"),
     (("report", "--compare", "README.md", "README.md"), "not readable as JSON"),
 ])
 def test_bad_input(args, message):

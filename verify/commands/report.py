@@ -17,20 +17,20 @@ from pathlib import Path
 from pathmdn_verify.core.errors import UsageError
 
 EPILOG = """examples:
-  verify report --profile quick                      reports/<date>-<device>-quick/
+  verify report --out /tmp/r                         the quick profile, into /tmp/r/
   verify report --profile ci -k mdn_map --out /tmp/r
-  verify report --device cuda --profile full --results kernels_full.json
+  verify report --device cuda --profile full --results kernels_full.json --out /tmp/full
   verify report --compare reports/A/report.json reports/B/report.json --out /tmp/diff"""
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("report", help="error-bound report: plots, a-priori bounds, report.json; --compare two reports",
                        description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", metavar="DIR", help="report folder (default reports/<date>-<device>-<profile>/); with "
-                                                "--compare, where compare.md/.png/.json go")
+    p.add_argument("--out", metavar="DIR", help="the folder the report is written to (required); with --compare, "
+                                                "where compare.md/.png/.json go (optional)")
     p.add_argument("--device", choices=("cpu", "cuda"), default=None,
                    help="where kernels and oracles run (default: cuda when available, else cpu)")
-    p.add_argument("--profile", choices=("quick", "ci", "full"), default="ci",
+    p.add_argument("--profile", choices=("quick", "ci", "full"), default="quick",
                    help="quick: < 1 min on 2 CPU cores; ci: < 10 min; full: GPU sizes (default quick)")
     p.add_argument("-k", dest="patterns", action="append", metavar="EXPR",
                    help="only points whose id (<plot>.<op>.<pass>.<dtype>.<x>) matches a pytest -k expression, as for "
@@ -51,6 +51,8 @@ def run(args) -> int:
         return diff.run(*args.compare, args.out)
     if args.workers < 1:
         raise UsageError(f"--workers {args.workers}: must be at least 1")
+    if not args.out:
+        raise UsageError("--out DIR is required: the folder the report is written to")
     results = _results(args.results)
     from pathmdn_verify.kernels.fla_ops import check_fla_version
     from pathmdn_verify.platform import environment
@@ -63,7 +65,7 @@ def run(args) -> int:
     chosen = sweeps.select(sweeps.points(args.profile, args.seed), args.patterns)
     if not chosen:
         raise UsageError(f"no report point matches {args.patterns}")
-    out = Path(args.out or f"reports/{dt.date.today().isoformat()}-{device}-{args.profile}")
+    out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
