@@ -35,7 +35,9 @@ def add_parser(sub) -> None:
     p.add_argument("-k", dest="patterns", action="append", metavar="EXPR",
                    help="only points whose id (<plot>.<op>.<pass>.<dtype>.<x>) matches a pytest -k expression, as for "
                         "checks (case-insensitive words joined by and/or/not; * ? [ globs); repeatable")
-    p.add_argument("--workers", type=int, default=1, metavar="N", help="measure points in N spawned processes")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="measure points in N worker processes (default 1; a point whose worker crashes or hangs is "
+                        "a failure of kind crashed or timeout, and the others go on)")
     p.add_argument("--seed", type=int, default=0, help="seed of every input (default 0)")
     p.add_argument("--fp32-dot", choices=("tf32", "ieee"), default="tf32",
                    help="CPU interpreter: emulate the GPU's TF32 fp32 dots (default) or run them in IEEE fp32")
@@ -103,21 +105,22 @@ def _write(args, device: str, chosen, out: Path, results: dict | None) -> int:
 
         def progress(point, finished: bool):
             bar.update(task, advance=int(finished), description=point.id)
-        records, facts = measure.run_points(chosen, device, args.fp32_dot, args.workers, progress)
+        measurements, facts = measure.run_points(chosen, device, args.fp32_dot, args.workers, progress, args.profile)
         bar.update(task, completed=len(chosen), description="plots")
-        made = plots.all_plots(records, out, document.decode_by_length(results))
+        made = plots.all_plots(measurements, out, document.decode_by_length(results))
     meta = {"command": shlex.join(["verify", "report", *sys.argv[2:]]) if sys.argv[1:2] == ["report"]
             else "verify report", "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "device": device, "profile": args.profile, "seed": args.seed, "fp32_dot": args.fp32_dot,
             "workers": args.workers, "wall_seconds": round(time.perf_counter() - t0, 1),
             "cpu_seconds": round(time.process_time() - c0, 1), "results_file": args.results,
             "environment": {**environment.versions(), **environment.describe(device), "fp32_dot": args.fp32_dot,
+                            "kernel_package": facts["kernel_package"],
                             "interpreter_fidelity": facts["interpreter_fidelity"],
                             "autotune_configs": facts["autotune_configs"] or None}}
-    doc = document.build(records, meta, made, results, xfails.expected_failures())
+    doc = document.build(measurements, meta, made, results, xfails.expected_failures())
     document.write_json(doc, out / "report.json")
     (out / "report.md").write_text(document.markdown(doc))
-    over = sum(r["status"] == "fail" for r in records)
-    print(f"verify report: {len(records)} points, {len(made)} plots, {over} over the checks' budget or failing; "
+    over = sum(m["status"] == "fail" for m in measurements)
+    print(f"verify report: {len(measurements)} points, {len(made)} plots, {over} over the checks' budget or failing; "
           f"{doc['wall_seconds']:.0f} s -> {out / 'report.md'}")
     return 0
