@@ -124,7 +124,7 @@ def plot(old: dict, new: dict, found: dict, out: Path) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from pathmdn_verify.report.plots import DPI
+    from pathmdn_verify.report.plots import DPI, sci_axis
     o_pts = {p["id"]: p for p in old["points"]}
     bad = {(c["id"], c.get("tensor")) for c in found["regressions"]}
     xy, red = [], []
@@ -145,7 +145,9 @@ def plot(old: dict, new: dict, found: dict, out: Path) -> str:
     ax.plot([lo, hi], [lo, hi], "k-", lw=0.5, label="new = old")
     ax.plot([lo, hi], [GROWTH * lo, GROWTH * hi], "k:", lw=0.5, label=f"new = {GROWTH:g} x old")
     ax.set(xscale="log", yscale="log", xlabel="old relative error", ylabel="new relative error",
-           title="report diff: every tensor of every common point")
+           title=f"Which errors grew more than {GROWTH:g}x from the old report to the new?")
+    sci_axis(ax.xaxis)
+    sci_axis(ax.yaxis)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, frameon=False)
     fig.savefig(out / "compare.png", dpi=DPI)
     plt.close(fig)
