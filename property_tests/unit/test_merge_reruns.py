@@ -15,7 +15,8 @@ CUT = "not run: the run was interrupted"
 def write(path, checks: dict, interrupted: bool) -> str:
     """A result of checks {id: (status, kind, message)}."""
     outcomes = [Outcome(cid, "d", Result(st, 0.5 if st == "pass" else None, 1.0 if st == "pass" else None, msg,
-                                         kind=kind), 0.1, f"verify all --id {cid}") for cid, (st, kind, msg) in checks.items()]
+                                         kind=kind), 0.1, f"verify all --id {cid}")
+                for cid, (st, kind, msg) in checks.items()]
     doc = results.document(outcomes, command=["verify"], toolkit=TOOLKIT, kernel_package=None,
                            environment={"device": "cpu", "profile": "ci", "python": "3", "torch": "t", "triton": "t"},
                            started=0.0, wall_seconds=1.0, interrupted=interrupted)

@@ -62,7 +62,8 @@ def test_every_plot_asks_its_question_in_its_title(tmp_path, monkeypatch):
     diff.plot(doc, doc, diff.changes(doc, doc), tmp_path)
     assert set(titles) == set(made) | {"compare.png"} and len(titles) >= 9
     asked = {name: t.splitlines()[0] for name, t in titles.items()}
-    assert all(t.endswith("?") and t.split()[0] in ("Is", "Are", "Does", "Where", "Which") for t in asked.values()), asked
+    questions = ("Is", "Are", "Does", "Where", "Which")
+    assert all(t.endswith("?") and t.split()[0] in questions for t in asked.values()), asked
     assert asked["T_path_attn.png"] == "Is PaTH (path_attn)'s error within the checks' budget as T grows?"
 
 

@@ -51,8 +51,9 @@ def measure(point: Point, device: str, fp32_dot: str) -> dict:
 
 def described(point: Point) -> dict:
     """What a measurement says of its point before measuring: id, plot, op, pass, dtype, nominal x, case."""
+    knob = f" {point.knob[0]}={point.knob[1]:g}" if point.knob else ""
     return {"id": point.id, "plot": point.plot, "op": point.op, "pass": point.pass_, "dtype": point.dtype,
-            "nominal": point.x, "case": point.case.label() + (f" {point.knob[0]}={point.knob[1]:g}" if point.knob else "")}
+            "nominal": point.x, "case": point.case.label() + knob}
 
 
 def lost(point: Point, what: Lost) -> dict:
@@ -154,9 +155,9 @@ def run_points(points: list[Point], device: str, fp32_dot: str, workers: int, pr
                profile: str = "ci") -> tuple[list[dict], dict]:
     """Every point's measurement (in the order of `points`) in `workers` worker processes of the runner, and
     the facts of those processes (the kernel package they loaded, fidelity parts, autotune configs).  A point
-    whose worker dies or runs past the profile's check timeout (runner.CHECK_TIMEOUT) is a failure of kind crashed or timeout, and
-    the other points go on in a fresh worker.  progress(point, finished) is called as a point starts and as
-    it finishes."""
+    whose worker dies or runs past the profile's check timeout (runner.CHECK_TIMEOUT) is a failure of kind
+    crashed or timeout, and the other points go on in a fresh worker.  progress(point, finished) is called as
+    a point starts and as it finishes."""
     facts = {"kernel_package": None, "interpreter_fidelity": None, "autotune_configs": {}}
 
     def done(i: int, value) -> None:

@@ -300,7 +300,8 @@ def regimes(ms: list[dict], out: Path) -> dict[str, str]:
     if by["gate"]:
         ops = _joined(dict.fromkeys(m["op"] for m in by["gate"]))
         made |= _by_op_dtype(by["gate"], out, "gate.png",
-                             f"Are the forward errors of {ops} within the checks' budget as the forget gate strengthens?",
+                             f"Are the forward errors of {ops} within the checks' budget as the forget gate "
+                             "strengthens?",
                              "gate strength: -mean log f",
                              f"{ops} forward error vs gate strength (minus the mean log forget gate); {BUDGET_WORDS}")
     if by["magnitude"]:
@@ -388,9 +389,10 @@ def mdn_map(ms: list[dict], out: Path) -> dict[str, str]:
     bar.set_label("relative error of o", fontsize=FONT["label"])
     bar.ax.tick_params(labelsize=FONT["tick"])
     sci_axis(bar.ax.yaxis)
-    return {_save(fig, out, "mdn_map.png"): "MDN: heat maps of the output's relative error over log mu (rows) x chunk size (columns) "
-                           "for " + ", ".join(t for t, _, _, _ in grids) + ", one colour scale; a kernel's cell is "
-                           "framed green within the checks' budget, red over it"}
+    panels = ", ".join(t for t, _, _, _ in grids)
+    return {_save(fig, out, "mdn_map.png"): f"MDN: heat maps of the output's relative error over log mu (rows) x "
+                                             f"chunk size (columns) for {panels}, one colour scale; a kernel's cell "
+                                             "is framed green within the checks' budget, red over it"}
 
 
 def largest_correct(ms: list[dict]) -> float:
