@@ -12,6 +12,7 @@ from pathmdn_verify.core.precision import UNIT_ROUNDOFF
 from pathmdn_verify.report import bounds
 from pathmdn_verify.report.plots import (
     MIN_FIT_POINTS,
+    READING,
     growth_exponent,
     label,
     largest_correct,
@@ -207,7 +208,7 @@ def markdown(doc: dict) -> str:
            "implementation in the same dtype (`verify/same_dtype.py`, the budget basis of the checks: the larger of its "
            "error, the output's rounding and the storage unit roundoff) and the a-priori bounds below. Errors are "
            "normwise relative (`verify/core/metrics.py`). All numbers are in `report.json`.", ""]
-    out += ["## Plots", ""]
+    out += ["## Plots", "", READING, ""]
     for p in doc["plots"]:
         out += [f"![{p['caption']}]({p['file']})", "", f"*{p['caption']}.*", ""]
     out += ["## What the plots say", ""] + findings(pts) + [""]

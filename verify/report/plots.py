@@ -208,10 +208,14 @@ def _save(fig, out: Path, name: str) -> str:
     return name
 
 
-BUDGET_WORDS = ("dashed: the checks' budget of each tensor (its op's factor times the largest of the same-dtype "
-                "implementation's error, the output's rounding and the storage unit roundoff), in relative-error "
-                "units (lower where the max-abs budget decides); points green within it, red over it, grey where not "
-                "judged; black: the a-priori bounds")
+# How every error plot reads (report.md says it once, above the plots); each caption says BUDGET_WORDS.
+READING = ("Each plot asks its question in its title. Solid: a tensor's normwise relative error; dashed, in the same "
+           "colour: the checks' budget of that tensor (its op's factor times the largest of the same-dtype "
+           "implementation's error, the output's rounding and the storage unit roundoff), in relative-error units "
+           "(lower where the max-abs budget decides); points green within the budget, red over it (by either "
+           "measure), grey where not judged (a reference form); black: the a-priori bounds, grey x / + where "
+           "vacuous; red ^ at the top edge: a non-finite error; v at the bottom edge: an error of exactly 0.")
+BUDGET_WORDS = "dashed: each tensor's budget; points green within it, red over it"
 
 
 def versus_T(ms: list[dict], out: Path) -> dict[str, str]:
