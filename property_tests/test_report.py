@@ -254,13 +254,14 @@ def test_every_png_is_readable_size(tmp_path):
     assert min(png_dpi(tmp_path / "compare.png")) >= 149.5
 
 
-def test_growth_exponent_needs_three_points():
-    assert plots.growth_exponent([16, 64], [1e-3, 2e-3]) is None
-    assert plots.growth_exponent([16, 64, 256], [1e-3, 2e-3, 4e-3]) == pytest.approx(0.5)
-    assert plots.growth_exponent([16, 64, 256], [1e-3, math.inf, 4e-3]) is None     # two finite of three
+def test_growth_exponent_needs_four_points():
+    assert plots.growth_exponent([16, 64, 256], [1e-3, 2e-3, 4e-3]) is None
+    assert plots.growth_exponent([16, 64, 256, 1024], [1e-3, 2e-3, 4e-3, 8e-3]) == pytest.approx(0.5)
+    assert plots.growth_exponent([16, 64, 256, 1024], [1e-3, math.inf, 4e-3, 8e-3]) is None  # three finite of four
     recs = [r for r in synthetic_records() if r["id"].startswith("T.path_attn.fwd.bf16")]
+    recs.append(record("T", "path_attn", "fwd", "bf16", 1024, [tensor("o", 1e-3 * 1024 ** 0.5)]))
     import matplotlib.pyplot as plt
-    for n, fitted, legend in ((2, "| o - |", "o"), (3, "| o 0.50 |", "o (T^0.50)")):
+    for n, fitted, legend in ((3, "| o - |", "o"), (4, "| o 0.50 |", "o (T^0.50)")):
         assert fitted in "\n".join(document.findings(recs[:n]))          # report.md
         fig, ax = _panel(recs[:n])                                       # the plot's legend
         assert legend in [t.get_text() for t in ax.get_legend().get_texts()]
@@ -313,7 +314,7 @@ def test_report_md_is_tables_and_words(tmp_path):
 
 @pytest.mark.parametrize("args,message", [
     (("report", "--workers", "0"), "--workers 0"),
-    (("report", "-k", "no_such_point"), "no report point matches"),
+    (("report", "-k", "no_such_point", "--out", "never_written"), "no report point matches"),
     (("report", "--compare", "README.md", "README.md"), "not readable as JSON"),
 ])
 def test_bad_input(args, message):

@@ -17,25 +17,27 @@ from pathlib import Path
 from pathmdn_verify.core.errors import UsageError
 
 EPILOG = """examples:
-  verify report --profile quick                      reports/<date>-<device>-quick/
+  verify report --out /tmp/r                         the quick profile, into /tmp/r/
   verify report --profile ci -k mdn_map --out /tmp/r
-  verify report --device cuda --profile full --results kernels_full.json
+  verify report --device cuda --profile full --results kernels_full.json --out /tmp/full
   verify report --compare reports/A/report.json reports/B/report.json --out /tmp/diff"""
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("report", help="error-bound report: plots, a-priori bounds, report.json; --compare two reports",
                        description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", metavar="DIR", help="report folder (default reports/<date>-<device>-<profile>/); with "
-                                                "--compare, where compare.md/.png/.json go")
+    p.add_argument("--out", metavar="DIR", help="the folder the report is written to (required); with --compare, "
+                                                "where compare.md/.png/.json go (optional)")
     p.add_argument("--device", choices=("cpu", "cuda"), default=None,
                    help="where kernels and oracles run (default: cuda when available, else cpu)")
-    p.add_argument("--profile", choices=("quick", "ci", "full"), default="ci",
+    p.add_argument("--profile", choices=("quick", "ci", "full"), default="quick",
                    help="quick: < 1 min on 2 CPU cores; ci: < 10 min; full: GPU sizes (default quick)")
     p.add_argument("-k", dest="patterns", action="append", metavar="EXPR",
                    help="only points whose id (<plot>.<op>.<pass>.<dtype>.<x>) matches a pytest -k expression, as for "
                         "checks (case-insensitive words joined by and/or/not; * ? [ globs); repeatable")
-    p.add_argument("--workers", type=int, default=1, metavar="N", help="measure points in N spawned processes")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="measure points in N worker processes (default 1; a point whose worker crashes or hangs is "
+                        "a failure of kind crashed or timeout, and the others go on)")
     p.add_argument("--seed", type=int, default=0, help="seed of every input (default 0)")
     p.add_argument("--fp32-dot", choices=("tf32", "ieee"), default="tf32",
                    help="CPU interpreter: emulate the GPU's TF32 fp32 dots (default) or run them in IEEE fp32")
@@ -51,6 +53,8 @@ def run(args) -> int:
         return diff.run(*args.compare, args.out)
     if args.workers < 1:
         raise UsageError(f"--workers {args.workers}: must be at least 1")
+    if not args.out:
+        raise UsageError("--out DIR is required: the folder the report is written to")
     results = _results(args.results)
     from pathmdn_verify.kernels.fla_ops import check_fla_version
     from pathmdn_verify.platform import environment
@@ -63,7 +67,7 @@ def run(args) -> int:
     chosen = sweeps.select(sweeps.points(args.profile, args.seed), args.patterns)
     if not chosen:
         raise UsageError(f"no report point matches {args.patterns}")
-    out = Path(args.out or f"reports/{dt.date.today().isoformat()}-{device}-{args.profile}")
+    out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -101,21 +105,22 @@ def _write(args, device: str, chosen, out: Path, results: dict | None) -> int:
 
         def progress(point, finished: bool):
             bar.update(task, advance=int(finished), description=point.id)
-        records, facts = measure.run_points(chosen, device, args.fp32_dot, args.workers, progress)
+        measurements, facts = measure.run_points(chosen, device, args.fp32_dot, args.workers, progress, args.profile)
         bar.update(task, completed=len(chosen), description="plots")
-        made = plots.all_plots(records, out, document.decode_by_length(results))
+        made = plots.all_plots(measurements, out, document.decode_by_length(results))
     meta = {"command": shlex.join(["verify", "report", *sys.argv[2:]]) if sys.argv[1:2] == ["report"]
             else "verify report", "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "device": device, "profile": args.profile, "seed": args.seed, "fp32_dot": args.fp32_dot,
             "workers": args.workers, "wall_seconds": round(time.perf_counter() - t0, 1),
             "cpu_seconds": round(time.process_time() - c0, 1), "results_file": args.results,
             "environment": {**environment.versions(), **environment.describe(device), "fp32_dot": args.fp32_dot,
+                            "kernel_package": facts["kernel_package"],
                             "interpreter_fidelity": facts["interpreter_fidelity"],
                             "autotune_configs": facts["autotune_configs"] or None}}
-    doc = document.build(records, meta, made, results, xfails.expected_failures())
+    doc = document.build(measurements, meta, made, results, xfails.expected_failures())
     document.write_json(doc, out / "report.json")
     (out / "report.md").write_text(document.markdown(doc))
-    over = sum(r["status"] == "fail" for r in records)
-    print(f"verify report: {len(records)} points, {len(made)} plots, {over} over the checks' budget or failing; "
+    over = sum(m["status"] == "fail" for m in measurements)
+    print(f"verify report: {len(measurements)} points, {len(made)} plots, {over} over the checks' budget or failing; "
           f"{doc['wall_seconds']:.0f} s -> {out / 'report.md'}")
     return 0

@@ -122,7 +122,7 @@ def write_junit(path: str, checks: list[dict], interrupted: bool = False) -> Non
     counts = summary(checks)
     suite = ET.Element("testsuite", name="verify", tests=str(len(checks)), failures=str(counts["fail"]),
                        errors=str(counts["error"]), skipped=str(counts["skip"] + counts["xfail"]))
-    cut = [c for c in checks if interrupted and c["kind"] == "not_run" and "interrupted" in (c["message"] or "")]
+    cut = [c for c in checks if interrupted and cut_short(c)]
     if interrupted:
         props = ET.SubElement(suite, "properties")
         ET.SubElement(props, "property", name="interrupted", value="true")
@@ -143,6 +143,11 @@ def write_junit(path: str, checks: list[dict], interrupted: bool = False) -> Non
     tmp = Path(str(path) + ".tmp")
     ET.ElementTree(suite).write(tmp, encoding="utf-8", xml_declaration=True)
     tmp.replace(path)
+
+
+def cut_short(check: dict) -> bool:
+    """Whether a check of a result was left unstarted because its run was interrupted."""
+    return check["kind"] == "not_run" and "interrupted" in (check["message"] or "")
 
 
 def validate(doc: dict) -> None:
@@ -183,9 +188,12 @@ def load(path: str) -> dict:
 
 
 def merge(paths: list[str], command: list[str], toolkit: dict) -> dict:
-    """Shard or rerun results as one document.  For a check in several, the last record that ran (not a
-    skip) wins, so a later rerun replaces an earlier result.  The results must come from the same kind of
-    run (device, profile, fp32 dot, kernel package); checks are sorted by id."""
+    """Shard or rerun results as one document.  For a check in several, the last one that ran and was not a
+    skip wins, so a later rerun replaces an earlier result; else the first skip that ran (on its merits:
+    unsupported, an interpreter gap); a check not run (kind not_run) only where no result ran it.  The merged
+    result is interrupted only if a check is still left unstarted by an interruption (every result that holds
+    it was interrupted before it ran).  The results must come from the same kind of run (device, profile, fp32
+    dot, kernel package); checks are sorted by id."""
     docs = [load(p) for p in paths]
     first = docs[0]
     for path, doc in zip(paths[1:], docs[1:]):
@@ -194,15 +202,16 @@ def merge(paths: list[str], command: list[str], toolkit: dict) -> dict:
             diff.append("kernel_package")
         if diff:
             raise UsageError(f"{path}: a different run than {paths[0]} ({', '.join(diff)} differ)")
+    rank = lambda c: 0 if c["kind"] == "not_run" else 1 if c["status"] == "skip" else 2    # noqa: E731
     by_id: dict[str, dict] = {}
     for doc in docs:
         for c in doc["checks"]:
-            if c["status"] != "skip" or c["id"] not in by_id:
+            if c["id"] not in by_id or rank(c) == 2 or rank(c) > rank(by_id[c["id"]]):
                 by_id[c["id"]] = c
     checks = [by_id[k] for k in sorted(by_id)]
     return {"schema_version": SCHEMA_VERSION, "command": command, "toolkit": toolkit,
             "kernel_package": first["kernel_package"],
             "environment": {**first["environment"], "merged_from": list(paths)},
             "started": min(d["started"] for d in docs), "wall_seconds": max(d["wall_seconds"] for d in docs),
-            "interrupted": any(d["interrupted"] for d in docs), "checks": checks, "summary": summary(checks),
+            "interrupted": any(cut_short(c) for c in checks), "checks": checks, "summary": summary(checks),
             "compilations": run_compilations([c["details"] for c in checks])}

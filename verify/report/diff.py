@@ -2,7 +2,8 @@
 
 Regressions (exit status 1): a point whose error grew by more than GROWTH x (per tensor), a new non-finite
 error, a point or a check whose status went from pass to fail (or error).  Also listed: improvements, other
-status changes, points present in one report only.
+status changes, points present in one report only.  Reports of different kinds (SAME_KIND: profile, device,
+fp32 dot, kernel package) are refused (exit 2): their points share ids but not inputs or arithmetic.
 """
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from pathlib import Path
 
 from pathmdn_verify.core.errors import UsageError
 from pathmdn_verify.report.document import SCHEMA_VERSION, strict, value
+from pathmdn_verify.run.xfail_list import identity
 
 GROWTH = 2.0
 BAD = ("fail", "error")
+SAME_KIND = ("profile", "device", "fp32_dot")
 
 
 def load(path: str) -> dict:
@@ -41,6 +44,25 @@ def from_schema_1(doc: dict) -> dict:
         if isinstance(p.get("fraction"), dict) and "reference" in p["fraction"]:
             p["fraction"]["same_dtype"] = p["fraction"].pop("reference")
     return {**doc, "schema_version": 2}
+
+
+def kernel_package(doc: dict) -> str | None:
+    """The report's kernel package as "<name> <version>[@commit]" (None: a report that does not record it)."""
+    return identity(doc.get("environment", {}).get("kernel_package"))
+
+
+def refuse_other_kinds(old: dict, new: dict, old_path: str, new_path: str) -> str:
+    """UsageError unless the two reports are of the same kind (SAME_KIND and the kernel package); the note
+    for the first line when a report does not record its kernel package ("" otherwise)."""
+    differ = [f"{k} {old.get(k)} vs {new.get(k)}" for k in SAME_KIND if old.get(k) != new.get(k)]
+    a, b = kernel_package(old), kernel_package(new)
+    if a and b and a != b:
+        differ.append(f"kernel package {a} vs {b}")
+    if differ:
+        raise UsageError(f"--compare {old_path} {new_path}: reports of different kinds ({'; '.join(differ)}): "
+                         "compare reports of one profile, device, fp32 dot and kernel package")
+    unknown = [path for path, pkg in ((old_path, a), (new_path, b)) if pkg is None]
+    return f" (kernel package not recorded in {' and '.join(unknown)}: not compared)" if unknown else ""
 
 
 def changes(old: dict, new: dict) -> dict[str, list[dict]]:
@@ -85,8 +107,8 @@ def _line(c: dict) -> str:
     return f"{c['id']}: {c['what']}{nums}"
 
 
-def text(found: dict, old_path: str, new_path: str) -> str:
-    lines = [f"verify report --compare {old_path} {new_path}"]
+def text(found: dict, old_path: str, new_path: str, note: str = "") -> str:
+    lines = [f"verify report --compare {old_path} {new_path}{note}"]
     titles = {"regressions": "REGRESSIONS", "status": "other status changes", "improvements": "improvements",
               "only_old": "points only in the old report", "only_new": "points only in the new report"}
     for key, title in titles.items():
@@ -102,7 +124,7 @@ def plot(old: dict, new: dict, found: dict, out: Path) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from pathmdn_verify.report.plots import DPI
+    from pathmdn_verify.report.plots import DPI, sci_axis
     o_pts = {p["id"]: p for p in old["points"]}
     bad = {(c["id"], c.get("tensor")) for c in found["regressions"]}
     xy, red = [], []
@@ -123,7 +145,9 @@ def plot(old: dict, new: dict, found: dict, out: Path) -> str:
     ax.plot([lo, hi], [lo, hi], "k-", lw=0.5, label="new = old")
     ax.plot([lo, hi], [GROWTH * lo, GROWTH * hi], "k:", lw=0.5, label=f"new = {GROWTH:g} x old")
     ax.set(xscale="log", yscale="log", xlabel="old relative error", ylabel="new relative error",
-           title="report diff: every tensor of every common point")
+           title=f"Which errors grew more than {GROWTH:g}x from the old report to the new?")
+    sci_axis(ax.xaxis)
+    sci_axis(ax.yaxis)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, frameon=False)
     fig.savefig(out / "compare.png", dpi=DPI)
     plt.close(fig)
@@ -132,8 +156,9 @@ def plot(old: dict, new: dict, found: dict, out: Path) -> str:
 
 def run(old_path: str, new_path: str, out: str | None) -> int:
     old, new = load(old_path), load(new_path)
+    note = refuse_other_kinds(old, new, old_path, new_path)
     found = changes(old, new)
-    report = text(found, old_path, new_path)
+    report = text(found, old_path, new_path, note)
     print(report, end="")
     if out:
         folder = Path(out)

@@ -1,4 +1,4 @@
-"""report.json (strict JSON: every non-finite number is null, its kind named in the record's `nonfinite`, dotted
+"""report.json (strict JSON: every non-finite number is null, its kind named in the point's `nonfinite`, dotted
 path -> inf | -inf | nan; schema in report.schema.json) and report.md (the plots, the bounds in words, the worst
 cases found by search, the expected failures, the environment)."""
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pathmdn_verify.core.precision import UNIT_ROUNDOFF
 from pathmdn_verify.report import bounds
 from pathmdn_verify.report.plots import (
     MIN_FIT_POINTS,
+    READING,
     growth_exponent,
     label,
     largest_correct,
@@ -35,20 +36,20 @@ def strict(obj, path: str = "", nonfinite: dict | None = None):
     return obj
 
 
-def point_json(rec: dict) -> dict:
+def point_json(measurement: dict) -> dict:
     nonfinite: dict[str, str] = {}
-    out = strict(rec, "", nonfinite)
+    out = strict(measurement, "", nonfinite)
     out["nonfinite"] = nonfinite
     return out
 
 
-def value(rec: dict, path: str) -> float:
+def value(point: dict, path: str) -> float:
     """A number of a report.json point back as a float (inf / nan where the JSON holds null)."""
-    obj = rec
+    obj = point
     for part in path.split("."):
         obj = obj[int(part)] if isinstance(obj, list) else obj[part]
     if obj is None:
-        return {"inf": math.inf, "-inf": -math.inf}.get(rec.get("nonfinite", {}).get(path), math.nan)
+        return {"inf": math.inf, "-inf": -math.inf}.get(point.get("nonfinite", {}).get(path), math.nan)
     return float(obj)
 
 
@@ -71,7 +72,7 @@ def checks_of(results: dict | None) -> list[dict]:
 def decode_by_length(results: dict | None) -> list[dict]:
     """The layer checks' decode error against generated length, from a `verify ... --json` result: per
     layer.*.generation check, [generated tokens (each bucket's last), normwise relative error] and the growth
-    (last bucket / first).  PaTH's and FoX's records keep equal buckets (details
+    (last bucket / first).  PaTH's and FoX's checks keep equal buckets (details
     decode_rel_err_by_generated_length, "1-32": err), MDN's and GDN's doubling ones (details buckets)."""
     num = lambda v: float(v) if isinstance(v, str) else v      # older results: "inf" as a string
     out = []
@@ -88,7 +89,7 @@ def decode_by_length(results: dict | None) -> list[dict]:
     return out
 
 
-def build(records: list[dict], meta: dict, plots: dict[str, str], results: dict | None, xfails: dict) -> dict:
+def build(measurements: list[dict], meta: dict, plots: dict[str, str], results: dict | None, xfails: dict) -> dict:
     causes = {}
     for cid, e in xfails.items():
         entry = causes.setdefault(e.cause, {"cause": e.cause, "ids": [], "measured": e.measured, "regime": e.regime,
@@ -99,7 +100,7 @@ def build(records: list[dict], meta: dict, plots: dict[str, str], results: dict 
             "unit_roundoffs": {k: v for k, v in UNIT_ROUNDOFF.items() if k != "fp64"},
             "bounds": {k: {"formula": f, "source": s} for k, (f, s) in bounds.BOUNDS.items()},
             "plots": [{"file": f, "caption": c} for f, c in plots.items()],
-            "points": [point_json(r) for r in records],
+            "points": [point_json(m) for m in measurements],
             "checks": None if results is None else strict(checks_of(results), "", {}),
             "decode_by_length": None if results is None else strict(decode_by_length(results), "", {}),
             "expected_failures": list(causes.values())}
@@ -207,7 +208,7 @@ def markdown(doc: dict) -> str:
            "implementation in the same dtype (`verify/same_dtype.py`, the budget basis of the checks: the larger of its "
            "error, the output's rounding and the storage unit roundoff) and the a-priori bounds below. Errors are "
            "normwise relative (`verify/core/metrics.py`). All numbers are in `report.json`.", ""]
-    out += ["## Plots", ""]
+    out += ["## Plots", "", READING, ""]
     for p in doc["plots"]:
         out += [f"![{p['caption']}]({p['file']})", "", f"*{p['caption']}.*", ""]
     out += ["## What the plots say", ""] + findings(pts) + [""]

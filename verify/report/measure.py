@@ -1,8 +1,10 @@
 """Measure one point: the kernel against the float64 oracle and the same-dtype implementation, by the checks' own
 functions (pathmdn_verify.core.engine.measure, the budget rule of pathmdn_verify.core.budget, the ops of pathmdn_verify.commands.compare), plus
-the a-priori bounds; and run a list of points, in this process or in spawned workers, with a progress bar.
+the a-priori bounds; and measure a list of points in the runner's workers (pathmdn_verify.run.runner.Workers: a
+point whose worker crashes or hangs costs only that point).
 
-A record is plain data (floats may be non-finite; pathmdn_verify.report.document writes them as strict JSON).
+A point's measurement is plain data (floats may be non-finite; pathmdn_verify.report.document writes them as strict
+JSON).
 """
 from __future__ import annotations
 
@@ -10,8 +12,6 @@ import math
 import random
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from multiprocessing import get_context
 
 import torch
 
@@ -26,60 +26,72 @@ from pathmdn_verify.core.registry import Context
 from pathmdn_verify.report import bounds
 from pathmdn_verify.report.sweeps import Point, axis_value, inputs, measured
 from pathmdn_verify.platform import setup
+from pathmdn_verify.run.runner import CHECK_TIMEOUT, Lost, Workers
 
 
 def measure(point: Point, device: str, fp32_dot: str) -> dict:
-    """One point -> {id, plot, op, pass, dtype, x, status, kind, tensors, bound, seconds, ...}."""
+    """One point's measurement: {id, plot, op, pass, dtype, x, status, kind, tensors, bound, seconds, ...}."""
     setup.prepare(Context(device=device, fp32_dot=fp32_dot))
     t0 = time.perf_counter()
-    rec = {"id": point.id, "plot": point.plot, "op": point.op, "pass": point.pass_, "dtype": point.dtype,
-           "nominal": point.x, "case": point.case.label() + (f" {point.knob[0]}={point.knob[1]:g}" if point.knob else "")}
+    out = described(point)
     try:
-        rec.update(_state(point, device, fp32_dot) if point.plot == "state" else _errors(point, device, fp32_dot))
+        out.update(_state(point, device, fp32_dot) if point.plot == "state" else _errors(point, device, fp32_dot))
     except UsageError:
         raise
     except VariantUnsupported as exc:
-        rec.update(status="skip", kind="unsupported", message=str(exc))
+        out.update(status="skip", kind="unsupported", message=str(exc))
     except Exception as exc:     # a kernel that raises on valid input is a measured outcome, not a crash
         kind = "interpreter_gap" if is_interpreter_gap(exc) else "exception"
-        rec.update(status="skip" if kind == "interpreter_gap" else "fail", kind=kind,
+        out.update(status="skip" if kind == "interpreter_gap" else "fail", kind=kind,
                    message=f"{type(exc).__name__}: {exc}".splitlines()[0][:300])
-    rec.setdefault("x", point.x)
-    rec["seconds"] = round(time.perf_counter() - t0, 3)
-    return rec
+    out.setdefault("x", point.x)
+    out["seconds"] = round(time.perf_counter() - t0, 3)
+    return out
+
+
+def described(point: Point) -> dict:
+    """What a measurement says of its point before measuring: id, plot, op, pass, dtype, nominal x, case."""
+    knob = f" {point.knob[0]}={point.knob[1]:g}" if point.knob else ""
+    return {"id": point.id, "plot": point.plot, "op": point.op, "pass": point.pass_, "dtype": point.dtype,
+            "nominal": point.x, "case": point.case.label() + knob}
+
+
+def lost(point: Point, what: Lost) -> dict:
+    """The measurement of a point whose worker was lost (kind crashed or timeout): a failure, no numbers."""
+    return {**described(point), "status": "fail", "kind": what.kind, "message": what.message, "x": point.x,
+            "seconds": round(what.seconds, 3)}
 
 
 def _errors(point: Point, device: str, fp32_dot: str) -> dict:
     op = measured()[point.op]
     prec = op.precision(point.dtype, fp32_dot)
     x = inputs(point, prec.torch_dtype, device)
-    if op.family != "form":      # the record's own inputs (FoX takes no w, beta)
-        rec_ = op.record
-        x = {n: t for n, t in x.items() if n in rec_.required + rec_.optional}
+    if op.family != "form":      # the op record's own inputs (FoX takes no w, beta)
+        x = {n: t for n, t in x.items() if n in op.record.required + op.record.optional}
     x64 = as_oracle(x)
     gate_scaled = op.record.conventions.gate_scaled if op.family in ("path", "fox") else None
     b = bounds.point_bounds(op.family, x64, prec, op.chunk, gate_scaled)
-    rec = {"bound": {k: b[k] for k in ("deterministic", "probabilistic", "vacuous")}, "magnitudes": b["magnitudes"]}
+    out = {"bound": {k: b[k] for k in ("deterministic", "probabilistic", "vacuous")}, "magnitudes": b["magnitudes"]}
     if op.family == "form":
         with torch.no_grad():
             oracle = MDN.recurrence(**x64)
             got = MDN.chunk_forward(**x, chunk=op.chunk, form=op.name)
-        rec["tensors"] = [{"name": n, "err_rel": rel_err(g, o), "err_abs": max_abs(g, o)}
+        out["tensors"] = [{"name": n, "err_rel": rel_err(g, o), "err_abs": max_abs(g, o)}
                           for n, g, o in zip(("o", "S_T", "M_T"), got, oracle)]
-        rec["status"] = "measured"     # a reference form is not judged; its non-finite output is named
-        rec["kind"] = None if all(math.isfinite(t["err_rel"]) for t in rec["tensors"]) else "non_finite"
+        out["status"] = "measured"     # a reference form is not judged; its non-finite output is named
+        out["kind"] = None if all(math.isfinite(t["err_rel"]) for t in out["tensors"]) else "non_finite"
     else:
         verdicts = engine.measure(op.record, point.pass_, x, prec, point.case.seed)
-        rec["tensors"] = [{"name": v.name, "err_rel": v.err_rel, "err_abs": v.err_abs,
+        out["tensors"] = [{"name": v.name, "err_rel": v.err_rel, "err_abs": v.err_abs,
                            "same_dtype_rel": v.same_dtype_rel, "budget_rel": v.budget_rel, "ratio": v.ratio,
                            "decided_by": v.decided_by} for v in verdicts]
         worst = max(v.ratio for v in verdicts)
-        rec["status"] = "pass" if worst <= 1 else "fail"
-        rec["kind"] = None if worst <= 1 else ("non_finite" if math.isinf(worst) else "over_budget")
-    rec["x"] = rec["magnitudes"]["condition"] if point.plot == "align" else axis_value(point, x)
+        out["status"] = "pass" if worst <= 1 else "fail"
+        out["kind"] = None if worst <= 1 else ("non_finite" if math.isinf(worst) else "over_budget")
+    out["x"] = out["magnitudes"]["condition"] if point.plot == "align" else axis_value(point, x)
     if point.plot == "align":
-        rec["magnitudes"]["alignment"] = bounds.alignment(x["w"])
-    return rec
+        out["magnitudes"]["alignment"] = bounds.alignment(x["w"])
+    return out
 
 
 def _state(point: Point, device: str, fp32_dot: str) -> dict:
@@ -134,29 +146,32 @@ def process_facts() -> dict:
     return {"interpreter_fidelity": fidelity.active_parts(), "autotune_configs": autotune_configs()}
 
 
-def _measure_in_worker(point: Point, device: str, fp32_dot: str) -> tuple[dict, dict]:
+def measure_in_worker(point: Point, device: str, fp32_dot: str) -> tuple[dict, dict]:
+    """A worker's task: the point's measurement and the worker's process facts."""
     return measure(point, device, fp32_dot), process_facts()
 
 
-def run_points(points: list[Point], device: str, fp32_dot: str, workers: int, progress) -> tuple[list[dict], dict]:
-    """Every point's record (in the order of `points`) and the process facts of the processes that measured
-    them.  workers > 1: a spawned process pool over points (each worker installs the interpreter fidelity layer
-    before fla loads).  progress(point, finished) is called as a point starts (workers = 1 only) and as it
-    finishes."""
-    records: dict[str, dict] = {}
-    if workers <= 1:
-        for pt in points:
-            progress(pt, False)
-            records[pt.id] = measure(pt, device, fp32_dot)
-            progress(pt, True)
-        return [records[pt.id] for pt in points], process_facts()
-    facts = {"interpreter_fidelity": None, "autotune_configs": {}}
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(_measure_in_worker, pt, device, fp32_dot): pt for pt in points}
-        for fut in as_completed(futures):
-            rec, seen = fut.result()
-            records[rec["id"]] = rec
+def run_points(points: list[Point], device: str, fp32_dot: str, workers: int, progress,
+               profile: str = "ci") -> tuple[list[dict], dict]:
+    """Every point's measurement (in the order of `points`) in `workers` worker processes of the runner, and
+    the facts of those processes (the kernel package they loaded, fidelity parts, autotune configs).  A point
+    whose worker dies or runs past the profile's check timeout (runner.CHECK_TIMEOUT) is a failure of kind
+    crashed or timeout, and the other points go on in a fresh worker.  progress(point, finished) is called as
+    a point starts and as it finishes."""
+    facts = {"kernel_package": None, "interpreter_fidelity": None, "autotune_configs": {}}
+
+    def done(i: int, value) -> None:
+        if not isinstance(value, Lost):
+            seen = value[1]
             facts["interpreter_fidelity"] = seen["interpreter_fidelity"] or facts["interpreter_fidelity"]
             facts["autotune_configs"].update(seen["autotune_configs"])
-            progress(futures[fut], True)
-    return [records[pt.id] for pt in points], facts
+        progress(points[i], True)
+    ctx = Context(device=device, profile=profile, fp32_dot=fp32_dot)
+    pool = Workers(workers, ctx, kernels=True)
+    try:
+        facts["kernel_package"] = pool.wait_ready()["kernel_package"]
+        values = pool.map([(measure_in_worker, (pt, device, fp32_dot)) for pt in points], CHECK_TIMEOUT[profile],
+                          lambda i: progress(points[i], False), done)
+    finally:
+        pool.close()
+    return [lost(pt, v) if isinstance(v, Lost) else v[0] for pt, v in zip(points, values)], facts

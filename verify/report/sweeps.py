@@ -178,7 +178,7 @@ PROFILES = {
 
 
 def points(profile: str, seed: int = 0) -> list[Point]:
-    """Every point of a profile, in plotting order, from the measured records: error vs T for every kernel
+    """Every point of a profile, in plotting order, from the measured op records: error vs T for every kernel
     (of a family's chunked kernels only the largest chunk: the MDN map sweeps every chunk size); the beta,
     alignment and state-tracking sweeps for the PaTH family (their knobs are PaTH's beta and w); gate and
     magnitude for the families measured on PathCase inputs (attention: q, k, a forget gate g); the MDN map

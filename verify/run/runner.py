@@ -1,4 +1,5 @@
-"""Execution: every check runs in a worker process, never in the process that reports.
+"""Execution: every check runs in a worker process, never in the process that reports (and so does any other
+task given to Workers.map, e.g. the report's points).
 
 Each worker slot is a one-process `concurrent.futures.ProcessPoolExecutor`, so a worker that
 dies (segfault, abort, killed for memory), exceeds the per-check timeout, or leaves a poisoned CUDA context
@@ -267,6 +268,14 @@ def _check_context(outcome: Outcome) -> None:
 
 
 @dataclass
+class Lost:
+    """A task of Workers.map whose worker was lost: kind crashed or timeout, what happened, its seconds."""
+    kind: str
+    message: str
+    seconds: float
+
+
+@dataclass
 class _Slot:
     env: dict[str, str]
     executor: cf.ProcessPoolExecutor | None = None
@@ -454,12 +463,7 @@ class Workers:
         try:
             outcome = slot.future.result()
         except cf.process.BrokenProcessPool:
-            slot.process.join(5)
-            code = slot.process.exitcode
-            how = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0
-                   else f"exit code {code}")
-            hint = " (the kernel crashed, or the machine ran out of memory)" if code in (-9, -6, -11) else ""
-            return self._failed(slot, check, ctx, "crashed", f"the worker process died: {how}{hint}")
+            return self._failed(slot, check, ctx, "crashed", self._died(slot))
         except UsageError:
             raise
         except Exception as exc:     # the result could not come back (not picklable, ...)
@@ -473,11 +477,64 @@ class Workers:
 
     def _failed(self, slot: _Slot, check: Check, ctx: Context, kind: str, what: str) -> Outcome:
         """The worker was lost with this check (crash or timeout): outcome it and start a fresh worker."""
+        lost = self._lose(slot, kind, what)
+        return Outcome(check.id, check.description, Result("fail", message=lost.message, kind=kind),
+                      lost.seconds, repro_command(check.id, ctx), time.time() - lost.seconds, ctx.seed)
+
+    @staticmethod
+    def _died(slot: _Slot) -> str:
+        """How the slot's worker died (its future raised BrokenProcessPool)."""
+        slot.process.join(5)
+        code = slot.process.exitcode
+        how = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0
+               else f"exit code {code}")
+        hint = " (the kernel crashed, or the machine ran out of memory)" if code in (-9, -6, -11) else ""
+        return f"the worker process died: {how}{hint}"
+
+    def _lose(self, slot: _Slot, kind: str, what: str) -> Lost:
+        """The slot's worker was lost with its task (crash or timeout): say so and start a fresh worker."""
         seconds = time.monotonic() - slot.t0
         self._replace(slot)
-        return Outcome(check.id, check.description,
-                      Result("fail", message=f"{what}; the run went on in a fresh worker", kind=kind),
-                      seconds, repro_command(check.id, ctx), time.time() - seconds, ctx.seed)
+        return Lost(kind, f"{what}; the run went on in a fresh worker", seconds)
+
+    def map(self, tasks: list[tuple[Callable, tuple]], timeout: float,
+            on_start: Callable[[int], None] = lambda i: None,
+            on_done: Callable[[int, object], None] = lambda i, value: None) -> list:
+        """Run tasks that are not checks, each a picklable (function, args), in the slots with the checks'
+        isolation: each task's return value, in the order of `tasks`, or a Lost (kind crashed or timeout)
+        where its worker died or it ran past `timeout` seconds (the slot then gets a fresh worker).  An
+        exception a task raises is raised here.  on_start as a task starts, on_done as it ends."""
+        values: dict[int, object] = {}
+        pending = list(range(len(tasks)))
+        while pending or any(s.future is not None for s in self.slots):
+            for slot in self.slots:
+                if slot.ready and slot.future is None and pending:
+                    i = pending.pop(0)
+                    function, args = tasks[i]
+                    slot.future = slot.executor.submit(function, *args)
+                    slot.index, slot.t0 = i, time.monotonic()
+                    on_start(i)
+            busy = [s for s in self.slots if s.future is not None]
+            wait_for = min((s.t0 + timeout - time.monotonic() for s in busy if s.index is not None), default=None)
+            done, _ = cf.wait([s.future for s in busy], timeout=None if wait_for is None else max(wait_for, 0),
+                              return_when=cf.FIRST_COMPLETED)
+            for slot in busy:
+                i = slot.index
+                if slot.future in done and i is None:
+                    self._started(slot)
+                    continue
+                if slot.future in done:
+                    try:
+                        values[i] = slot.future.result()
+                        slot.future, slot.index = None, None
+                    except cf.process.BrokenProcessPool:
+                        values[i] = self._lose(slot, "crashed", self._died(slot))
+                elif i is not None and time.monotonic() - slot.t0 > timeout:
+                    values[i] = self._lose(slot, "timeout", f"exceeded the timeout of {timeout:g} s")
+                else:
+                    continue
+                on_done(i, values[i])
+        return [values[i] for i in range(len(tasks))]
 
 
 def run_ids(ids: tuple[str, ...], ctx: Context, workers: int = 1, exitfirst: bool = False) -> list[Outcome]:
