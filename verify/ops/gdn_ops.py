@@ -271,6 +271,23 @@ GDN_MUTANTS = (
            "kernels work in base 2; the recurrent one takes g = ln alpha)", "ops/gated_delta_rule/fused_recurrent.py",
            "            b_h *= exp(b_g)\n", "            b_h *= tl.exp2(b_g)\n",
            ("kernel.fla.gdn_recurrent.convention.gate_natural_log", "kernel.fla.gdn_recurrent.fwd.fp32.typical")),
+    # structural: reached only by the boundary cases of the fused recurrent kernel (GDN_RECURRENT_STRUCTURE): no
+    # drawn case has grouped value heads, and the value_groups probe's one dense sequence starts at bos = 0
+    Mutant("gdn_recurrent_gate_offset_by_key_heads", "GDN fused recurrent, grouped value heads: a sequence's "
+           "first gate read at bos * H instead of bos * HV (g has HV heads; the same when HV == H or bos == 0)",
+           "ops/gated_delta_rule/fused_recurrent.py", "        p_g = g + bos * HV + i_hv\n",
+           "        p_g = g + bos * H + i_hv\n",
+           # the boundary cases (0, 2, 4) with HV = 4, H = 2 at ci, which boundaries.assign gives to fp32 gate_near0,
+           # and (0, 1, 4) likewise, given to bf16 beta_near2
+           ("kernel.fla.gdn_recurrent.fwd.fp32.gate_near0", "kernel.fla.gdn_recurrent.fwd.bf16.beta_near2")),
+    # structural: reached only by the boundary cases of the fused recurrent kernel (Dv = 20: V blocks of BV = 8,
+    # the last one partial; the drawn Dv 16 and 32 are whole blocks)
+    Mutant("gdn_recurrent_v_blocks_rounded_down", "GDN fused recurrent: the launcher's count of V blocks rounded "
+           "down (V // BV instead of cdiv(V, BV)), so the last, partial block of o and S_T is never computed (the "
+           "same when BV divides V)", "ops/gated_delta_rule/fused_recurrent.py", "    NV = triton.cdiv(V, BV)\n",
+           "    NV = V // BV\n",
+           # at ci boundaries.assign gives the cases with Dv = 20 to fp32 typical, bf16 gate_near1 and bf16 beta_near0
+           ("kernel.fla.gdn_recurrent.fwd.fp32.typical", "kernel.fla.gdn_recurrent.fwd.bf16.beta_near0")),
     Mutant("gdn_chunk_state_decay_dropped", "GDN chunk: the in-chunk decay of the keys entering the chunk state "
            "dropped", "ops/common/chunk_delta_h.py",
            "b_v = b_v * tl.where(m_t, exp2(b_g_last - b_g), 0)[:, None]", "b_v = b_v * tl.where(m_t, 1.0, 0)[:, None]",
