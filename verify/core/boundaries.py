@@ -12,7 +12,8 @@ are:
     heads    the (HQ, H) pairs of the structure (GQA ratios)
     varlen   dense; a one-token sequence then a long one (0, 1, T): at T = 2c + 2 the long sequence spans
              three c-blocks, more than the batch has sequences; a first sequence that ends at the pass's
-             smallest constant c0, (0, c0, T), or one past it, (0, c0 + 1, T), in alternate cases
+             smallest constant c0, (0, c0, T), or one past it, (0, c0 + 1, T), in alternate cases (where
+             c0 = 1 the split at c0 is the one-token sequence above, so both take the split one past it)
     options  each optional input of the structure present and absent
 
 and the cases are a covering array of strength 2 over them (allpairspy): every pair of levels of any two
@@ -47,7 +48,7 @@ def _dims(kind: str, a: int, b: int) -> tuple[int, int]:
 
 def cu_seqlens(kind: str | None, T: int, c0: int, i: int = 0) -> tuple[int, ...] | None:
     """The sequence split of a varlen level for case i (module docstring); dense where T leaves no room."""
-    first = {None: None, "long_last": 1, "at_block": c0 + i % 2}[kind]
+    first = {None: None, "long_last": 1, "at_block": max(c0 + i % 2, 2)}[kind]
     return None if first is None or first >= T else (0, first, T)
 
 

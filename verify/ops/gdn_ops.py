@@ -108,21 +108,40 @@ def gdn_cases(draw, regime: dict, profile: str, max_T: int | None = None):
                    **regime)
 
 
+def _boundary_case(T, D, Dv, HQ, H, cu_seqlens, seed, initial_state=False):
+    """A GDN boundary case; a heads pair (HQ, H) is (HV, H) here: HV value heads (grouped value attention where
+    HV > H)."""
+    return GdnCase(T=T, Dk=D, Dv=Dv, H=H, HV=HQ if HQ != H else None, cu_seqlens=cu_seqlens,
+                   initial_state=initial_state, seed=seed)
+
+
 # fla-core 0.6.0's chunk GDN (fla/ops/gated_delta_rule/chunk.py, fla/ops/common/chunk_delta_h.py) on the H200's
 # tiles: the chunk BT = 64 (its fused kkt + solve in 16-token sub-blocks), the state kept as [64, BV] register
 # blocks chosen by `if K > 64 / > 128 / > 192` (so Dk 32 and 128 take different code), the initial state
 # switches USE_INITIAL_STATE forward and backward, cu_seqlens IS_VARLEN, HV > H (v, g, beta with more heads than
 # q, k) the grouped-value offsets i_h // (HV // H).  g is required by the chunk kernels
-# (USE_G always on).  The fused recurrent kernel walks token by token with BV = min(8, V): no token-count
-# constant, and Dv >= 16 always spans several BV blocks, so it has no boundary cases.
+# (USE_G always on).
 GDN_STRUCTURE = Structure(
     lengths={"fwd": {"chunk": 64}, "bwd": {"chunk": 64}}, dims={"quick": (16, 32), "ci": (32, 128), "full": (64, 128)},
-    # a heads pair (HQ, H) is (HV, H) here: HV value heads (grouped value attention where HV > H)
-    build=lambda T, D, Dv, HQ, H, cu_seqlens, seed, initial_state=False: GdnCase(
-        T=T, Dk=D, Dv=Dv, H=H, HV=HQ if HQ != H else None, cu_seqlens=cu_seqlens, initial_state=initial_state,
-        seed=seed),
-    present=lambda case: {"initial_state": case.initial_state},
+    build=_boundary_case, present=lambda case: {"initial_state": case.initial_state},
     options={"fwd": ("initial_state",), "bwd": ("initial_state",)}, heads=((1, 1), (2, 2), (4, 2)))
+# fla-core 0.6.0's fused recurrent GDN (fla/ops/gated_delta_rule/fused_recurrent.py, forward only): one program
+# per (V block, sequence, value head) walks its sequence one token a step, with the whole key dim in one register
+# block BK = next_power_of_2(K) (lanes past K masked) and V in blocks of BV = min(8, next_power_of_2(V)), NV =
+# cdiv(V, BV) of them (the last one masked where 8 does not divide V).  No constant over T: the step is one token
+# (the launcher's num_stages=3 does not pipeline the loop: on an H100 Triton 3.6 compiles it to plain loads, no
+# async copies), so T = 2c + 2 = 4 alone, room for both varlen splits (0, 1, 4) and (0, 2, 4), whose second
+# sequence starts at bos > 0; T = 1 is drawn.  Head dims 8 and 20 (100 at full): K = 8 fills BK, K = 20 leaves 12
+# masked lanes; V = 8 is one V block, V = 20 three with the last half masked (the drawn 16 and 32 are whole
+# blocks).  HV > H the grouped-value head map i_hv // (HV / H); the initial state USE_INITIAL_STATE, cu_seqlens
+# IS_VARLEN.  What the adapter never varies takes no factor: g (always given: USE_G), gk / gv, beta per element
+# (IS_BETA_HEADWISE always), output_final_state (always True), the in-kernel qk norm, gate and beta sigmoid,
+# state_v_first; scale=None is resolved in Python before the launch (the scale_default probe).
+GDN_RECURRENT_STRUCTURE = Structure(
+    lengths={"fwd": {"step": 1}}, dims={"quick": (8, 20), "ci": (8, 20), "full": (8, 100)},
+    build=_boundary_case, present=lambda case: {"initial_state": case.initial_state},
+    options={"fwd": ("initial_state",)}, heads=((1, 1), (2, 2), (4, 2)),
+    levels={"step": {p: ("2c+2",) for p in ("quick", "ci", "full")}})
 
 
 # The MDN recurrences (GDN's oracle and same-dtype implementation) run on the CPU under --references auto: on one
@@ -259,6 +278,23 @@ GDN_MUTANTS = (
            "kernels work in base 2; the recurrent one takes g = ln alpha)", "ops/gated_delta_rule/fused_recurrent.py",
            "            b_h *= exp(b_g)\n", "            b_h *= tl.exp2(b_g)\n",
            ("kernel.fla.gdn_recurrent.convention.gate_natural_log", "kernel.fla.gdn_recurrent.fwd.fp32.typical")),
+    # structural: reached only by the boundary cases of the fused recurrent kernel (GDN_RECURRENT_STRUCTURE): no
+    # drawn case has grouped value heads, and the value_groups probe's one dense sequence starts at bos = 0
+    Mutant("gdn_recurrent_gate_offset_by_key_heads", "GDN fused recurrent, grouped value heads: a sequence's "
+           "first gate read at bos * H instead of bos * HV (g has HV heads; the same when HV == H or bos == 0)",
+           "ops/gated_delta_rule/fused_recurrent.py", "        p_g = g + bos * HV + i_hv\n",
+           "        p_g = g + bos * H + i_hv\n",
+           # the boundary cases (0, 2, 4) with HV = 4, H = 2 at ci, which boundaries.assign gives to fp32 gate_near0,
+           # and (0, 1, 4) likewise, given to bf16 beta_near2
+           ("kernel.fla.gdn_recurrent.fwd.fp32.gate_near0", "kernel.fla.gdn_recurrent.fwd.bf16.beta_near2")),
+    # structural: reached only by the boundary cases of the fused recurrent kernel (Dv = 20: V blocks of BV = 8,
+    # the last one partial; the drawn Dv 16 and 32 are whole blocks)
+    Mutant("gdn_recurrent_v_blocks_rounded_down", "GDN fused recurrent: the launcher's count of V blocks rounded "
+           "down (V // BV instead of cdiv(V, BV)), so the last, partial block of o and S_T is never computed (the "
+           "same when BV divides V)", "ops/gated_delta_rule/fused_recurrent.py", "    NV = triton.cdiv(V, BV)\n",
+           "    NV = V // BV\n",
+           # at ci boundaries.assign gives the cases with Dv = 20 to fp32 typical, bf16 gate_near1 and bf16 beta_near0
+           ("kernel.fla.gdn_recurrent.fwd.fp32.typical", "kernel.fla.gdn_recurrent.fwd.bf16.beta_near0")),
     Mutant("gdn_chunk_state_decay_dropped", "GDN chunk: the in-chunk decay of the keys entering the chunk state "
            "dropped", "ops/common/chunk_delta_h.py",
            "b_v = b_v * tl.where(m_t, exp2(b_g_last - b_g), 0)[:, None]", "b_v = b_v * tl.where(m_t, 1.0, 0)[:, None]",
@@ -296,5 +332,6 @@ GDN_CHUNK = _gdn_op("gdn_chunk", True, BUDGET_FACTOR_BLOCKWISE, ("fwd", "bwd"), 
     # backward's HV > H pair to gate_near0, a listed check, whose own failure the ratchet judges by kind only)
     regression_cases={"bwd.fp32.typical": [GdnCase(T=70, H=2, HV=4, initial_state=True, seed=6)]})
 GDN_RECURRENT = _gdn_op("gdn_recurrent", False, BUDGET_FACTOR_SEQUENTIAL, ("fwd",), dot="ieee",
-                        device_cases=(("fp32", GdnCase(T=256, Dk=64, Dv=64, gate="near1", seed=5)),))
+                        device_cases=(("fp32", GdnCase(T=256, Dk=64, Dv=64, gate="near1", seed=5)),),
+                        structure=GDN_RECURRENT_STRUCTURE)
 
