@@ -5,6 +5,7 @@ a skip whose message says how to install it."""
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 from pathmdn_verify import layers
 from pathmdn_verify.core.registry import Context, Result, register
@@ -29,13 +30,14 @@ def run_layer(rec, variant: str, dtype: str, comparison: str, ctx: Context) -> R
 
 def _missing_package() -> str | None:
     """Why no layer can run here: fla's layers and models (flash-linear-attention, the `layers` extra) are not
-    installed, beside fla-core's ops; None when they are."""
-    for part in ("fla.layers", "fla.models"):
-        try:
-            if importlib.util.find_spec(part) is None:
-                return f"{part} is not installed: {INSTALL}"
-        except ModuleNotFoundError:
-            return f"fla is not installed: {INSTALL}"
+    installed beside fla-core's ops; None when they are.  Looked up as folders of the fla that `import fla` would
+    load, without importing it."""
+    spec = importlib.util.find_spec("fla")
+    if spec is None:
+        return f"fla is not installed: {INSTALL}"
+    for part in ("layers", "models"):
+        if not any((Path(where) / part).is_dir() for where in spec.submodule_search_locations or ()):
+            return f"fla.{part} is not installed: {INSTALL}"
     return None
 
 
