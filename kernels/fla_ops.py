@@ -19,7 +19,9 @@ import inspect
 import re
 from pathlib import Path
 
-from pathmdn_verify.core.errors import KernelUnavailable, VariantUnsupported
+import torch
+
+from pathmdn_verify.core.errors import Incompatible, KernelUnavailable, VariantUnsupported, triton_incompatibility
 from pathmdn_verify.core.records import Conventions
 
 # Where the conventions below were measured (Conventions.notes says so per op).  Not a pin: any fla tree is
@@ -104,6 +106,8 @@ def _import(module: str):
         raise KernelUnavailable(f"cannot import {module}: {_where(exc)}{type(exc).__name__}: {exc}"
                                 .splitlines()[0]) from exc
     except Exception as exc:
+        if why := triton_incompatibility(exc):
+            raise Incompatible(f"{module} ({_where(exc).rstrip(': ')}) {why}") from exc
         raise KernelUnavailable(f"cannot import {module}: {_where(exc)}{type(exc).__name__}: {exc}"
                                 .splitlines()[0]) from exc
 
@@ -288,6 +292,25 @@ def _path(q, k, v, w, beta, g, scale, cu_seqlens, use_cache):
     if not (isinstance(out, tuple) and len(out) == 2):
         raise TypeError(f"the PaTH entry point returned {type(out).__name__}, not (o, k_cache)")
     return out
+
+
+@functools.cache
+def path_takes_fp32_w() -> bool:
+    """Whether this fla's PaTH takes w and beta in fp32 (its entry point asserts it: from 721a205a, 2025-10-03, "the
+    NaN fix"; first in v0.4.0), or, before it, in q's dtype (its layer passed them so; given fp32 with bf16 q, its
+    kernels meet a tl.dot of a bf16 and an fp32 operand, which every Triton from 3.1 to 3.6 refuses, compiled or
+    interpreted).  Read off the entry point's source."""
+    source = inspect.getsource(inspect.unwrap(_path_entry()))
+    return re.search(r"assert\s+w\.dtype\s*==\s*beta\.dtype\s*==\s*torch\.float32", source) is not None
+
+
+def path_inputs_as_taken(x: dict) -> dict:
+    """The canonical PaTH inputs (w, beta in fp32) as this fla takes them: w and beta rounded to q's dtype where
+    the tree takes them so (path_takes_fp32_w), before the kernel, the oracle or the budget's implementation
+    sees them."""
+    if path_takes_fp32_w() or x["q"].dtype == torch.float32:
+        return x
+    return {**x, "w": x["w"].to(x["q"].dtype), "beta": x["beta"].to(x["q"].dtype)}
 
 
 def path_attn(q, k, v, w, beta, g=None, scale=None, cu_seqlens=None):

@@ -1021,3 +1021,81 @@ def device_calls(ctx: Context) -> Result:
     return Result("pass" if ok else "fail", float(abs(out["bindings"] - 4) + (not out["right"]) + (not out["restored"])), 0.0,
                   f"device_calls: {out} (want 4 bindings over 2 launches of 5 helper calls, right outputs, "
                   "builtins restored)", details=out, kind=None if ok else "over_budget", measure="problems")
+
+
+# ------------------------------------------------------------------------------------------------
+# a tl.dot of a bf16 and an fp32 operand: refused alike by the interpreter and by the compiler's frontend, so that
+# the interpreter's refusal of such code (fla's PaTH before 721a205a given fp32 w, beta) is never stricter than the
+# GPU; a same-dtype dot, accepted by both, is the control that the two refusals are not of anything at all
+
+_COMPILE_DOT = """
+import sys, triton, triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+@triton.jit
+def dot(a_ptr, b_ptr, c_ptr):
+    r = tl.arange(0, 16)
+    a = tl.load(a_ptr + r[:, None] * 16 + r[None, :])
+    b = tl.load(b_ptr + r[:, None] * 16 + r[None, :])
+    tl.store(c_ptr + r[:, None] * 16 + r[None, :], tl.dot(a, b))
+
+made = []
+src = ASTSource.make_ir
+def make_ir(self, *a, **k):
+    out = src(self, *a, **k)
+    made.append(True)
+    return out
+ASTSource.make_ir = make_ir
+try:
+    triton.compile(ASTSource(dot, signature={"a_ptr": "*bf16", "b_ptr": "*" + sys.argv[1], "c_ptr": "*fp32"},
+                             constexprs={}), target=GPUTarget("cuda", 90, 32))
+except Exception as exc:
+    if not made:                     # refused before the IR: the frontend's verdict
+        print("refused", f"{type(exc).__name__}: {exc}".splitlines()[-1][:200])
+        raise SystemExit
+print("accepted")                   # the IR was made (a later stage may need a GPU toolchain: not our question)
+"""
+
+
+def _compiled_dot(b_dtype: str) -> str:
+    """What Triton's compiler frontend (AST -> TTIR for an sm_90 target, no GPU needed) says of a tl.dot of a bf16
+    and a b_dtype operand, in a fresh process with the interpreter off."""
+    import subprocess
+    import sys
+    import tempfile
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    with tempfile.TemporaryDirectory(prefix="verify_dot_") as tmp:     # @triton.jit reads its source from a file
+        script = os.path.join(tmp, "mixed_dot.py")
+        with open(script, "w") as f:
+            f.write(_COMPILE_DOT)
+        out = subprocess.run([sys.executable, script, b_dtype], capture_output=True, text=True, env=env, timeout=300)
+    lines = out.stdout.strip().splitlines()
+    return lines[-1] if lines else f"no verdict (exit {out.returncode}): {out.stderr.strip()[-200:]}"
+
+
+def _interpreted_dot(ctx: Context, b_dtype) -> str:
+    torch, dev = _setup(ctx)
+    kern = _k()["dot"]
+    a = torch.ones(16, 16, dtype=torch.bfloat16, device=dev)
+    b = torch.ones(16, 16, dtype=b_dtype, device=dev)
+    c = torch.zeros(16, 16, dtype=torch.float32, device=dev)
+    try:
+        _launch(ctx, False, kern, (1,), a, b, c, 16, 16, 16, "default")
+    except Exception as exc:
+        from pathmdn_verify.core.errors import innermost_error
+        return "refused " + innermost_error(exc)[:200]
+    return "accepted"
+
+
+@check("env.interpreter.mixed_dot_refused",
+       "a tl.dot of a bf16 and an fp32 operand is refused by the interpreter and by Triton's compiler frontend alike "
+       "(a bf16 x bf16 dot, the control, accepted by both)", devices=("cpu",))
+def mixed_dot_refused(ctx: Context) -> Result:
+    torch, _ = _setup(ctx)
+    seen = {"interpreter": _interpreted_dot(ctx, torch.float32), "compiler": _compiled_dot("fp32"),
+            "interpreter_control": _interpreted_dot(ctx, torch.bfloat16), "compiler_control": _compiled_dot("bf16")}
+    ok = (seen["interpreter"].startswith("refused") and seen["compiler"].startswith("refused")
+          and seen["interpreter_control"] == seen["compiler_control"] == "accepted")
+    return Result("pass" if ok else "fail", message="; ".join(f"{k}: {v}" for k, v in seen.items()), details=seen,
+                  kind=None if ok else "over_budget")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathmdn_verify import ops
 from pathmdn_verify.ops.impls import BUILT_IN, registered
 from pathmdn_verify.core import engine
-from pathmdn_verify.core.errors import VariantUnsupported, is_interpreter_gap
+from pathmdn_verify.core.errors import Incompatible, VariantUnsupported, is_interpreter_gap
 from pathmdn_verify.core.records import KernelOp
 from pathmdn_verify.core.registry import Context, Result, register
 from pathmdn_verify.core.errors import innermost_error
@@ -104,6 +104,8 @@ def _declare_probe(op: KernelOp, p) -> None:
             return engine.convention_result(op, p, ctx)
         except VariantUnsupported as exc:
             return Result("skip", message=str(exc), kind="unsupported")
+        except Incompatible as exc:
+            return Result("skip", message=str(exc), kind="incompatible")
         except Exception as exc:
             if is_interpreter_gap(exc):
                 return Result("skip", message=f"not verifiable on the CPU interpreter: {innermost_error(exc)}",

@@ -79,7 +79,7 @@ def _run(dtype: str):
             ok = True
             for s in range(SEQUENCES[ctx.profile]):
                 identity = s % 2 == 0
-                x = construction(swap_sequence(n, identity, rng), prec.torch_dtype, ctx.device)
+                x = PATH_ATTN.adapt_inputs(construction(swap_sequence(n, identity, rng), prec.torch_dtype, ctx.device))
                 x64 = {name: t.double() for name, t in x.items()}
                 o_ref = PATH_ATTN.oracle(**x64, scale=1.0)[0, -1, 0, 0].item()
                 if decides_identity(o_ref, n) != identity:

@@ -1,20 +1,25 @@
-"""`verify bisect`: the first commit of a kernel repository at which selected checks start to fail (or,
-with --fixed, start to pass), found by `git bisect run` in a temporary `git worktree` of the repository.
+"""`verify bisect`: the first commit of a kernel repository at which one failure of the selected checks appears
+(or, with --fixed, disappears), found by `git bisect run` in a temporary `git worktree` of the repository.
 
---good and --bad name where the selection passes and where it fails.  Normally --good is an ancestor of
---bad; with --fixed, --bad is the older one and the result is the first commit that passes ("which commit
+A failure is named by its signature (a check's distinct failures, each with one: `exception:<Type>@<file>:<line>`,
+`over_budget:<tensor>[<structure>]`, `non_finite:...`; a run's JSON lists them in details.failures): --signature
+PATTERN (* and ? match any part), or the one failure the checks show at --bad (several: choose one).  Each commit
+is judged by whether that signature appears, so another failure present at both ends (a defect that was never
+fixed in the range) neither stops nor decides the bisect.  An exception's line is not compared (code moves
+between commits): its type, file and kind are.
+
+--good and --bad name where the signature is absent and where it appears.  Normally --good is an ancestor of
+--bad; with --fixed, --bad is the older one and the result is the first commit where it is gone ("which commit
 fixed this"; git bisect terms broken/fixed).  The repository's own working tree, index, branch and bisect
 state are never touched; the worktree is removed afterwards, also on Ctrl-C, SIGTERM or an error.
 
 Like for like at every step: the checks run once at --bad (fixed seed; the search is seeded, its example
-database off), the cases they failed on are replayed first at every later step (explicit examples of the
-check's own search, so forward and backward checks are replayed under their own budgets), then the
-seeded search itself.  Each step runs in a fresh interpreter (`python -m pathmdn_verify.commands.bisect step SPEC`) that
-imports the kernel package from the worktree (--import-root for a package in a subfolder) and ignores the
-expected-failure list and the fla version pin.  A step is bad when a check fails the way it failed at
---bad (over budget or non-finite; or the same exception type), good when every check passes, and skipped
-(exit 125) when the package cannot be imported, an entry point is missing, or a check errors, is skipped
-or raises another exception (unsupported arguments, a Triton compile error).
+database off), the example that showed the signature there is replayed first at every later step (an explicit
+example of the check's own search, under its own budget), then the seeded search itself.  Each step runs in a
+fresh interpreter (`python -m pathmdn_verify.commands.bisect step SPEC`) that imports the kernel package from the
+worktree (--import-root for a package in a subfolder) and ignores the expected-failure list.  A step is bad when
+the signature appears, good when no check shows it, and skipped (exit 125) when the package cannot be imported,
+an entry point is missing, or a check errors or is skipped.
 
 Exit status: 0 the first bad (fixed) commit was found, 1 only skipped commits were left to decide it,
 2 bad input (nothing touched), 130 interrupted (worktree removed).
@@ -37,6 +42,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from pathmdn_verify.core.errors import UsageError
+from pathmdn_verify.run.xfail_list import failure_kind, signature_matches
 from pathmdn_verify.commands import options
 
 SKIP = 125
@@ -53,6 +59,9 @@ def add_parser(sub) -> None:
     p.add_argument("--fixed", action="store_true",
                    help="--bad is the older revision: find the first commit where the failing checks pass")
     options.select(p)
+    p.add_argument("--signature", metavar="PATTERN",
+                   help="the failure to bisect, by its signature (* and ? match any part; default: the one failure "
+                        "the checks show at --bad)")
     p.add_argument("--import-root", default=".", metavar="SUBDIR",
                    help="folder of the repository that holds the fla package (default: its top)")
     options.device(p)
@@ -216,19 +225,25 @@ def run(args) -> int:
     old_term, new_term = ("broken", "fixed") if args.fixed else ("good", "bad")
     spec = {"import_root": args.import_root, "ids": plan.ids, "device": device, "profile": args.profile,
             "seed": args.seed, "examples": args.examples, "fp32_dot": args.fp32_dot, "fixed": args.fixed,
-            "replay": {}, "reference": None}
+            "replay": {}, "signature": args.signature and _loose(args.signature)}
     try:
         with worktree(plan.repo, plan.bad) as (wt, tmp):
             spec["records"] = str(tmp / "steps")
             print(f"verify bisect: {len(plan.ids)} check(s) at --bad {plan.bad[:12]} (draws the inputs to replay)")
             at_bad = run_step(wt, plan.bad, spec, tmp, "draw")
+            if at_bad is not None and spec["signature"] is None:
+                spec["signature"] = _only_signature(at_bad, args.bad)
             _require(at_bad, "fails", f"--bad {args.bad}")
-            failing = [r for r in at_bad["checks"] if r["status"] == "fail"]
-            spec["ids"] = [r["id"] for r in failing]
-            spec["reference"] = {r["id"]: r["failure"] for r in failing}
-            spec["replay"] = {r["id"]: [r["example"]] for r in failing if r.get("example")}
-            print(f"verify bisect: {len(failing)} check(s) fail at --bad; replaying {spec['replay']}; "
-                  f"checking --good {plan.good[:12]}")
+            showing = [r for r in at_bad["checks"] if _showing(r, spec["signature"])]
+            spec["ids"] = [r["id"] for r in showing]
+            spec["replay"] = {r["id"]: [f["example"] for f in r["failures"] if signature_matches(f["signature"],
+                                                                                             spec["signature"])][:1]
+                              for r in showing}
+            others = sorted({f["signature"] for r in at_bad["checks"] for f in r["failures"]
+                             if not signature_matches(f["signature"], spec["signature"])})
+            print(f"verify bisect: signature {spec['signature']} in {len(showing)} check(s) at --bad"
+                  + (f" (other failures there: {', '.join(others)})" if others else "")
+                  + f"; replaying {spec['replay']}; checking --good {plan.good[:12]}")
             _require(run_step(wt, plan.good, spec, tmp, "good"), "passes", f"--good {args.good}")
             (tmp / "spec.json").write_text(json.dumps(spec))
             new, old = (plan.good, plan.bad) if args.fixed else (plan.bad, plan.good)
@@ -252,8 +267,27 @@ def _require(record: dict | None, verdict: str, where: str) -> None:
     if record is None:
         raise UsageError(f"{where}: the step wrote no record (see the output above)")
     if record["verdict"] != verdict:
-        what = {"fails": "fails", "passes": "passes", "skip": "cannot be run"}[record["verdict"]]
-        raise UsageError(f"{where}: the selection {what} there ({record['reason']}); nothing to bisect")
+        what = {"fails": "shows the signature", "passes": "does not show the signature",
+                "skip": "cannot be run"}[record["verdict"]]
+        raise UsageError(f"{where}: the selection {what} there; nothing to bisect ({record['reason']})")
+
+
+def _only_signature(record: dict, where: str) -> str:
+    """The one failure signature of the checks at --bad, or a usage error listing them."""
+    found = sorted({f["signature"] for r in record["checks"] for f in r["failures"]})
+    if len(found) != 1:
+        raise UsageError(f"--bad {where}: " + (f"{len(found)} distinct failures ({'; '.join(found)}): name one with "
+                                                "--signature" if found else "no check fails there; nothing to bisect"))
+    return _loose(found[0])
+
+
+def _loose(sig: str) -> str:
+    """An exception signature without its line (code moves between commits); others as they are."""
+    return re.sub(r"^(exception:[^@]*@.*):\d+$", r"\1:*", sig)
+
+
+def _showing(record: dict, pattern: str) -> bool:
+    return any(signature_matches(f["signature"], pattern) for f in record["failures"])
 
 
 def summarize(plan: Plan, args, log: str, output: str, tmp: Path, wt: Path, spec: dict, new_term: str) -> dict:
@@ -261,7 +295,7 @@ def summarize(plan: Plan, args, log: str, output: str, tmp: Path, wt: Path, spec
     found = re.search(rf"^# first {new_term} commit: \[([0-9a-f]+)\]", log, re.M)
     skipped = re.findall(r"^git bisect skip ([0-9a-f]+)", log, re.M)
     steps = len(re.findall(r"^git bisect (?!start|reset)\w+ [0-9a-f]+", log, re.M))
-    result = {"repo": plan.repo, "good": plan.good, "bad": plan.bad, "fixed": args.fixed,
+    result = {"repo": plan.repo, "good": plan.good, "bad": plan.bad, "fixed": args.fixed, "signature": spec["signature"],
               "checks": spec["ids"], "replayed": spec["replay"], "profile": args.profile, "seed": args.seed,
               "device": spec["device"], "dirty_tree": plan.dirty, "first": None, "parent": None,
               "candidates": [], "skipped": [], "steps": steps, "log": log}
@@ -287,6 +321,7 @@ def report(result: dict, args, old_term: str, new_term: str) -> None:
     if not console.is_terminal:     # logs and pipes: wide enough that tables keep check ids whole
         console.width = 200
     console.print()
+    console.print(f"signature: {result['signature']}")
     first = result["first"]
     if not first:
         console.print(f"[red]not decided[/]: only skipped commits were left; the first {new_term} commit is one "
@@ -310,11 +345,10 @@ def report(result: dict, args, old_term: str, new_term: str) -> None:
 def _cell(rec: dict | None) -> str:
     if rec is None:
         return "-"
+    sigs = ", ".join(f["signature"] for f in rec.get("failures", ()))
     if rec["measured"] is None:
-        return f"{rec['status']}: {rec['message'][:60]}"
-    if (rec.get("failure") or "").startswith("exception"):
-        return f"{rec['status']}: {rec['failure']}"
-    return f"{rec['status']} {_g(rec['measured'])} / {_g(rec['budget'])}"
+        return f"{rec['status']}: {sigs or rec['message'][:60]}"
+    return f"{rec['status']} {_g(rec['measured'])} / {_g(rec['budget'])}" + (f" ({sigs})" if sigs else "")
 
 
 def _g(x) -> str:
@@ -324,13 +358,15 @@ def _g(x) -> str:
 # ------------------------------------------------------------------------------ one step (child process)
 
 
-def failure(message: str) -> str:
-    """How a check failed, for like-for-like verdicts: 'numerical' (over budget or non-finite) or
-    'exception <Type>'."""
-    found = re.search(r"\braised ([A-Z]\w*)", message)
-    if "fatal CUDA error" in message:
-        return "exception cuda_fatal"
-    return f"exception {found.group(1)}" if found else "numerical"
+def failures(outcome) -> list[dict]:
+    """A check's distinct failures, each {signature, example}: a searched check's own, else the check as one."""
+    r = outcome.result
+    if r.status != "fail":
+        return []
+    if r.details.get("failures"):
+        return [{"signature": f["signature"], "example": f["example"]} for f in r.details["failures"]]
+    kind, exc = failure_kind(r)
+    return [{"signature": kind + (f":{exc}" if exc else ""), "example": r.details.get("failing_example")}]
 
 
 def case_from_label(check_id: str, label: str):
@@ -389,19 +425,19 @@ def _step(spec: dict) -> tuple[str, str, list[dict]]:
             rec = runner.execute(REGISTRY[cid], ctx)        # raw verdicts: no expected-failure list
         except UsageError as exc:                            # an entry point the package does not offer
             return "skip", str(exc), records
-        d = rec.result.details
         records.append({"id": cid, "status": rec.result.status, "measured": _num(rec.result.measured),
                         "budget": _num(rec.result.budget), "message": rec.result.message,
-                        "failure": failure(rec.result.message) if rec.result.status == "fail" else None,
-                        "example": d.get("minimal_example") or d.get("failing_example")})
-    reference = spec["reference"]
-    like = [r for r in records if r["status"] == "fail" and (reference is None or r["failure"] == reference[r["id"]])]
-    if like:
-        return "fails", "; ".join(f"{r['id']}: {_how(r)}" for r in like), records
-    if all(r["status"] == "pass" for r in records):
-        return "passes", "; ".join(f"{r['id']} {_ratio(r)}" for r in records), records
-    other = next(r for r in records if r["status"] != "pass")
-    return "skip", f"{other['id']}: {other['status']}: {other['message']}".splitlines()[0][:300], records
+                        "failures": failures(rec)})
+    pattern = spec["signature"]
+    showing = [r for r in records if pattern is None and r["failures"] or pattern and _showing(r, pattern)]
+    if showing:
+        return "fails", "; ".join(f"{r['id']}: {_how(r, pattern)}" for r in showing), records
+    unjudged = next((r for r in records if r["status"] not in ("pass", "fail")), None)
+    if unjudged is not None:
+        return "skip", f"{unjudged['id']}: {unjudged['status']}: {unjudged['message']}".splitlines()[0][:300], records
+    others = sorted({f["signature"] for r in records for f in r["failures"]})
+    return "passes", "; ".join(f"{r['id']} {_ratio(r)}" for r in records) + (
+        f" (other failures: {', '.join(others)})" if others else ""), records
 
 
 def _num(x):
@@ -409,11 +445,10 @@ def _num(x):
     return None if x is None else (x if math.isfinite(x) else str(x))
 
 
-def _how(r: dict) -> str:
-    """A failing record in a few words: the exception raised, or measured / budget."""
-    if r["failure"].startswith("exception"):
-        return "raised " + r["message"].split(" raised ", 1)[-1][:160]
-    return f"{r['failure']} {_ratio(r)}"
+def _how(r: dict, pattern: str | None) -> str:
+    """A record showing the signature, in a few words: the signatures it matched, and measured / budget."""
+    sigs = [f["signature"] for f in r["failures"] if pattern is None or signature_matches(f["signature"], pattern)]
+    return f"{', '.join(sigs)} {_ratio(r)}"
 
 
 def _ratio(r: dict) -> str:

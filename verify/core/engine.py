@@ -118,6 +118,7 @@ def kernel_grads(op: KernelOp, fn, leaves: dict, upstream) -> dict:
 def case_inputs(op: KernelOp, case, dtype, device: str) -> dict:
     """op's inputs of case; VariantUnsupported when the implementation does not take them (op.unsupported)."""
     x = op.inputs(case, dtype, device)
+    x = op.adapt_inputs(x) if op.adapt_inputs else x
     why = op.unsupported(x) if op.unsupported else None
     if why:
         raise VariantUnsupported(why)

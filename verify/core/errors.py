@@ -3,6 +3,7 @@ raises when it cannot be used (KernelUnavailable) or lacks a variant (VariantUns
 sort a kernel's exception into a fatal device error or an interpreter gap."""
 
 import os
+import re
 import traceback
 
 
@@ -12,6 +13,36 @@ class UsageError(Exception):
 
 class KernelUnavailable(RuntimeError):
     """The kernel package or entry point cannot be used here (the CLI reports it with exit status 2)."""
+
+
+class Incompatible(RuntimeError):
+    """The kernel package's code was written for another Triton than the installed one (it uses an API that this
+    Triton removed or has not yet): the check is skipped with kind "incompatible" and the reason, never failed."""
+
+
+def triton_incompatibility(exc: BaseException) -> str | None:
+    """The reason, when exc (or an exception it was raised from) is a name the installed Triton does not have:
+    an AttributeError of a triton module, or an ImportError of a name from one; None otherwise."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        text = str(exc)
+        if isinstance(exc, AttributeError) and re.match(r"module 'triton[.\w]*' has no attribute", text):
+            break
+        if isinstance(exc, ImportError) and (exc.name or "").startswith("triton") or \
+                isinstance(exc, ImportError) and re.search(r"cannot import name '\w+' from 'triton", text):
+            break
+        exc = exc.__cause__ or exc.__context__
+    else:
+        return None
+    if exc is None:
+        return None
+    try:
+        import importlib.metadata as md
+        have = md.version("triton")
+    except Exception:
+        have = "?"
+    return f"written for another Triton than the installed {have}: {type(exc).__name__}: {exc}".splitlines()[0]
 
 
 class VariantUnsupported(RuntimeError):
@@ -79,6 +110,16 @@ def is_interpreter_gap(exc: BaseException) -> bool:
     return False
 
 
+def innermost(exc: BaseException) -> BaseException:
+    """The exception that exc was raised from, innermost (the interpreter re-raises a kernel's error as
+    InterpreterError from it)."""
+    seen = set()
+    while exc.__cause__ is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        exc = exc.__cause__
+    return exc
+
+
 def innermost_error(exc: BaseException) -> str:
     """ "Type: first line of its message" of the exception that exc was raised from, innermost (the
     interpreter re-raises a kernel's error as InterpreterError(repr(original)) from it: named once)."""
@@ -87,3 +128,43 @@ def innermost_error(exc: BaseException) -> str:
         seen.add(id(exc))
         exc = exc.__cause__
     return f"{type(exc).__name__}: {exc}".splitlines()[0]
+
+
+def _outside(filename: str) -> bool:
+    """A frame of the kernel under test: not Python's library, torch, triton, numpy, hypothesis or this toolkit."""
+    import sysconfig
+    path = filename.replace(os.sep, "/")
+    ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__))).replace(os.sep, "/")
+    skipped = ("/torch/", "/triton/", "/numpy/", "/hypothesis/", "<")
+    return not (path.startswith(sysconfig.get_paths()["stdlib"].replace(os.sep, "/") + "/") or path.startswith(ours)
+                or any(s in path for s in skipped)
+                or path.startswith(os.path.dirname(ours) + "/kernels/") or path.startswith(os.path.dirname(ours) + "/references/"))
+
+
+def _package_path(filename: str) -> str:
+    """A file's path from the top of the package that holds it (fla/ops/path_attn/parallel.py), else its name."""
+    parts, folder = [os.path.basename(filename)], os.path.dirname(filename)
+    while os.path.isfile(os.path.join(folder, "__init__.py")):
+        parts.insert(0, os.path.basename(folder))
+        folder = os.path.dirname(folder)
+    return "/".join(parts)
+
+
+def kernel_frame(exc: BaseException) -> str | None:
+    """Where a kernel's exception came from, "<file from its top package>:<line>": the innermost frame of the kernel
+    under test in the exception's chain of causes (a Triton kernel's line under the interpreter, a launcher's, a
+    function's of a user's own implementation); an out-of-bounds access names its fault's line; None when no such
+    frame is found."""
+    seen, chain = set(), []
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    for e in reversed(chain):          # the innermost cause first
+        fault = getattr(e, "fault", None)
+        if isinstance(fault, dict) and fault.get("file"):
+            return f"{_package_path(fault['file'])}:{fault['line']}"
+        frames = [f for f in traceback.extract_tb(e.__traceback__) if _outside(f.filename)] if e.__traceback__ else []
+        if frames:
+            return f"{_package_path(frames[-1].filename)}:{frames[-1].lineno}"
+    return None

@@ -133,6 +133,8 @@ class KernelOp:
     offered: Callable | None = None     # (pass, dtype) -> why the implementation does not offer it, else None
     unsupported: Callable | None = None   # (inputs) -> why the implementation does not take them, else None
     layout: str = ""                    # the canonical call in words: each input's shape, dtype and meaning; outputs
+    adapt_inputs: Callable | None = None   # (canonical inputs) -> the inputs as the implementation takes them (a
+    #                                     convention that changed across its versions), before anything sees them
 
     def __post_init__(self):
         """A bad record is refused when it is made (PyTorch's OpInfo does the same), naming the field."""

@@ -20,9 +20,10 @@ STATUSES = ("pass", "fail", "xfail", "skip", "error")
 # Result.kind: why a check did not pass (or was not measured).  Failures: over_budget, non_finite, exception,
 # cuda_fatal, crashed, timeout.  Skips: unsupported (the kernel package does not offer the variant),
 # interpreter_gap (the Triton interpreter cannot run the kernel faithfully; the same check runs on a GPU),
+# incompatible (the kernel package's code was written for another Triton than the installed one),
 # not_run (interrupted or time limit).  Errors: import_error, check_error.
 KINDS = ("over_budget", "non_finite", "exception", "cuda_fatal", "crashed", "timeout", "unsupported",
-         "interpreter_gap", "not_run", "import_error", "check_error")
+         "interpreter_gap", "incompatible", "not_run", "import_error", "check_error")
 PROFILES = ("quick", "ci", "full")
 DEVICE_LOST = "device_lost"     # Result.details key: the CUDA context is unusable after this check
 # every worker of one run sees this directory (created and removed by pathmdn_verify.run.runner.Workers): checks share

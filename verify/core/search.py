@@ -19,19 +19,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from hypothesis import HealthCheck, Phase, example, given, seed, settings, target
+from hypothesis import HealthCheck, Phase, given, seed, settings, target
 from hypothesis import strategies as st
 from hypothesis.internal.conjecture import providers as _providers
 
-from pathmdn_verify.core.errors import VariantUnsupported
 from pathmdn_verify.core import hooks
 from pathmdn_verify.core.boundaries import cost
 from pathmdn_verify.core.budget import OracleFailed, Verdict
 from pathmdn_verify.core.errors import (
+    Incompatible,
     UsageError,
+    VariantUnsupported,
+    innermost,
     innermost_error,
     is_device_fatal,
     is_interpreter_gap,
+    kernel_frame,
+    triton_incompatibility,
 )
 from pathmdn_verify.core.registry import DEVICE_LOST, Context, Result
 
@@ -108,120 +112,234 @@ def search(strategy: st.SearchStrategy, evaluate: Callable[[object], Probe], ctx
     """max_examples: the check's own number of examples (--examples overrides it; default by profile);
     explicit: cases run first, whatever the seed; saved(case) -> (tensors, `verify compare` arguments)
     for --save-failing."""
-    worst: list[Probe] = []
-    failures: list[tuple[Probe, object]] = []
-    n_examples = [0]
-    cases: list[str] = []       # every case evaluated, in order (details["cases"]: what verify coverage counts)
-    failed: dict[str, tuple[Probe, dict]] = {}   # repr(case) -> (its probe, the tile configs it ran), per failing case
-    shrink = {"left": SHRINK_EVALUATIONS[ctx.profile], "skipped": 0, "tries": 0}
-    unsupported: dict[str, int] = {}     # why -> cases not run: a variant the implementation does not offer
-    t0 = time.perf_counter()
-
-    structural = {repr(c) for c in explicit}
-
-    def prop(case):
-        if failures and (key := repr(case)) in failed:     # hypothesis replays its minimal example last
-            failures.append((failed[key][0], case))
-            _exceeded(failed[key][0].label)
-        drawn = repr(case) not in structural          # every structural case runs, even after a failure
-        if failures and drawn and shrink["left"] <= 0:
-            shrink["skipped"] += 1
-            return
-        if failures and drawn:
-            shrink["left"] -= shrink_charge(case)
-            shrink["tries"] += 1
-        n_examples[0] += 1
-        cases.append(case.label() if hasattr(case, "label") else repr(case))
-        try:
-            probe = evaluate(case)
-        except VariantUnsupported as exc:     # this case needs a variant the implementation lacks: not run
-            unsupported[str(exc)] = unsupported.get(str(exc), 0) + 1
-            n_examples[0] -= 1
-            cases.pop()
-            return
-        except Exception as exc:    # a kernel that raises on valid input fails this example
-            probe = Probe(Verdict.raised(exc), case.label() if hasattr(case, "label") else repr(case), {})
-            if is_device_fatal(exc):    # also from the oracle: the kernel's fault surfaces at the next CUDA call
-                failures.append((probe, case))
-                raise _DeviceLost from exc
-            if isinstance(exc, (UsageError, OracleFailed)):
-                raise
-            if is_interpreter_gap(exc):
-                raise _NotVerifiable("interpreter_gap", "not verifiable on the CPU interpreter: "
-                                     + innermost_error(exc)) from exc
-        ratio = probe.verdict.ratio
-        target(min(ratio, 1e6) if math.isfinite(ratio) else 1e6, label="error / budget")
-        if not worst or ratio > worst[0].verdict.ratio:
-            worst[:] = [probe]
-        if not ratio <= 1:
-            failures.append((probe, case))
-            failed[repr(case)] = (probe, hooks.last_example())     # a replay from `failed` launches nothing
-            _exceeded(probe.label)
-
-    test = given(strategy)(prop)
-    for case in explicit:
-        test = example(case)(test)
-    test = settings(max_examples=ctx.examples or max_examples or MAX_EXAMPLES[ctx.profile], database=None,
-                    # report_multiple_bugs: hypothesis runs every explicit example when one fails (then stops,
-                    # before drawing any); every failure raises from one line, so it still reports one bug
-                    deadline=None, derandomize=False, report_multiple_bugs=True, print_blob=False,
-                    suppress_health_check=list(HealthCheck),
-                    phases=(Phase.explicit, Phase.generate, Phase.target, Phase.shrink))(seed(draw_seed(ctx.seed, what))(test))
+    s = _Search(evaluate, ctx, what, saved, explicit)
+    n = ctx.examples or max_examples or MAX_EXAMPLES[ctx.profile]
     try:
-        test()
-    except _Exceeded:
-        pass
+        s.explore(strategy, n)
+        for sig in [sig for sig, f in s.failures.items() if not f.explicit]:
+            s.shrink(strategy, n, sig)
     except _NotVerifiable as exc:
         return Result("skip", message=str(exc), kind=exc.kind)     # the line that prints it names the check
     except _DeviceLost:
-        p = failures[-1][0]
+        p = s.lost
         return Result("fail", math.inf, None,
-                      f"{what}: the kernel raised a fatal CUDA error on [{p.label}] (example {n_examples[0]}, not "
+                      f"{what}: the kernel raised a fatal CUDA error on [{p.label}] (example {s.evaluated}, not "
                       f"shrunk): {p.verdict.error}; rerun with CUDA_LAUNCH_BLOCKING=1 to name the kernel",
                       details={"failing_example": p.label, DEVICE_LOST: True}, kind="cuda_fatal")
-    elapsed = time.perf_counter() - t0
-    not_run = {"unsupported_cases": unsupported} if unsupported else {}
-    skipped = (f"; {sum(unsupported.values())} case(s) not run: " + "; ".join(unsupported)) if unsupported else ""
-    if not worst and not failures:      # every case needed a variant the implementation does not offer
-        return Result("skip", message="; ".join(f"{why} ({n} case{'s' * (n > 1)})" for why, n in unsupported.items())
-                      or f"{what}: no case ran", kind="unsupported", details=not_run)
-    if failures:
-        # a structural case failed: the worst that did, the first of equals (hypothesis then draws nothing), so
-        # that a listed defect at one case cannot stand in for a worse failure at another; else hypothesis
-        # replays the minimal (shrunk) example last
-        explicit_failures = [f for f in failures if repr(f[1]) in structural]
-        p, case = max(explicit_failures, key=lambda f: f[0].verdict.ratio) if explicit_failures else failures[-1]
-        v = p.verdict
-        repro = _save_failing(ctx, what, case, saved)
-        capped = f", shrinking stopped after {shrink['tries']} tries" if shrink["skipped"] else ""
+    return s.result()
+
+
+@dataclass
+class Failure:
+    """One distinct failure of a check: its signature, its minimal example (an explicit case, or the drawn one
+    hypothesis shrank to), and the worst example of the same signature where that is another."""
+    signature: str
+    probe: Probe
+    case: object
+    explicit: bool
+    worst: Probe
+
+    def as_json(self) -> dict:
+        v = self.probe.verdict
+        out = {"signature": self.signature, "kind": v.kind, "example": self.probe.label,
+               "ratio": _finite(v.ratio), "measured": _finite(v.measured), "budget": _finite(v.budget),
+               "measure": v.measure, "summary": v.summary()}
+        if self.worst is not self.probe:
+            out |= {"worst_example": self.worst.label, "worst_ratio": _finite(self.worst.verdict.ratio)}
+        return out
+
+
+class _Search:
+    """One check's search: every explicit case, then hypothesis' drawn examples climbing error / budget, none of
+    them stopped by a failure (`explore`); then, for each failure signature first met in a drawn example,
+    hypothesis' shrinking of that signature alone, replaying the exploration from its memo (`shrink`)."""
+
+    def __init__(self, evaluate, ctx: Context, what: str, saved, explicit):
+        self.evaluate_case, self.ctx, self.what, self.saved = evaluate, ctx, what, saved
+        self.explicit = list(explicit)
+        self.structural = {repr(c) for c in explicit}
+        self.memo: dict[str, tuple[Probe, str | None, dict]] = {}   # repr(case) -> (probe, signature, configs ran)
+        self.cases: list[str] = []          # every case evaluated, in order (what verify coverage counts)
+        self.unsupported: dict[str, int] = {}   # why -> cases not run: a variant the implementation does not offer
+        self.failures: dict[str, Failure] = {}  # signature -> its failure, in the order first met
+        self.worst: Probe | None = None
+        self.evaluated = 0
+        self.shrink_left = SHRINK_EVALUATIONS[ctx.profile]
+        self.shrink_tries = self.shrink_skipped = 0
+        self.lost: Probe | None = None
+        self.t0 = time.perf_counter()
+
+    def probe(self, case) -> tuple[Probe | None, str | None]:
+        """(probe, failure signature or None) of case, evaluated once; (None, None) for a case the implementation
+        does not take."""
+        key = repr(case)
+        if key in self.memo:
+            return self.memo[key][:2]
+        self.evaluated += 1
+        label = case.label() if hasattr(case, "label") else key
+        try:
+            probe = self.evaluate_case(case)
+        except VariantUnsupported as exc:     # this case needs a variant the implementation lacks: not run
+            self.unsupported[str(exc)] = self.unsupported.get(str(exc), 0) + 1
+            self.evaluated -= 1
+            self.memo[key] = (None, None, {})
+            return None, None
+        except Exception as exc:    # a kernel that raises on valid input fails this example
+            if isinstance(exc, (UsageError, OracleFailed)):
+                raise
+            if why := (str(exc) if isinstance(exc, Incompatible) else triton_incompatibility(exc)):
+                raise _NotVerifiable("incompatible", why) from exc
+            probe = Probe(Verdict.raised(exc), label, {"exception": type(innermost(exc)).__name__,
+                                                       "exception_at": kernel_frame(exc)})
+            if is_device_fatal(exc):    # also from the oracle: the kernel's fault surfaces at the next CUDA call
+                self.lost = probe
+                raise _DeviceLost from exc
+            if is_interpreter_gap(exc):
+                raise _NotVerifiable("interpreter_gap", "not verifiable on the CPU interpreter: "
+                                     + innermost_error(exc)) from exc
+        self.cases.append(label)
+        sig = None if probe.verdict.ratio <= 1 else signature(probe, case)
+        self.memo[key] = (probe, sig, hooks.last_example() if sig else {})
+        if self.worst is None or probe.verdict.ratio > self.worst.verdict.ratio:
+            self.worst = probe
+        if sig is not None:
+            f = self.failures.get(sig)
+            if f is None:
+                self.failures[sig] = Failure(sig, probe, case, key in self.structural, probe)
+            elif probe.verdict.ratio > f.worst.verdict.ratio:
+                f.worst = probe
+        return probe, sig
+
+    def _settings(self, n: int, shrinking: bool):
+        return settings(max_examples=n, database=None, deadline=None, derandomize=False, print_blob=False,
+                        report_multiple_bugs=False, suppress_health_check=list(HealthCheck),
+                        phases=(Phase.generate, Phase.target, *((Phase.shrink,) if shrinking else ())))
+
+    def explore(self, strategy, n: int) -> None:
+        """Every explicit case (the boundary and regression cases: each runs, whatever failed before it), then
+        hypothesis' n drawn examples, climbing error / budget (hypothesis.target); nothing stops at a failure."""
+        for case in self.explicit:
+            self.probe(case)
+
+        def prop(case):
+            probe, _ = self.probe(case)
+            if probe is not None:
+                r = probe.verdict.ratio
+                target(min(r, 1e6) if math.isfinite(r) else 1e6, label="error / budget")
+        given(strategy)(self._settings(n, False)(seed(draw_seed(self.ctx.seed, self.what))(prop)))()
+
+    def shrink(self, strategy, n: int, sig: str) -> None:
+        """Hypothesis' minimal example of one signature first met in a drawn example: the same seed replays the
+        exploration (answered from the memo) up to that failure, then shrinks it, each new case charged to the
+        shrink budget (SHRINK_EVALUATIONS; past it a new case counts as passing, unevaluated, so that the outcome
+        depends on the cases alone)."""
+        found = []
+
+        def prop(case):
+            key = repr(case)
+            if key not in self.memo and found:
+                if self.shrink_left <= 0:
+                    self.shrink_skipped += 1
+                    return
+                self.shrink_left -= shrink_charge(case)
+                self.shrink_tries += 1
+            probe, got = self.probe(case)
+            if probe is not None:
+                r = probe.verdict.ratio
+                target(min(r, 1e6) if math.isfinite(r) else 1e6, label="error / budget")
+            if got == sig:
+                found.append((probe, case))
+                _exceeded(sig)
+        try:
+            given(strategy)(self._settings(n, True)(seed(draw_seed(self.ctx.seed, self.what))(prop)))()
+        except _Exceeded:
+            probe, case = found[-1]          # hypothesis replays the minimal example last
+            f = self.failures[sig]
+            f.probe, f.case = probe, case
+
+    def result(self) -> Result:
+        elapsed = time.perf_counter() - self.t0
+        not_run = {"unsupported_cases": self.unsupported} if self.unsupported else {}
+        skipped = (f"; {sum(self.unsupported.values())} case(s) not run: " + "; ".join(self.unsupported)
+                   if self.unsupported else "")
+        if self.worst is None:      # every case needed a variant the implementation does not offer
+            return Result("skip", message="; ".join(f"{why} ({n} case{'s' * (n > 1)})"
+                                                    for why, n in self.unsupported.items()) or f"{self.what}: no case ran",
+                          kind="unsupported", details=not_run)
+        if not self.failures:
+            p, v = self.worst, self.worst.verdict
+            return Result("pass", v.measured, v.budget,
+                          f"{self.what}: worst of {self.evaluated} examples [{p.label}]: {v.summary()}{skipped}",
+                          details={"worst_example": p.label, "worst_ratio": v.ratio, "cases": self.cases, **not_run,
+                                   **p.details}, measure=v.measure)
+        failures = list(self.failures.values())
+        primary = max(failures, key=lambda f: f.worst.verdict.ratio)    # the worst decides the check's numbers
+        v = primary.probe.verdict
+        repros = {f.signature: _save_failing(self.ctx, self.what, f.case, self.saved, i if len(failures) > 1 else None)
+                  for i, f in enumerate(failures)}
+        capped = f", shrinking stopped after {self.shrink_tries} tries" if self.shrink_skipped else ""
+        described = "; ".join(_describe(f, repros[f.signature], len(failures) > 1) for f in failures)
+        head = f"{len(failures)} distinct failures: " if len(failures) > 1 else ""
+        configs_ran = self.memo[repr(primary.case)][2]
         return Result("fail", v.measured, v.budget,
-                      f"{what}: minimal failing example [{p.label}]: {v.summary()} "
-                      f"({n_examples[0]} examples{capped}, {elapsed:.0f}s){skipped}" + (f"; repro: {repro}" if repro else ""),
-                      details={"minimal_example": p.label, "worst_ratio": _finite(worst[0].verdict.ratio), "cases": cases, **not_run,
-                               **p.details, **({"compare_command": repro} if repro else {}),
-                               **({"configs_failing_example": ran} if (ran := failed[repr(case)][1]) else {})},
+                      f"{self.what}: {head}{described} ({self.evaluated} examples{capped}, {elapsed:.0f}s){skipped}",
+                      details={"minimal_example": primary.probe.label, "worst_ratio": _finite(primary.worst.verdict.ratio),
+                               "worst_example": primary.worst.label, "cases": self.cases, **not_run,
+                               "failures": [{**f.as_json(), **({"compare_command": r} if (r := repros[f.signature]) else {})}
+                                            for f in failures],
+                               **primary.probe.details,
+                               **({"compare_command": repros[primary.signature]} if repros[primary.signature] else {}),
+                               **({"configs_failing_example": configs_ran} if configs_ran else {})},
                       kind=v.kind, measure=v.measure)
-    p = worst[0]
-    v = p.verdict
-    return Result("pass", v.measured, v.budget,
-                  f"{what}: worst of {n_examples[0]} examples [{p.label}]: {v.summary()}{skipped}",
-                  details={"worst_example": p.label, "worst_ratio": v.ratio, "cases": cases, **not_run, **p.details},
-                  measure=v.measure)
+
+
+def _describe(f: Failure, repro: str | None, several: bool) -> str:
+    """One failure in a check's message: its signature (when the check has several), its minimal example and
+    verdict, and the example that gave its worst ratio where that is another one."""
+    text = (f"[{f.signature}] " if several else "") + f"minimal failing example [{f.probe.label}]: {f.probe.verdict.summary()}"
+    if f.worst is not f.probe:
+        text += f"; its worst ratio {f.worst.verdict.ratio:.3g} at [{f.worst.label}]"
+    return text + (f"; repro: {repro}" if repro else "")
+
+
+def signature(probe: Probe, case) -> str:
+    """What a failure is, so that two bugs in one check are told apart: for an exception its type and the kernel
+    source line it came from; for an output over budget or non-finite, the tensor and the structural case (varlen,
+    GQA, grouped value heads, an initial state; else dense)."""
+    v = probe.verdict
+    if v.kind == "exception":
+        where = probe.details.get("exception_at")
+        return f"exception:{probe.details['exception']}" + (f"@{where}" if where else "")
+    return f"{v.kind}:{v.name}[{','.join(structural(case)) or 'dense'}]"
+
+
+def structural(case) -> list[str]:
+    """The structural features of a case that change a kernel's code path."""
+    feats = []
+    if getattr(case, "cu_seqlens", None) is not None:
+        feats.append("varlen")
+    if getattr(case, "HQ", None) is not None and case.HQ != getattr(case, "H", case.HQ):
+        feats.append("gqa")
+    if getattr(case, "HV", None) not in (None, getattr(case, "H", None)):
+        feats.append("grouped_values")
+    if getattr(case, "initial_state", False):
+        feats.append("initial_state")
+    return feats
 
 
 def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _save_failing(ctx: Context, what: str, case, saved: Callable | None) -> str | None:
-    """With --save-failing DIR: DIR/<check id>.pt holds the minimal example's inputs; returns the
-    `verify compare` command that replays it, on the same kernel package (--kernel-root), device and --fp32-dot
-    (None without the option or for a check without inputs)."""
+def _save_failing(ctx: Context, what: str, case, saved: Callable | None, index: int | None = None) -> str | None:
+    """With --save-failing DIR: DIR/<check id>[.<index>].pt holds a failing example's inputs; returns the `verify
+    compare` command that replays it, on the same kernel package (--kernel-root), device and --fp32-dot (None
+    without the option or for a check without inputs)."""
     if not ctx.save_failing or saved is None:
         return None
     import torch
     tensors, compare_args = saved(case)
-    path = Path(ctx.save_failing) / f"{what}.pt"
+    path = Path(ctx.save_failing) / f"{what}{'' if index is None else f'.{index}'}.pt"
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save(tensors, path)
     # the run's kernel package, device and interpreter fidelity too: without --kernel-root the command would

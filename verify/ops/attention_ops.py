@@ -419,7 +419,7 @@ PATH_ATTN = _attention_op(
     "path_attn", "path_attn", fla_ops.path_attn, fla_ops.PATH_CONVENTIONS, P.path_attn,
     lambda **kw: same_dtype.path_attn(**kw),
     names=(("q", "k", "v", "w", "beta"), ("g", "cu_seqlens")), grads=("q", "k", "v", "w", "beta", "g"),
-    regimes=PATH_REGIMES, gated=None,
+    regimes=PATH_REGIMES, gated=None, adapt_inputs=fla_ops.path_inputs_as_taken,
     regression_cases={
         # passed only once the same-dtype implementation formed delta from the stored O: at T = 1 the exact dk
         # is 0 and fla's is 1.73e-2 (on the H200 too); was 2.2x budget (D = 16, seed 1; the H200's full draw)

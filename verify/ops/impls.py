@@ -136,7 +136,7 @@ def bind(base: KernelOp, impl: Implementation) -> KernelOp:
         base, impl=impl.name, kernel=kernel, dot=impl.fp32_dot, decode=decode,
         conventions=dataclasses.replace(base.conventions, dtypes=DTYPES),
         offered=lambda pass_, dtype: _offered(impl, pass_, dtype), unsupported=impl.unsupported,
-        stages={}, mutants=(), not_reached={}, package=(), refusal=None, report=None)
+        stages={}, mutants=(), not_reached={}, package=(), refusal=None, report=None, adapt_inputs=None)
 
 
 def _offered(impl: Implementation, pass_: str, dtype: str) -> str | None:

@@ -107,6 +107,7 @@ def _state(point: Point, device: str, fp32_dot: str) -> dict:
     for s in range(sequences):
         identity = s % 2 == 0
         x = ST.construction(ST.swap_sequence(n, identity, rng), prec.torch_dtype, device)
+        x = op.adapt_inputs(x) if op.adapt_inputs else x
         x64 = {name: t.double() for name, t in x.items()}
         outs = {"oracle": op.oracle(**x64, scale=1.0),
                 "same_dtype": op.same_dtype(**{k: t.float() for k, t in x.items()}, g=None, cu_seqlens=None,

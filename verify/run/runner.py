@@ -28,10 +28,12 @@ from unittest import mock
 
 from pathmdn_verify.platform import configs, environment, timing
 from pathmdn_verify.core.errors import (
+    Incompatible,
     UsageError,
     innermost_error,
     is_device_fatal,
     is_interpreter_gap,
+    triton_incompatibility,
 )
 from pathmdn_verify.core.ids import CheckId
 from pathmdn_verify.core.registry import (
@@ -113,6 +115,8 @@ def execute(check: Check, ctx: Context, debug: bool = False) -> Outcome:
             if is_device_fatal(exc):
                 result = Result("fail", message=f"fatal CUDA error: {message}", kind="cuda_fatal",
                                 details={"traceback": tb, DEVICE_LOST: True})
+            elif why := (str(exc) if isinstance(exc, Incompatible) else triton_incompatibility(exc)):
+                result = Result("skip", message=why, kind="incompatible", details={"traceback": tb})
             elif is_interpreter_gap(exc):
                 result = Result("skip", message=f"not verifiable on the CPU interpreter: {innermost_error(exc)}",
                                 kind="interpreter_gap", details={"traceback": tb})

@@ -120,8 +120,9 @@ def print_summary(outcomes: list[Outcome], console: Console, wall_seconds: float
     console.print(table)
     _print_findings([r for r in outcomes if r.result.status == "xfail"], console)
     _print_not_reproduced(outcomes, console)
-    skipped = [r for r in outcomes if r.result.kind in ("not_run", "interpreter_gap", "unsupported")]
+    skipped = [r for r in outcomes if r.result.kind in ("not_run", "interpreter_gap", "unsupported", "incompatible")]
     whys = {"interpreter_gap": "not verifiable on the CPU interpreter (they run on a GPU)",
+            "incompatible": "the kernel package's code was written for another Triton than the installed one",
             "unsupported": "not applicable (a variant the kernel package or the device does not offer)"}
     groups: dict[str, list] = {}       # why -> outcomes, in order; a not-run check says why in its message
     for r in skipped:

@@ -50,7 +50,7 @@ EXPECTED_FAILURES_FILE = Path(__file__).with_name("expected_failures.toml")
 FAILURE_KINDS = ("over_budget", "non_finite", "exception", "cuda_fatal", "crashed", "timeout")  # failing KINDS
 MIN_FACTOR = 10.0    # the bound is at least ten times the largest ratio measured (one decade)
 FIELDS = {"id", "ids", "packages", "devices", "profiles", "kinds", "exception", "ratios", "compare_ratio",
-          "reproduces", "regime", "measured", "cause", "commits", "trees", "fault"}
+          "reproduces", "regime", "measured", "cause", "commits", "trees", "fault", "signatures"}
 COMMIT_RANGE = re.compile(r"(?:[0-9a-f]{7,40})?(?:\.\.(?:[0-9a-f]{7,40})?)?")   # "a..b", "a..", "..b", "a"
 _ACTIVE: list[Path] = []     # the lists of this run (see use); empty: the built-in list alone
 
@@ -116,6 +116,15 @@ class Entry:
     trees: tuple[str, ...] | None = None        # content hashes (tree_hash) of the trees it applies to
     fault: str | None = None          # kind cuda_fatal: text of the listed fault's CUDA error (not replayed)
     source: str = ""                  # the list it came from (a file name)
+    signatures: tuple[str, ...] | None = None   # the failure signatures it covers (fnmatch patterns); None: any
+    #                                             failure of its kinds
+
+    def covers(self, failure: dict) -> bool:
+        """Whether a failure (failures_of) is this entry's known defect: one of its kinds (an exception of its
+        type) and, where it lists signatures, one of them."""
+        if failure["kind"] not in self.kinds or (failure["kind"] == "exception" and failure["exception"] != self.exception):
+            return False
+        return self.signatures is None or any(signature_matches(failure["signature"], s) for s in self.signatures)
 
     @property
     def impl(self) -> str | None:
@@ -222,6 +231,10 @@ def _entry(e: dict, name: str) -> Entry:
     if "reproduces" in e and not (isinstance(e["reproduces"], list)
                                   and all(isinstance(w, str) and w for w in e["reproduces"])):
         raise UsageError(f"{where}: reproduces must be a list of device classes or \"<device>/<profile>\" keys")
+    if "signatures" in e and not (isinstance(e["signatures"], list) and e["signatures"]
+                                  and all(isinstance(s, str) and ":" in s for s in e["signatures"])):
+        raise UsageError(f"{where}: signatures must be a non-empty list of failure signatures (kind:..., as a run's "
+                         "JSON names them in details.failures; * and ? match any part)")
     for f in ("commits", "trees"):
         if f in e and "packages" not in e:
             raise UsageError(f"{where}: {f} narrows packages: give packages too")
@@ -245,7 +258,7 @@ def _entry(e: dict, name: str) -> Entry:
     tup = lambda k: tuple(e[k]) if k in e else None
     return Entry(ids, tuple(e["kinds"]), e["regime"], e["measured"], e["cause"], tup("packages"), tup("devices"),
                  tup("profiles"), e.get("exception"), dict(e.get("ratios", {})), e.get("compare_ratio", True),
-                 tup("reproduces"), tup("commits"), tup("trees"), e.get("fault"), name)
+                 tup("reproduces"), tup("commits"), tup("trees"), e.get("fault"), name, tup("signatures"))
 
 
 def expected_failures(path: Path | None = None) -> dict[str, Entry]:
@@ -309,26 +322,56 @@ def apply(check_id: str, result: Result, scope: Scope, path: Path | None = None)
                                               "scope": str(scope), "verdict": "not_reproduced", "list": entry.source,
                                               "expected_here": expected}
         return result
-    kind, exc_type = failure_kind(result)
-    r, bound = ratio(result), entry.bound(scope)
+    bound = entry.bound(scope)
     known = ", ".join(f"exception {entry.exception}" if k == "exception" else k for k in entry.kinds)
+    failures = failures_of(result)
+    r = max(f["ratio"] for f in failures)
     listed = {"ids": list(entry.ids), "cause": entry.cause, "listed": entry.measured, "kinds": list(entry.kinds),
-              "ratio": r, "bound": bound, "scope": str(scope), "list": entry.source}
-    if kind not in entry.kinds or (kind == "exception" and exc_type != entry.exception):
-        result.message += (f" [{WORSE}: fails as {kind}{' ' + exc_type if exc_type else ''}, the list records "
-                           f"{known}; ratio {r:.3g}]")
+              "ratio": r, "bound": bound, "scope": str(scope), "list": entry.source,
+              **({"signatures": list(entry.signatures)} if entry.signatures else {})}
+    other = [f for f in failures if not entry.covers(f)]
+    if other:
+        what = "; ".join(f"{f['signature']}" + (f" ratio {f['ratio']:.3g}" if math.isfinite(f["ratio"]) else "")
+                         for f in other)
+        result.message += (f" [{WORSE}: fails as {what}, which {name} does not list (it records {known}"
+                           + (f" for {', '.join(entry.signatures)}" if entry.signatures else "") + ")]")
+        result.details["expected_failure"] = {**listed, "verdict": "worse", "not_listed": [f["signature"] for f in other]}
+        return result
+    over = [f for f in failures if f["kind"] == "over_budget" and bound is not None and f["ratio"] > bound]
+    if over:
+        result.message += (f" [{WORSE}: ratio {max(f['ratio'] for f in over):.3g} above the bound {bound:.3g} "
+                           f"recorded for {scope.key} (ratios {spread(entry.ratios[scope.key])})]")
         result.details["expected_failure"] = {**listed, "verdict": "worse"}
-    elif kind == "over_budget" and bound is not None and r > bound:
-        result.message += (f" [{WORSE}: ratio {r:.3g} above the bound {bound:.3g} recorded for {scope.key} "
-                           f"(ratios {spread(entry.ratios[scope.key])})]")
-        result.details["expected_failure"] = {**listed, "verdict": "worse"}
-    else:
-        within = ("kind only: no ratios recorded for " + scope.key if bound is None and entry.compare_ratio
-                  else "kind only" if bound is None else f"ratio {r:.3g} within the bound {bound:.3g}")
-        result.status = "xfail"
-        result.message += f" [expected failure ({within}); listed with {entry.measured}; cause: {entry.cause}]"
-        result.details["expected_failure"] = {**listed, "verdict": "known"}
+        return result
+    within = ("kind only: no ratios recorded for " + scope.key if bound is None and entry.compare_ratio
+              else "kind only" if bound is None else f"ratio {r:.3g} within the bound {bound:.3g}")
+    result.status = "xfail"
+    result.message += f" [expected failure ({within}); listed with {entry.measured}; cause: {entry.cause}]"
+    result.details["expected_failure"] = {**listed, "verdict": "known"}
     return result
+
+
+def signature_matches(signature: str, pattern: str) -> bool:
+    """Whether a failure signature matches a listed one, where * and ? match any part (brackets are literal:
+    signatures name tensors as o[varlen])."""
+    regex = re.escape(pattern).replace(r"\*", ".*").replace(r"\?", ".")
+    return re.fullmatch(regex, signature) is not None
+
+
+def failures_of(result: Result) -> list[dict]:
+    """The distinct failures of a failed result, each {signature, kind, exception, ratio}: a searched check's
+    (details failures: its signatures, with each one's worst ratio), else the result as one failure."""
+    out = []
+    for f in result.details.get("failures") or ():
+        r = f.get("worst_ratio", f.get("ratio"))
+        exc = f["signature"].split(":", 1)[1].split("@")[0] if f["kind"] == "exception" else None
+        out.append({"signature": f["signature"], "kind": f["kind"], "exception": exc,
+                    "ratio": math.inf if r is None else float(r)})
+    if not out:
+        kind, exc = failure_kind(result)
+        out.append({"signature": kind + (f":{exc}" if exc else ""), "kind": kind, "exception": exc,
+                    "ratio": ratio(result)})
+    return out
 
 
 def spread(r: dict) -> str:
