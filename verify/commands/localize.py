@@ -84,7 +84,7 @@ def run(args) -> int:
     from pathmdn_verify.platform import environment
     from pathmdn_verify.core import examples as example
     from pathmdn_verify.platform.setup import prepare
-    from pathmdn_verify.core.errors import is_device_fatal
+    from pathmdn_verify.core.errors import innermost_error, is_device_fatal, is_interpreter_gap
     from pathmdn_verify.core.ids import CheckId
     from pathmdn_verify.core.registry import DEVICE_LOST, REGISTRY, Context
     from pathmdn_verify.run import load_checks
@@ -148,6 +148,8 @@ def run(args) -> int:
         except Exception as exc:        # the kernel raised on valid input: a failure, localized to no stage
             if args.debug:
                 raise
+            if is_interpreter_gap(exc):     # the CPU interpreter's missing support, as the check skips it
+                raise UsageError(f"{args.id}: not verifiable on the CPU interpreter: {innermost_error(exc)}") from exc
             doc["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
             console.print(escape(f"FAIL: the kernel raised {doc['error']}" + (hint if is_device_fatal(exc) else "")))
             rows = []
