@@ -45,7 +45,9 @@ class Stage:
     prec: Precision
     pass_: str = "fwd"          # which c of the op's budget_factor applies
     tensors: dict[str, Piece] = field(default_factory=dict)
-    scale: float = 0.0          # pathmdn_verify.core.budget.verdict's scale for a tensor that is exactly zero in the oracle
+    # pathmdn_verify.core.budget.verdict's scale for a tensor that is exactly zero in the oracle; 0: the largest
+    # magnitude among the stage's oracle tensors (the tensors compared together)
+    scale: float = 0.0
     judged: list[Verdict] | None = None     # verdicts made whole elsewhere (one_stage), instead of the tensors
 
     def piece(self, tensor: str) -> Piece:
@@ -55,8 +57,10 @@ class Stage:
         """Each tensor within c = budget_factor[pass_] (the op's, pathmdn_verify.ops) times the same-dtype error."""
         if self.judged is not None:
             return self.judged
-        return [verdict(n, torch.cat(p.kernel), torch.cat(p.oracle), torch.cat(p.same_dtype), self.prec,
-                      budget_factor[self.pass_], self.scale) for n, p in self.tensors.items() if p.kernel]
+        joined = {n: [torch.cat(t) for t in (p.kernel, p.oracle, p.same_dtype)] for n, p in self.tensors.items()
+                  if p.kernel}
+        scale = self.scale or max((float(o.abs().max()) for _, o, _ in joined.values() if o.numel()), default=0.0)
+        return [verdict(n, k, o, s, self.prec, budget_factor[self.pass_], scale) for n, (k, o, s) in joined.items()]
 
 
 @contextlib.contextmanager

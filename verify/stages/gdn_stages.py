@@ -27,10 +27,10 @@ with its intermediates kept (h's and V~'s and Y's gradients), and from its equat
                                                  with V~ and the incoming state held)
   WY terms      prepare_wy_repr_bwd              the terms of dk and dg through A, w, u (autograd through V~ alone),
                                                  dv = dL/dv, dbeta = dL/dbeta (v and beta enter only A, w, u)
-fla's dg terms are gradients with respect to the chunk's gate cumsum G; each is judged after the in-chunk
-reverse cumsum that turns it into one with respect to g (float64, on the kernel's values).
   gradients     chunk_gated_delta_rule_bwd       dq, dk, dv, dg, dbeta, dS0 (dk, dg completed, dg's reverse
                                                  cumsum): autograd of the op's oracle (the token recurrence)
+fla's dg terms are gradients with respect to the chunk's gate cumsum G; each is judged after the in-chunk
+reverse cumsum that turns it into one with respect to g (float64, on the kernel's values).
 The same-dtype values come from the same chunk form in fp32 with the dtype's rounded products in fixed order
 (as pathmdn_verify.same_dtype.mdn runs it, p = alpha k rounded to the dtype).
 """
