@@ -7,13 +7,14 @@ when it passes, the minimal failing one when it fails) or a saved file of named 
 format of `verify compare`).  Each stage is judged like a kernel output (verify/core/budget.py): within c
 (4 for a forward stage, 8 for a backward one) times the error of the same stage computed in the working
 precision by the references, with the unit roundoff floor.  The stages of an op's pass are
-its record's (pathmdn_verify.ops, field `stages`; `verify localize --id ID` names the passes that have them):
-today fla's PaTH forward and backward (the backward's cross-block kernels are judged through the gradients
-they end in) and fla's MDN chunk forward, defined in verify/stages/.  --sanitize reruns the example alone
-under compute-sanitizer, or on the CPU under an interpreter bounds check (pathmdn_verify.run.sanitize), for any
-searched kernel check (fwd, bwd, decode).
+its record's (pathmdn_verify.ops, field `stages`), defined in verify/stages/: fla's PaTH, FoX and GDN chunk
+forward and backward, fla's MDN chunk forward; the passes that are one kernel or one PyTorch function with no
+intermediate to read (the GDN and MDN recurrences, PaTH's decode cache, MDN's autograd backward) are one stage,
+judged as their check judges them.  --sanitize reruns the example alone under compute-sanitizer, or on the CPU
+under an interpreter bounds check (pathmdn_verify.run.sanitize), for any searched kernel check (fwd, bwd, decode).
 
-Exit status: 0 no stage diverges, 1 a stage diverges (or the kernel raised), 2 bad input.
+Exit status: 0 no stage diverges, 1 a stage diverges (or the kernel raised), 2 bad input (or a kernel the CPU
+interpreter cannot run, which the check skips).
 """
 from __future__ import annotations
 
@@ -84,7 +85,7 @@ def run(args) -> int:
     from pathmdn_verify.platform import environment
     from pathmdn_verify.core import examples as example
     from pathmdn_verify.platform.setup import prepare
-    from pathmdn_verify.core.errors import is_device_fatal
+    from pathmdn_verify.core.errors import innermost_error, is_device_fatal, is_interpreter_gap
     from pathmdn_verify.core.ids import CheckId
     from pathmdn_verify.core.registry import DEVICE_LOST, REGISTRY, Context
     from pathmdn_verify.run import load_checks
@@ -148,6 +149,8 @@ def run(args) -> int:
         except Exception as exc:        # the kernel raised on valid input: a failure, localized to no stage
             if args.debug:
                 raise
+            if is_interpreter_gap(exc):     # the CPU interpreter's missing support, as the check skips it
+                raise UsageError(f"{args.id}: not verifiable on the CPU interpreter: {innermost_error(exc)}") from exc
             doc["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
             console.print(escape(f"FAIL: the kernel raised {doc['error']}" + (hint if is_device_fatal(exc) else "")))
             rows = []

@@ -134,21 +134,25 @@ def probe(op: KernelOp, case, dtype: str, pass_: str, ctx: Context) -> Probe:
     return _rounds(hooks.every_config(lambda: measure(op, pass_, x, prec, case.seed, ref)), case.label())
 
 
+def measure_decode(op: KernelOp, x: dict, prec: Precision, ref: str | None = None) -> list[Verdict]:
+    """The decode pass: judge the record's decode output (op.decode) on x; ref as in `measure`."""
+    d = op.decode
+    dev = x[op.required[0]].device.type
+    ref = ref or dev
+    with hooks.phase("kernel", dev):
+        out = call_kernel(d.kernel, **x, scale=scale_of(x))
+    with hooks.phase("oracle", ref):
+        expected = d.oracle(**on_device(as_oracle(x), ref))
+    with hooks.phase("same_dtype", ref):
+        same = d.same_dtype(**on_device(floats_as(x, torch.float32), ref), prec=prec)
+    return [verdict(d.output, out.to(ref), expected, same, prec, op.budget_factor["decode"])]
+
+
 def decode_probe(op: KernelOp, case, dtype: str, ctx: Context) -> Probe:
     prec = Precision.of(dtype, op.dot or ctx.fp32_dot)
     x = case_inputs(op, case, prec.torch_dtype, ctx.device)
-    d = op.decode
     ref = reference_device(op, ctx, ctx.device)
-
-    def once() -> list[Verdict]:
-        with hooks.phase("kernel", ctx.device):
-            out = call_kernel(d.kernel, **x, scale=scale_of(x))
-        with hooks.phase("oracle", ref):
-            expected = d.oracle(**on_device(as_oracle(x), ref))
-        with hooks.phase("same_dtype", ref):
-            same = d.same_dtype(**on_device(floats_as(x, torch.float32), ref), prec=prec)
-        return [verdict(d.output, out.to(ref), expected, same, prec, op.budget_factor["decode"])]
-    return _rounds(hooks.every_config(once), case.label())
+    return _rounds(hooks.every_config(lambda: measure_decode(op, x, prec, ref)), case.label())
 
 
 def _rounds(rounds: list[list[Verdict]], label: str) -> Probe:

@@ -28,7 +28,7 @@ from pathmdn_verify.core.records import (
     scale_default_probe,
 )
 from pathmdn_verify.core.strategies import batch_for, batch_levels, capped, drawn, shape_rows
-from pathmdn_verify.stages import path_stages
+from pathmdn_verify.stages import fox_stages, one_stage, path_stages
 
 BETA_REGIMES = ("uniform", "near2_2", "near2_4", "near2_7", "two", "tiny")
 W_REGIMES = ("random", "aligned", "antialigned")
@@ -444,7 +444,9 @@ PATH_ATTN = _attention_op(
     device_cases=tuple((dtype, case) for dtype in ("fp32", "bf16") for case in (
         PathCase(T=256, D=64, Dv=64, seed=1), PathCase(T=256, D=64, Dv=64, gate="mixed", beta="near2_4", seed=2))),
     stages={"fwd": lambda op, x, dtype, fp32_dot: path_stages.stages(x, dtype, fp32_dot),
-            "bwd": lambda op, x, dtype, fp32_dot: path_stages.stages(x, dtype, fp32_dot, backward=True)},
+            "bwd": lambda op, x, dtype, fp32_dot: path_stages.stages(x, dtype, fp32_dot, backward=True),
+            # the decode cache is one kernel (parallel_path_fwd_kernel_prepare_k_cache) with no intermediate result
+            "decode": one_stage("key cache (one kernel)", "prepare_k_cache_fn", "decode")},
     package=("fla.ops.path_attn",), report="path", mutants=PATH_MUTANTS, not_reached=PATH_NOT_REACHED,
     structure=PATH_STRUCTURE)
 
@@ -463,5 +465,7 @@ FORGETTING_ATTN = _attention_op(
                                   PathCase(T=160, D=32, Dv=32, logit_gain=1e5, seed=0)]
            for p in ("fwd", "bwd") for d in ("bf16", "fp32")}},
     device_cases=tuple((dtype, PathCase(T=256, D=64, Dv=64, gate="mixed", seed=3)) for dtype in ("fp32", "bf16")),
+    stages={"fwd": lambda op, x, dtype, fp32_dot: fox_stages.stages(op, x, dtype, fp32_dot),
+            "bwd": lambda op, x, dtype, fp32_dot: fox_stages.stages(op, x, dtype, fp32_dot, backward=True)},
     package=("fla.ops.forgetting_attn", "fla.ops.attn"), report="fox", mutants=FOX_MUTANTS, structure=FOX_STRUCTURE,
     not_reached=FOX_NOT_REACHED)

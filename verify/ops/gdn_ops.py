@@ -27,6 +27,7 @@ from pathmdn_verify.core.records import (
     scale_default_probe,
 )
 from pathmdn_verify.core.strategies import batch_for, batch_levels, capped, shape_rows
+from pathmdn_verify.stages import gdn_stages, one_stage
 
 
 @dataclass(frozen=True)
@@ -303,7 +304,8 @@ GDN_MUTANTS = (
 )
 
 
-def _gdn_op(name, chunk, budget_factor, passes, dot=None, device_cases=(), structure=None, regression_cases=None):
+def _gdn_op(name, chunk, budget_factor, passes, stages, dot=None, device_cases=(), structure=None,
+            regression_cases=None):
     return KernelOp(
         name=name, title=name,
         kernel=lambda scale, **x: fla_ops.gated_delta_rule(**x, scale=scale, chunk=chunk),
@@ -320,18 +322,24 @@ def _gdn_op(name, chunk, budget_factor, passes, dot=None, device_cases=(), struc
         device_cases=device_cases, package=("fla.ops.gated_delta_rule",), not_reached=GDN_NOT_REACHED,
         refusal=fla_ops.missing_backward, layout=GDN_LAYOUT,
         references=REFERENCES_ON, regression_cases=regression_cases or {},
-        mutants=tuple(m for m in GDN_MUTANTS if op_of(m.killers[0]) == name), structure=structure)
+        mutants=tuple(m for m in GDN_MUTANTS if op_of(m.killers[0]) == name), structure=structure, stages=stages)
 
 
 # fla's fused recurrent GDN has no backward (its autograd backward raises NotImplementedError) and no tl.dot:
 # its fp32 arithmetic is IEEE.  The chunk kernels' fp32 dots are Triton's default (TF32 on the GPU).
-GDN_CHUNK = _gdn_op("gdn_chunk", True, BUDGET_FACTOR_BLOCKWISE, ("fwd", "bwd"), device_cases=tuple(
-    (dtype, GdnCase(T=256, Dk=64, Dv=64, initial_state=True, seed=4)) for dtype in ("fp32", "bf16")),
+GDN_CHUNK = _gdn_op(
+    "gdn_chunk", True, BUDGET_FACTOR_BLOCKWISE, ("fwd", "bwd"),
+    {"fwd": lambda op, x, dtype, fp32_dot: gdn_stages.stages(op, x, dtype, fp32_dot),
+     "bwd": lambda op, x, dtype, fp32_dot: gdn_stages.stages(op, x, dtype, fp32_dot, backward=True)},
+    device_cases=tuple((dtype, GdnCase(T=256, Dk=64, Dv=64, initial_state=True, seed=4)) for dtype in ("fp32", "bf16")),
     structure=GDN_STRUCTURE,
     # coverage: grouped value heads in the backward of a check that passes (at ci the boundary cases give the fp32
     # backward's HV > H pair to gate_near0, a listed check, whose own failure the ratchet judges by kind only)
     regression_cases={"bwd.fp32.typical": [GdnCase(T=70, H=2, HV=4, initial_state=True, seed=6)]})
-GDN_RECURRENT = _gdn_op("gdn_recurrent", False, BUDGET_FACTOR_SEQUENTIAL, ("fwd",), dot="ieee",
-                        device_cases=(("fp32", GdnCase(T=256, Dk=64, Dv=64, gate="near1", seed=5)),),
-                        structure=GDN_RECURRENT_STRUCTURE)
+GDN_RECURRENT = _gdn_op(
+    "gdn_recurrent", False, BUDGET_FACTOR_SEQUENTIAL, ("fwd",),
+    # one Triton kernel walks the tokens with the state in registers: it writes nothing in between
+    {"fwd": one_stage("fused recurrent kernel (one stage)", "fused_recurrent_gated_delta_rule_fwd_kernel", "fwd")},
+    dot="ieee", device_cases=(("fp32", GdnCase(T=256, Dk=64, Dv=64, gate="near1", seed=5)),),
+    structure=GDN_RECURRENT_STRUCTURE)
 

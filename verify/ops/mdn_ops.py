@@ -24,7 +24,7 @@ from pathmdn_verify.core.records import (
     Structure,
 )
 from pathmdn_verify.core.strategies import capped, shape_rows
-from pathmdn_verify.stages import mdn_stages
+from pathmdn_verify.stages import mdn_stages, one_stage
 
 
 @dataclass(frozen=True)
@@ -241,6 +241,16 @@ def _mdn_structure(chunk: int) -> Structure:
 REFERENCES_ON = "cpu"
 
 
+def _mdn_stages(chunk) -> dict:
+    """localize's stages: the chunk forward's locals (mdn_stages); fla's MDN backward (autograd of the same
+    PyTorch function) and its recurrent path (a PyTorch token loop) have no intermediate localize reads, one stage."""
+    if chunk is None:
+        return {"fwd": one_stage("recurrence (one stage)", "recurrent_momentum_delta_rule_ref", "fwd"),
+                "bwd": one_stage("gradients (one stage)", "autograd of recurrent_momentum_delta_rule_ref", "bwd")}
+    return {"fwd": lambda op, x, dtype, fp32_dot: mdn_stages.stages(x, dtype, chunk, op.dot),
+            "bwd": one_stage("gradients (one stage)", "autograd of chunk_momentum_delta_rule_ref", "bwd")}
+
+
 def _mdn_op(name, chunk, conv, budget_factor, regression_cases=None, probes=()):
     return KernelOp(
         name=name, title=name, kernel=lambda scale, **x: fla_ops.mdn(**x, scale=scale, chunk=chunk),
@@ -254,7 +264,7 @@ def _mdn_op(name, chunk, conv, budget_factor, regression_cases=None, probes=()):
         examples=None if chunk is None else {"quick": 2, "ci": 2, "full": 5},   # as BOUNDED_EXAMPLES (attention_ops.py)
         dot="ieee",     # fla's MDN is PyTorch code: its fp32 matmuls are IEEE (torch's default), not TF32 dots
         terms=_mdn_terms, regression_cases=regression_cases or {}, probes=probes,
-        stages={} if chunk is None else {"fwd": lambda op, x, dtype, fp32_dot: mdn_stages.stages(x, dtype, chunk, op.dot)},
+        stages=_mdn_stages(chunk),
         package=("fla.ops.momentum_delta_rule",), report="mdn", not_reached=MDN_NOT_REACHED, refusal=fla_ops.missing_backward,
         layout=MDN_LAYOUT,
         references=REFERENCES_ON,
