@@ -97,7 +97,7 @@ def test_save_label_writes_the_checks_own_inputs(tmp_path):
 @pytest.mark.parametrize("argv, says", [
     (["--id", "kernel.fla.nope.fwd.bf16.x"], "no op 'nope'"),
     (["--id", "kernel.fla.path_attn.fwd.bf16.no_such_regime", "--device", "cpu"], "no such check"),
-    (["--id", "kernel.fla.mdn_chunk16.bwd.bf16.typical"], "defines no stages for its bwd pass"),
+    (["--id", "kernel.my_impl.path_attn.fwd.fp32.typical"], "not supported for implementation my_impl"),
     (["--id", PATH[0], "--inputs", "/nonexistent.pt", "--device", "cpu"], "no such file"),
     (["--id", PATH[0], "--examples", "0"], "must be at least 1"),
 ])
