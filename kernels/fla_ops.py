@@ -420,6 +420,27 @@ GDN_REQUIRED = ("q", "k", "v", "g", "beta", "scale", "initial_state", "output_fi
                 "use_qk_l2norm_in_kernel", "cu_seqlens")
 
 
+@functools.cache
+def gdn_takes_grouped_values(chunk: bool) -> bool:
+    """Whether this fla's GDN entry point takes value heads grouped over fewer key heads (v, g, beta with HV > H
+    heads): its module names HV (the chunk path from 8bcc1057, 2026-04-05, "native GVA"; the fused recurrent one
+    earlier).  Read off the module's source, so that a tree without it is `unsupported` there, never failed."""
+    fn = _entry("fla.ops.gated_delta_rule", ("chunk_gated_delta_rule" if chunk else "fused_recurrent_gated_delta_rule",),
+                GDN_REQUIRED)
+    source = Path(inspect.getsourcefile(inspect.unwrap(fn))).read_text()
+    return re.search(r"\bHV\b", source) is not None
+
+
+def gdn_unsupported(chunk: bool):
+    """The fla record's capability check: a case with grouped value heads where the tree has none."""
+    def unsupported(x: dict) -> str | None:
+        if x["v"].shape[2] != x["k"].shape[2] and not gdn_takes_grouped_values(chunk):
+            return (f"this fla's {'chunk' if chunk else 'fused recurrent'} gated delta rule has no grouped value "
+                    "heads (HV > H; the chunk path has them from 8bcc1057, 2026-04-05)")
+        return None
+    return unsupported
+
+
 def gated_delta_rule(q, k, v, g, beta, S0=None, cu_seqlens=None, scale=None, chunk=True):
     """fla.ops.gated_delta_rule: chunk_gated_delta_rule (chunk=True) or fused_recurrent_gated_delta_rule
     -> (o [B, T, H, V], S_T [N, H, K, V])."""

@@ -59,3 +59,24 @@ def test_a_name_the_installed_triton_lacks_is_incompatible():
 ])
 def test_other_errors_stay_the_kernels(exc):
     assert triton_incompatibility(exc) is None
+
+
+@pytest.mark.parametrize("source, grouped", [("H, HV = q.shape[2], v.shape[2]\n", True), ("H = q.shape[2]\n", False)])
+def test_grouped_value_heads_are_read_off_the_tree(tmp_path, monkeypatch, source, grouped):
+    """A tree whose GDN module never names HV (chunk before 8bcc1057) takes no grouped value heads: such a case is
+    not run there, with the reason; one that names it is judged."""
+    module = tmp_path / "chunk.py"
+    module.write_text(f"def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,\n"
+                      f"        output_final_state=False, use_qk_l2norm_in_kernel=False, cu_seqlens=None):\n"
+                      f"    {source}")
+    namespace = {}
+    exec(compile(module.read_text(), str(module), "exec"), namespace)
+    monkeypatch.setattr(fla_ops, "_entry", lambda *a: namespace["chunk_gated_delta_rule"])
+    fla_ops.gdn_takes_grouped_values.cache_clear()
+    try:
+        x = {"k": torch.zeros(1, 4, 2, 16), "v": torch.zeros(1, 4, 4, 16)}
+        why = fla_ops.gdn_unsupported(True)(x)
+        assert (why is None) is grouped and (grouped or "no grouped value heads" in why)
+        assert fla_ops.gdn_unsupported(True)({**x, "v": torch.zeros(1, 4, 2, 16)}) is None   # HV == H: always taken
+    finally:
+        fla_ops.gdn_takes_grouped_values.cache_clear()

@@ -320,7 +320,7 @@ def _gdn_op(name, chunk, budget_factor, passes, stages, dot=None, device_cases=(
         probes=_gdn_probes(name),
         examples={"quick": 1, "ci": 2, "full": 5},     # the CPU interpreter runs GDN token by token: few draws
         device_cases=device_cases, package=("fla.ops.gated_delta_rule",), not_reached=GDN_NOT_REACHED,
-        refusal=fla_ops.missing_backward, layout=GDN_LAYOUT,
+        refusal=fla_ops.missing_backward, layout=GDN_LAYOUT, unsupported=fla_ops.gdn_unsupported(chunk),
         references=REFERENCES_ON, regression_cases=regression_cases or {},
         mutants=tuple(m for m in GDN_MUTANTS if op_of(m.killers[0]) == name), structure=structure, stages=stages)
 
