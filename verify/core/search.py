@@ -37,6 +37,7 @@ from pathmdn_verify.core.errors import (
     kernel_frame,
     triton_incompatibility,
 )
+from pathmdn_verify.core.ids import CheckId
 from pathmdn_verify.core.registry import DEVICE_LOST, Context, Result
 
 # Hypothesis (6.131 and later) also draws integers and floats from the literals of every loaded module outside
@@ -103,7 +104,12 @@ def shrink_charge(case) -> float:
 def draw_seed(run_seed: int, check_id: str) -> int:
     """Hypothesis' seed for one check of a run: the run's seed and the check's id together (crc32), so that
     the checks of an op, which share a strategy, draw different examples in one run (with the run's seed
-    alone every regime of an op drew the same sizes), and a run is still reproduced by its seed."""
+    alone every regime of an op drew the same sizes), and a run is still reproduced by its seed.  A check of
+    another implementation draws what fla's check of the same op, pass, dtype and regime draws (its id with the
+    implementation's word as fla's), so that implementations run side by side meet the same cases."""
+    cid = CheckId.parse(check_id) if "." in check_id else None
+    if cid is not None and cid.is_kernel and cid.impl != "fla":
+        check_id = str(CheckId(cid.family, ("fla", *cid.parts[1:])))
     return zlib.crc32(f"{check_id}:{run_seed}".encode())
 
 
