@@ -339,10 +339,13 @@ FOX_CONVENTIONS = Conventions(
 FOX_REQUIRED = ("q", "k", "v", "g", "scale", "cu_seqlens")
 
 
+def fox_entry():
+    return _entry("fla.ops.forgetting_attn", ("parallel_forgetting_attn",), FOX_REQUIRED)
+
+
 def forgetting_attn(q, k, v, g, scale=None, cu_seqlens=None):
     """fla.ops.forgetting_attn.parallel_forgetting_attn -> o [B, T, HQ, Dv]."""
-    fn = _entry("fla.ops.forgetting_attn", ("parallel_forgetting_attn",), FOX_REQUIRED)
-    return _call(fn, q=q, k=k, v=v, g=g, scale=scale, cu_seqlens=cu_seqlens)
+    return _call(fox_entry(), q=q, k=k, v=v, g=g, scale=scale, cu_seqlens=cu_seqlens)
 
 
 # -------------------------------------------------------------------------------------------- MDN
@@ -425,8 +428,7 @@ def gdn_takes_grouped_values(chunk: bool) -> bool:
     """Whether this fla's GDN entry point takes value heads grouped over fewer key heads (v, g, beta with HV > H
     heads): its module names HV (the chunk path from 8bcc1057, 2026-04-05, "native GVA"; the fused recurrent one
     earlier).  Read off the module's source, so that a tree without it is `unsupported` there, never failed."""
-    fn = _entry("fla.ops.gated_delta_rule", ("chunk_gated_delta_rule" if chunk else "fused_recurrent_gated_delta_rule",),
-                GDN_REQUIRED)
+    fn = gdn_entry(chunk)
     source = Path(inspect.getsourcefile(inspect.unwrap(fn))).read_text()
     return re.search(r"\bHV\b", source) is not None
 
@@ -441,10 +443,13 @@ def gdn_unsupported(chunk: bool):
     return unsupported
 
 
+def gdn_entry(chunk: bool):
+    name = "chunk_gated_delta_rule" if chunk else "fused_recurrent_gated_delta_rule"
+    return _entry("fla.ops.gated_delta_rule", (name,), GDN_REQUIRED)
+
+
 def gated_delta_rule(q, k, v, g, beta, S0=None, cu_seqlens=None, scale=None, chunk=True):
     """fla.ops.gated_delta_rule: chunk_gated_delta_rule (chunk=True) or fused_recurrent_gated_delta_rule
     -> (o [B, T, H, V], S_T [N, H, K, V])."""
-    name = "chunk_gated_delta_rule" if chunk else "fused_recurrent_gated_delta_rule"
-    fn = _entry("fla.ops.gated_delta_rule", (name,), GDN_REQUIRED)
-    return _call(fn, q=q, k=k, v=v, g=g, beta=beta, scale=scale, initial_state=S0, output_final_state=True,
+    return _call(gdn_entry(chunk), q=q, k=k, v=v, g=g, beta=beta, scale=scale, initial_state=S0, output_final_state=True,
                  use_qk_l2norm_in_kernel=False, cu_seqlens=None if cu_seqlens is None else cu_seqlens.long())

@@ -4,6 +4,8 @@ when it runs, after the interpreter fidelity layer is installed.  Without flash-
 a skip whose message says how to install it."""
 from __future__ import annotations
 
+import functools
+import importlib
 import importlib.util
 from pathlib import Path
 
@@ -11,7 +13,7 @@ from pathmdn_verify import layers
 from pathmdn_verify.core.registry import Context, Result, register
 from pathmdn_verify.layers import INSTALL, LayerCase
 from pathmdn_verify.layers.common import LayerMissing, LayerRaised
-from pathmdn_verify.platform import setup
+from pathmdn_verify.platform import depends, setup
 
 
 def run_layer(rec, variant: str, dtype: str, comparison: str, ctx: Context) -> Result:
@@ -41,10 +43,18 @@ def _missing_package() -> str | None:
     return None
 
 
+def _layer_files(rec) -> set:
+    """The files of the kernel package its layer's call graph reaches (its ops, modules and cache)."""
+    import fla
+    layer = getattr(importlib.import_module(rec.module), rec.cls)
+    return depends.reach([layer], [Path(fla.__file__).parent])
+
+
 def declare(rec) -> None:
     for cid, variant, dtype, comparison in rec.ids():
         desc = f"{rec.cls} ({variant}, {dtype}): {rec.comparisons[comparison][0]}"
-        register(cid, desc, lambda ctx, r=rec, v=variant, d=dtype, c=comparison: run_layer(r, v, d, c, ctx))
+        register(cid, desc, lambda ctx, r=rec, v=variant, d=dtype, c=comparison: run_layer(r, v, d, c, ctx),
+                 depends=functools.partial(_layer_files, rec))
 
 
 for _rec in layers.load().values():

@@ -105,6 +105,12 @@ def run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--xfails-only", action="append", metavar="FILE",
                    help="read the expected failures from FILE alone, not the built-in list; repeatable")
     options.examples(p)
+    p.add_argument("--cache-dir", metavar="DIR",
+                   help="where verdicts are kept and reused while a check and everything it depended on (the toolkit, "
+                        "the run's options, the environment, the kernel files its call graph reaches) are unchanged "
+                        "(default: $VERIFY_CACHE_DIR, else beside Triton's cache, ~/.triton/verify-verdicts); safe to "
+                        "delete")
+    p.add_argument("--no-cache", action="store_true", help="run every check, reusing and keeping no verdict")
     p.add_argument("-v", "--verbose", action="store_true", help="print every check's message, not only failures'")
     options.debug(p)
 
@@ -247,16 +253,32 @@ class CheckSession:
     def __init__(self, plan: Plan):
         self.plan = plan
         self.workers = None
+        self.cache = verdict_cache(plan)
 
     def start(self) -> dict:
-        """Start the workers; what the first one loaded (kernel package, interpreter fidelity) for the header."""
-        from pathmdn_verify.run import runner
+        """Start the workers, unless the verdict cache holds every check's verdict; what the first one loaded
+        (kernel package, interpreter fidelity) for the header, or the kernel package found here."""
+        from pathmdn_verify.platform import environment
+        from pathmdn_verify.run import cache, runner
         p = self.plan
-        self.workers = runner.Workers(p.workers, p.contexts[0], p.kernels, p.args.debug)
+        try:
+            package = environment.kernel_package()
+        except ImportError:
+            package = None
+        root = Path(package["path"]).parent if package else None
+        if self.cache is not None and all(cache.cacheable(c.id) and self.cache.get(c.id, ctx, root) is not None
+                                          for ctx in p.contexts for c in p.chosen):
+            return {"kernel_package": package, "interpreter_fidelity": None, "import_error": None}
+        self.workers = runner.Workers(p.workers, p.contexts[0], p.kernels, p.args.debug, cache=self.cache,
+                                      run_label=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
         return self.workers.wait_ready()
 
     def run(self, ctx: Context, finished: dict, progress, deadline: float | None) -> None:
         p = self.plan
+        if self.workers is None:          # every verdict from the cache: the pool's loop with nothing to start
+            from pathmdn_verify.run import runner
+            runner.from_cache(p.chosen, ctx, finished, self.cache, progress.done)
+            return
         self.workers.run(p.chosen, ctx, finished, p.timeout, deadline, progress.start, progress.done,
                          getattr(p.args, "exitfirst", False), p.durations)
 
@@ -266,6 +288,17 @@ class CheckSession:
 
     def report(self, outcomes, console) -> None:
         """What this kind of run adds to the summary (nothing for checks)."""
+
+
+def verdict_cache(plan: Plan):
+    """The run's verdict cache (pathmdn_verify.run.cache), or None under --no-cache."""
+    from pathmdn_verify.platform import environment
+    from pathmdn_verify.run import cache, xfail_list
+    if getattr(plan.args, "no_cache", False):
+        return None
+    name = environment.describe(plan.device)["device_name"] if plan.device == "cuda" else None
+    folder = Path(plan.args.cache_dir) if getattr(plan.args, "cache_dir", None) else cache.default_dir()
+    return cache.VerdictCache(folder, xfail_list.device_class(plan.device, name))
 
 
 def _interrupt(signum, frame):

@@ -6,6 +6,7 @@ fixed seeds and the kernel checks draw the case fields through `path_cases`.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -18,6 +19,7 @@ from pathmdn_verify import same_dtype
 from pathmdn_verify.core import validate
 from pathmdn_verify.core.errors import UsageError
 from pathmdn_verify.core.inputs import case_label, cu_seqlens_tensor, on_device, patterned
+from pathmdn_verify.platform import depends
 from pathmdn_verify.platform.mutation import Mutant
 from pathmdn_verify.core.records import (
     BUDGET_FACTOR_BLOCKWISE,
@@ -392,7 +394,7 @@ FOX_LAYOUT = ('q [B, T, HQ, D], k [B, T, H, D], v [B, T, H, Dv] in the dtype che
     'returns o [B, T, HQ, Dv] = softmax(scale * q k^T + gate) v')
 
 
-def _attention_op(name, title, fla_fn, conv, oracle_fn, same_dtype_fn, names, grads, regimes, gated, **extra):
+def _attention_op(name, title, fla_fn, conv, oracle_fn, same_dtype_fn, names, grads, regimes, gated, entry, **extra):
     """A softmax-attention op: fla_fn(**x, scale), oracle_fn(**x, scale, gate_scaled) and
     same_dtype_fn(**x, prec, scale, gate_scaled) under the measured gate convention conv.gate_scaled."""
     probe_case = PathCase(T=64, D=16, Dv=32, gate="mixed", seed=3)   # Dv != D shows a K/V head-dim mix-up
@@ -412,6 +414,7 @@ def _attention_op(name, title, fla_fn, conv, oracle_fn, same_dtype_fn, names, gr
         sample_case=PathCase(T=8, HQ=2, H=1, gate="mixed", seed=1), query_inputs=("q", "g"),
         examples=BOUNDED_EXAMPLES,
         probes=(gate_probe, scale_default_probe(name, probe_case)), refusal=fla_ops.missing_backward,
+        depends=functools.partial(depends.fla_reach, entry),
         layout=PATH_LAYOUT if name == "path_attn" else FOX_LAYOUT, **extra)
 
 
@@ -419,7 +422,7 @@ PATH_ATTN = _attention_op(
     "path_attn", "path_attn", fla_ops.path_attn, fla_ops.PATH_CONVENTIONS, P.path_attn,
     lambda **kw: same_dtype.path_attn(**kw),
     names=(("q", "k", "v", "w", "beta"), ("g", "cu_seqlens")), grads=("q", "k", "v", "w", "beta", "g"),
-    regimes=PATH_REGIMES, gated=None, adapt_inputs=fla_ops.path_inputs_as_taken,
+    regimes=PATH_REGIMES, gated=None, adapt_inputs=fla_ops.path_inputs_as_taken, entry=fla_ops._path_entry,
     regression_cases={
         # passed only once the same-dtype implementation formed delta from the stored O: at T = 1 the exact dk
         # is 0 and fla's is 1.73e-2 (on the H200 too); was 2.2x budget (D = 16, seed 1; the H200's full draw)
@@ -454,7 +457,7 @@ FORGETTING_ATTN = _attention_op(
     "forgetting_attn", "forgetting_attn (FoX)", fla_ops.forgetting_attn, fla_ops.FOX_CONVENTIONS, P.fox_attn,
     lambda **kw: same_dtype.fox_attn(**kw),
     names=(("q", "k", "v"), ("g", "cu_seqlens")), grads=("q", "k", "v", "g"),
-    regimes=FOX_REGIMES, gated=None,
+    regimes=FOX_REGIMES, gated=None, entry=fla_ops.fox_entry,
     regression_cases={
         # passed only once the same-dtype implementation formed delta from the stored bf16 O; was 1.6x budget
         "bwd.bf16.saturated": [PathCase(T=23, gate="mixed", logit_gain=4.0, seed=0)],

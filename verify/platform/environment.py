@@ -67,16 +67,22 @@ def toolkit() -> dict:
 
 
 def kernel_package() -> dict:
-    """The kernel package as imported in this process: name, version, directory, the distribution that
-    installed it (None for a checkout) and the checkout's git commit.  Imports it (let ImportError out)."""
-    import fla
-    path = Path(fla.__file__).resolve().parent
+    """The kernel package that `import fla` would load in this process (found, not imported): name, version (its
+    fla/__init__.py's __version__), directory, the distribution that installed it (None for a checkout) and the
+    checkout's git commit.  ImportError when there is none."""
+    import importlib.util
+    import re
+    spec = importlib.util.find_spec(KERNEL_PACKAGE)
+    if spec is None or spec.origin is None:
+        raise ImportError(f"no module named {KERNEL_PACKAGE!r}")
+    init = Path(spec.origin).resolve()
+    path = init.parent
+    found = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", init.read_text(errors="replace"), re.M)
     dists = md.packages_distributions().get(KERNEL_PACKAGE, [])
-    installed = [d for d in dists if any(Path(md.distribution(d).locate_file(f)).resolve() == path / "__init__.py"
+    installed = [d for d in dists if any(Path(md.distribution(d).locate_file(f)).resolve() == init
                                          for f in md.distribution(d).files or ())]
-    return {"name": KERNEL_PACKAGE, "version": getattr(fla, "__version__", None), "path": str(path),
-            "distribution": installed[0] if installed else None,
-            "git_commit": git_commit(path / "__init__.py")}
+    return {"name": KERNEL_PACKAGE, "version": found.group(1) if found else None, "path": str(path),
+            "distribution": installed[0] if installed else None, "git_commit": git_commit(init)}
 
 
 def describe_kernel_package(pkg: dict | None) -> str:

@@ -23,10 +23,11 @@ import time
 import traceback
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 from unittest import mock
 
-from pathmdn_verify.platform import configs, environment, timing
+from pathmdn_verify.platform import configs, depends, environment, timing
 from pathmdn_verify.core.errors import (
     Incompatible,
     UsageError,
@@ -46,7 +47,7 @@ from pathmdn_verify.core.registry import (
 )
 from pathmdn_verify.core.results import Outcome
 from pathmdn_verify.ops.impls import BUILT_IN, registered
-from pathmdn_verify.run import load_checks
+from pathmdn_verify.run import cache, load_checks
 from pathmdn_verify.run import xfail_list
 
 # --check-timeout default per profile (seconds): above the slowest check of the profile on a 2-core CPU
@@ -132,7 +133,30 @@ def execute(check: Check, ctx: Context, debug: bool = False) -> Outcome:
         finite = result.measured is None or math.isfinite(result.measured)
         result.kind = "over_budget" if finite else "non_finite"
     return Outcome(check.id, check.description, result, time.perf_counter() - t0, repro_command(check.id, ctx),
-                  started, ctx.seed)
+                  started, ctx.seed, _depends(check, result))
+
+
+def _depends(check: Check, result: Result) -> dict | None:
+    """{file: sha256} of what the check depended on, for the verdict cache (None: not cached): the files its
+    kernel's call graph reaches, all of the kernel package for an interpreter canary, none for an oracle or a
+    proof; details["depends_on"] names them."""
+    if not cache.cacheable(check.id):
+        return None
+    try:
+        if check.depends is not None:
+            files = check.depends()
+        elif CheckId.parse(check.id).family == "env":
+            files = depends.fla_files()
+        else:
+            files = set()
+        pkg = _loaded_package()
+        deps = cache.dependencies(files, Path(pkg["path"]).parent if pkg else None)
+    except Exception as exc:        # not cached, and said so: never a verdict kept without what it depended on
+        result.details["depends_on"] = f"unknown: {type(exc).__name__}: {exc}".splitlines()[0]
+        return None
+    if deps:
+        result.details["depends_on"] = sorted(deps)
+    return deps
 
 
 def _sanitize(check: Check, result: Result, ctx: Context) -> None:
@@ -327,6 +351,8 @@ class Workers:
     kernels: bool                  # import the kernel package in each worker at start
     debug: bool = False
     info: dict | None = None       # what the first worker reported at start (kernel package, fidelity)
+    cache: object = None           # a VerdictCache (pathmdn_verify.run.cache) to reuse and keep verdicts, or None
+    run_label: str = ""            # the run a kept verdict comes from, for a later run's record of it
     slots: list[_Slot] = field(default_factory=list)
 
     def __post_init__(self):
@@ -408,6 +434,13 @@ class Workers:
         errored (the expected failures applied)."""
         listed = scope(ctx, self.info and self.info["kernel_package"])
         pending = start_order(checks, ctx.device, durations)
+        if self.cache is not None:          # a verdict whose check and everything it depended on are unchanged
+            pkg = self.info and self.info["kernel_package"]
+            root = Path(pkg["path"]).parent if pkg else None
+            for i in list(pending):
+                if cache.cacheable(checks[i].id) and (hit := self.cache.get(checks[i].id, ctx, root)) is not None:
+                    finished[i] = apply_xfails(hit, listed)
+                    pending.remove(i)
         # under --configs autotune on a GPU, an op's first kernel check runs alone: it times the op's kernels'
         # configs into Triton's disk cache, which the op's other checks then read instead of each timing them
         # at once (compilation needs no such wait: timing.compile_once compiles each key once per run)
@@ -444,6 +477,8 @@ class Workers:
                     self._started(slot)
                 elif slot.future in done:
                     outcome = self._collect(slot, checks[i], ctx)
+                    if self.cache is not None:     # the raw outcome, before the expected-failure list
+                        self.cache.put(outcome, ctx, self.run_label)
                     if outcome.result.kind == "crashed" and i not in crashed:   # once more, in a fresh worker
                         crashed[i] = outcome
                         pending.insert(0, i)
@@ -461,6 +496,9 @@ class Workers:
             while reported < len(checks) and reported in finished:
                 on_done(reported, finished[reported])
                 reported += 1
+        while reported < len(checks) and reported in finished:      # every check's verdict from the cache
+            on_done(reported, finished[reported])
+            reported += 1
         return [finished[i] for i in range(len(checks))]
 
     def _collect(self, slot: _Slot, check: Check, ctx: Context) -> Outcome:
@@ -551,6 +589,20 @@ def run_ids(ids: tuple[str, ...], ctx: Context, workers: int = 1, exitfirst: boo
         return pool.run([REGISTRY[i] for i in ids], ctx, {}, CHECK_TIMEOUT[ctx.profile], exitfirst=exitfirst)
     finally:
         pool.close()
+
+
+def from_cache(checks: list[Check], ctx: Context, finished: dict[int, Outcome], verdicts, on_done) -> None:
+    """Every check's verdict from the verdict cache (the caller found them all there), judged against the
+    expected-failure list, reported in selection order."""
+    try:
+        package = environment.kernel_package()
+    except ImportError:
+        package = None
+    listed = scope(ctx, package)
+    root = Path(package["path"]).parent if package else None
+    for i, c in enumerate(checks):
+        finished[i] = apply_xfails(verdicts.get(c.id, ctx, root), listed)
+        on_done(i, finished[i])
 
 
 def next_startable(pending: list[int], checks: list[Check], warming: dict[str, int]) -> int | None:

@@ -94,8 +94,9 @@ class Progress:
         r = ratio(res)
         shown = "" if r is None else f"  ratio {r:.3g}" if math.isfinite(r) else f"  ratio {r}"
         kind = f" {res.kind}" if res.kind and st != "pass" else ""
+        took = f"cached from {c['run']}" if (c := res.details.get("cached")) else f"{rec.seconds:.1f}s"
         self.console.print(f"\\[{i + 1:>{self.width}}/{self.total}] [{COLOURS[st]}]{st:5}[/] {rec.id}{kind}{shown}  "
-                           f"({rec.seconds:.1f}s)", highlight=False, soft_wrap=True)
+                           f"({took})", highlight=False, soft_wrap=True)
         if self.verbose or st in ("fail", "error"):
             self.console.print(f"    {escape(res.message)}", highlight=False, soft_wrap=True)
         if st in ("fail", "error"):
@@ -140,6 +141,10 @@ def print_summary(outcomes: list[Outcome], console: Console, wall_seconds: float
         console.print(f"Triton compilations: {comp['compiled']} ({comp['duplicates']} duplicate(s) of a key compiled "
                       f"earlier in this run), {comp['cache_loads']} loaded from its disk cache, "
                       f"{comp['compile_seconds']:.1f} worker-s compiling and loading", highlight=False)
+    cached = sum("cached" in r.result.details for r in outcomes)
+    if cached:
+        console.print(f"{cached} of {len(outcomes)} verdicts reused from the verdict cache (their checks and everything "
+                      "they depended on unchanged; --no-cache runs them)", highlight=False)
     console.print(f"{'interrupted after' if interrupted else 'total wall time'} {wall_seconds:.1f} s", highlight=False)
 
 

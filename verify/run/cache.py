@@ -1,0 +1,148 @@
+"""The verdict cache: a check's outcome reused while nothing it depends on changed.
+
+An entry is found by a key over what is known before the check runs: the toolkit's own sources (all of them, but
+the expected-failure list, which is applied to the outcome afterwards), the check's id, the run's parameters (seed,
+profile, examples, configs, fp32 dot, where the references run, the device class) and the environment (Python,
+torch, triton, numpy, hypothesis, sympy, mpmath, transformers).  It holds the raw outcome (before the expected-
+failure list) and the files the check depended on, each with its sha256: the kernel package's files its kernel's
+call graph reaches (pathmdn_verify.platform.depends; by their path in the package, so that another checkout or a
+bisect's worktree of the same code reuses them), or all of the package for the interpreter canaries.  A lookup
+hashes those files again where the run imports the kernel package from: any change, or a file gone, is a miss.
+Verdicts of every status are kept, but those of a dead or timed-out worker (the machine's, not the code's).
+An unreadable entry is ignored with a warning.  The folder is safe to delete.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from pathmdn_verify.core.ids import CheckId
+from pathmdn_verify.core.registry import Context, Result
+from pathmdn_verify.core.results import Outcome, finite
+from pathmdn_verify.platform import environment
+
+FAMILIES = ("oracle", "symbolic", "kernel", "layer", "env")     # the checks whose verdicts are cached
+NOT_KEPT = ("crashed", "timeout", "not_run", "cuda_fatal")       # kinds of the machine, not of the code
+ENV = "VERIFY_CACHE_DIR"
+
+
+def default_dir() -> Path:
+    """$VERIFY_CACHE_DIR, else beside Triton's on-disk cache ($TRITON_CACHE_DIR, else ~/.triton/cache)."""
+    if os.environ.get(ENV):
+        return Path(os.environ[ENV])
+    triton = Path(os.environ.get("TRITON_CACHE_DIR") or Path.home() / ".triton" / "cache")
+    return triton.parent / "verify-verdicts"
+
+
+def cacheable(check_id: str) -> bool:
+    return CheckId.parse(check_id).family in FAMILIES
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def toolkit_hash() -> str:
+    """sha256 over the path and bytes of every source file of the toolkit, but the expected-failure list."""
+    import pathmdn_verify
+    import pathmdn_verify.kernels
+    import pathmdn_verify.references
+    h = hashlib.sha256()
+    folders = {Path(m.__file__).resolve().parent for m in (pathmdn_verify, pathmdn_verify.kernels,
+                                                           pathmdn_verify.references)}
+    files = sorted({f for d in folders for f in d.rglob("*") if f.is_file() and "__pycache__" not in f.parts
+                    and f.suffix in (".py", ".json", ".toml") and f.name != "expected_failures.toml"})
+    for f in files:
+        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def versions() -> dict:
+    import importlib.metadata as md
+    out = environment.versions()
+    try:
+        out["transformers"] = md.version("transformers")
+    except md.PackageNotFoundError:
+        out["transformers"] = None
+    return out
+
+
+def where(path: str, root: Path | None) -> str:
+    """A dependency's name in an entry: its path in the kernel root (the folder holding fla/), else absolute."""
+    p = Path(path).resolve()
+    if root is not None and p.is_relative_to(root):
+        return p.relative_to(root).as_posix()
+    return str(p)
+
+
+def dependencies(files, root: Path | None) -> dict[str, str]:
+    """{name: sha256} of the files a check depended on."""
+    return {where(f, root): _sha(Path(f).read_bytes()) for f in sorted(files)}
+
+
+class VerdictCache:
+    def __init__(self, folder: Path, device_class: str):
+        self.folder = Path(folder)
+        self.base = {"toolkit": toolkit_hash(), "environment": versions(), "device": device_class}
+        self.warned = False
+        self.digests: dict[Path, str | None] = {}     # a file's sha256 in this run (files do not change during it)
+
+    def _digest(self, f: Path) -> str | None:
+        if f not in self.digests:
+            self.digests[f] = _sha(f.read_bytes()) if f.is_file() else None
+        return self.digests[f]
+
+    def key(self, check_id: str, ctx: Context) -> str:
+        params = {"seed": ctx.seed, "profile": ctx.profile, "examples": ctx.examples, "configs": ctx.configs,
+                  "fp32_dot": ctx.fp32_dot, "references": ctx.references}
+        return _sha(json.dumps({**self.base, "check": check_id, "params": params}, sort_keys=True).encode())
+
+    def _path(self, key: str) -> Path:
+        return self.folder / key[:2] / f"{key}.json"
+
+    def get(self, check_id: str, ctx: Context, root: Path | None) -> Outcome | None:
+        """The outcome kept for this check, when every file it depended on is unchanged; None otherwise."""
+        key = self.key(check_id, ctx)
+        path = self._path(key)
+        if not path.exists():
+            return None
+        try:
+            entry = json.loads(path.read_text())
+            for name, sha in entry["depends"].items():
+                f = (root / name) if root is not None and not os.path.isabs(name) else Path(name)
+                if self._digest(f) != sha:
+                    return None
+            o = entry["outcome"]
+            result = Result(o["status"], o["measured"], o["budget"], o["message"], o["details"], o["kind"], o["measure"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            if not self.warned:
+                print(f"verify: warning: ignoring an unreadable verdict-cache entry {path} ({type(exc).__name__}: "
+                      f"{exc})".splitlines()[0], file=sys.stderr)
+                self.warned = True
+            return None
+        result.details["cached"] = {"key": key[:16], "run": entry["run"], "seconds": o["seconds"]}
+        return Outcome(check_id, o["description"], result, 0.0, o["repro"], time.time(), ctx.seed)
+
+    def put(self, outcome: Outcome, ctx: Context, run: str) -> None:
+        """Keep a raw outcome (before the expected-failure list) with the files its check depended on
+        (outcome.depends, from the worker)."""
+        r = outcome.result
+        depends = outcome.depends
+        if depends is None or r.kind in NOT_KEPT or "cached" in r.details:
+            return
+        key = self.key(outcome.id, ctx)
+        path = self._path(key)
+        entry = finite({"run": run, "depends": depends,
+                        "outcome": {"status": r.status, "kind": r.kind, "measure": r.measure, "measured": r.measured,
+                                    "budget": r.budget, "message": r.message, "details": r.details,
+                                    "description": outcome.description, "repro": outcome.repro,
+                                    "seconds": round(outcome.seconds, 3)}})
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(entry))
+        tmp.replace(path)
+
