@@ -42,6 +42,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from pathmdn_verify.core.errors import UsageError
+from pathmdn_verify.run import cache
 from pathmdn_verify.run.xfail_list import failure_kind, signature_matches
 from pathmdn_verify.commands import options
 
@@ -69,6 +70,10 @@ def add_parser(sub) -> None:
     options.seed(p, "seed of every step's search (default 0)")
     options.examples(p)
     options.fp32_dot(p)
+    p.add_argument("--cache-dir", metavar="DIR",
+                   help="the verdict cache: a step reruns only the checks whose files differ from a commit already "
+                        "judged (default: $VERIFY_CACHE_DIR, else beside Triton's cache)")
+    p.add_argument("--no-cache", action="store_true", help="run every check at every step")
     options.json_out(p)
     options.debug(p)
 
@@ -225,7 +230,8 @@ def run(args) -> int:
     old_term, new_term = ("broken", "fixed") if args.fixed else ("good", "bad")
     spec = {"import_root": args.import_root, "ids": plan.ids, "device": device, "profile": args.profile,
             "seed": args.seed, "examples": args.examples, "fp32_dot": args.fp32_dot, "fixed": args.fixed,
-            "replay": {}, "signature": args.signature and _loose(args.signature)}
+            "replay": {}, "signature": args.signature and _loose(args.signature),
+            "cache": None if args.no_cache else str(Path(args.cache_dir) if args.cache_dir else cache.default_dir())}
     try:
         with worktree(plan.repo, plan.bad) as (wt, tmp):
             spec["records"] = str(tmp / "steps")
@@ -381,6 +387,7 @@ def step(spec_path: str) -> int:
     0/1/125 in git bisect run's terms."""
     spec = json.loads(Path(spec_path).read_text())
     sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    spec["commit"] = sha
     try:
         verdict, reason, records = _step(spec)
     except BaseException as exc:      # anything that stops the checks from running: not a verdict
@@ -389,7 +396,9 @@ def step(spec_path: str) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{sha}.json").write_text(json.dumps({"commit": sha, "verdict": verdict, "reason": reason,
                                                   "checks": records}))
-    print(f"  {sha[:12]}: {verdict} ({reason})", flush=True)
+    reused = sum(r.get("cached", False) for r in records)
+    print(f"  {sha[:12]}: {verdict} ({reason})" + (f" [{reused} of {len(records)} verdicts reused from the cache]"
+                                                   if reused else ""), flush=True)
     if verdict == "skip":
         return SKIP
     return int((verdict == "fails") != spec["fixed"])   # normal: fails -> bad (1); --fixed: passes -> fixed (1)
@@ -419,15 +428,21 @@ def _step(spec: dict) -> tuple[str, str, list[dict]]:
         return "skip", f"fla was imported from {origin}, not from {root}", []
     for cid, labels in spec["replay"].items():   # the cases drawn at the reference commit run first
         ops.REPLAY[cid] = [case_from_label(cid, lb) for lb in labels]
+    verdicts = cache.VerdictCache(Path(spec["cache"]), spec["device"]) if spec.get("cache") else None
     records = []
     for cid in spec["ids"]:
-        try:
-            rec = runner.execute(REGISTRY[cid], ctx)        # raw verdicts: no expected-failure list
-        except UsageError as exc:                            # an entry point the package does not offer
-            return "skip", str(exc), records
+        extra = {"replay": spec["replay"].get(cid, [])}     # what the step runs first decides its verdict too
+        rec = verdicts and verdicts.get(cid, ctx, Path(root), extra)   # the same files as a commit already judged
+        if rec is None:
+            try:
+                rec = runner.execute(REGISTRY[cid], ctx)        # raw verdicts: no expected-failure list
+            except UsageError as exc:                            # an entry point the package does not offer
+                return "skip", str(exc), records
+            if verdicts is not None:
+                verdicts.put(rec, ctx, spec["commit"], extra)
         records.append({"id": cid, "status": rec.result.status, "measured": _num(rec.result.measured),
                         "budget": _num(rec.result.budget), "message": rec.result.message,
-                        "failures": failures(rec)})
+                        "failures": failures(rec), "cached": "cached" in rec.result.details})
     pattern = spec["signature"]
     showing = [r for r in records if pattern is None and r["failures"] or pattern and _showing(r, pattern)]
     if showing:

@@ -96,17 +96,18 @@ class VerdictCache:
             self.digests[f] = _sha(f.read_bytes()) if f.is_file() else None
         return self.digests[f]
 
-    def key(self, check_id: str, ctx: Context) -> str:
+    def key(self, check_id: str, ctx: Context, extra: dict | None = None) -> str:
+        """extra: whatever else decides the verdict (a bisect step's replayed cases)."""
         params = {"seed": ctx.seed, "profile": ctx.profile, "examples": ctx.examples, "configs": ctx.configs,
-                  "fp32_dot": ctx.fp32_dot, "references": ctx.references}
+                  "fp32_dot": ctx.fp32_dot, "references": ctx.references, **(extra or {})}
         return _sha(json.dumps({**self.base, "check": check_id, "params": params}, sort_keys=True).encode())
 
     def _path(self, key: str) -> Path:
         return self.folder / key[:2] / f"{key}.json"
 
-    def get(self, check_id: str, ctx: Context, root: Path | None) -> Outcome | None:
+    def get(self, check_id: str, ctx: Context, root: Path | None, extra: dict | None = None) -> Outcome | None:
         """The outcome kept for this check, when every file it depended on is unchanged; None otherwise."""
-        key = self.key(check_id, ctx)
+        key = self.key(check_id, ctx, extra)
         path = self._path(key)
         if not path.exists():
             return None
@@ -127,14 +128,14 @@ class VerdictCache:
         result.details["cached"] = {"key": key[:16], "run": entry["run"], "seconds": o["seconds"]}
         return Outcome(check_id, o["description"], result, 0.0, o["repro"], time.time(), ctx.seed)
 
-    def put(self, outcome: Outcome, ctx: Context, run: str) -> None:
+    def put(self, outcome: Outcome, ctx: Context, run: str, extra: dict | None = None) -> None:
         """Keep a raw outcome (before the expected-failure list) with the files its check depended on
         (outcome.depends, from the worker)."""
         r = outcome.result
         depends = outcome.depends
         if depends is None or r.kind in NOT_KEPT or "cached" in r.details:
             return
-        key = self.key(outcome.id, ctx)
+        key = self.key(outcome.id, ctx, extra)
         path = self._path(key)
         entry = finite({"run": run, "depends": depends,
                         "outcome": {"status": r.status, "kind": r.kind, "measure": r.measure, "measured": r.measured,
