@@ -216,17 +216,45 @@ MDN_MUTANTS = (
 )
 
 
+def _boundary_case(T, D, Dv, HQ, H, cu_seqlens, seed, initial_state=False, p_given=False):
+    """An MDN boundary case (MDN has no GQA and takes no cu_seqlens: HQ == H, cu_seqlens None)."""
+    return MdnCase(T=T, Dk=D, Dv=Dv, H=H, initial_state=initial_state, p_given=p_given, seed=seed)
+
+
+def _present(case) -> dict:
+    return {"initial_state": case.initial_state, "p_given": case.p_given}
+
+
+MDN_OPTIONS = {"fwd": ("initial_state", "p_given"), "bwd": ("initial_state", "p_given")}
+
+
 def _mdn_structure(chunk: int) -> Structure:
     """fla-core 0.6.0's chunk MDN (fla/ops/momentum_delta_rule/naive.py, PyTorch) pads T to a multiple of the
     chunk and walks the chunks; the initial state and an explicit p switch its branches.  It refuses varlen."""
     return Structure(
         lengths={"fwd": {"chunk": chunk}, "bwd": {"chunk": chunk}}, dims={"quick": (16, 32), "ci": (16, 32),
                                                                            "full": (64, 128)},
-        build=lambda T, D, Dv, HQ, H, cu_seqlens, seed, initial_state=False, p_given=False: MdnCase(
-            T=T, Dk=D, Dv=Dv, H=H, initial_state=initial_state, p_given=p_given, seed=seed),
-        present=lambda case: {"initial_state": case.initial_state, "p_given": case.p_given},
-        options={"fwd": ("initial_state", "p_given"), "bwd": ("initial_state", "p_given")}, heads=((1, 1), (2, 2)),
-        varlen=False)
+        build=_boundary_case, present=_present, options=MDN_OPTIONS, heads=((1, 1), (2, 2)), varlen=False)
+
+
+# fla-core 0.6.0's fused recurrent MDN (fla/ops/momentum_delta_rule/fused_recurrent.py) is no Triton kernel: the
+# launcher folds eta into k (rounded to the input dtype) and, where p is None, takes p = alpha k (rounded likewise;
+# an explicit p is used as given: use_p_times_alpha=False, as the adapter passes it), then runs
+# naive.recurrent_momentum_delta_rule_ref, a PyTorch loop over the tokens in fp32 on [B, H, K, V] states; its
+# backward is autograd of the same loop.  So it has no block over K or V, no masked lane, and no constant over T
+# (the step is one token).  Its branches: the initial state (S0, M0) given or not (the adapter passes both or
+# neither), p given or not (use_p_times_alpha, forward and backward).  T = 2c + 2 = 4 alone, so that every case
+# that gives p reads it (at T = 1 without S0 it multiplies a zero state; T = 1 is drawn).  Head dims 8 and 20 (100
+# at full) as GDN_RECURRENT_STRUCTURE's, for the MDN authors' fork (fused_recurrent_mode_rule, a Triton walk: BK =
+# next_power_of_2(K), lanes past K masked; V in blocks of BV = min(8, next_power_of_2(V)), the last one masked
+# where 8 does not divide V); here they give D != Dv both ways.  Heads (1, 1) and (2, 2): no drawn case gives p
+# with several heads.  What the adapter never varies takes no factor: cu_seqlens (fla raises NotImplementedError;
+# the adapter passes none), output_final_state (always True), use_qk_l2norm_in_kernel (always False), beta and eta
+# (always given); scale=None is resolved in Python before the loop (the scale_default probe).
+MDN_RECURRENT_STRUCTURE = Structure(
+    lengths={"fwd": {"step": 1}, "bwd": {"step": 1}}, dims={"quick": (8, 20), "ci": (8, 20), "full": (8, 100)},
+    build=_boundary_case, present=_present, options=MDN_OPTIONS, heads=((1, 1), (2, 2)), varlen=False,
+    levels={"step": {p: ("2c+2",) for p in ("quick", "ci", "full")}})
 
 
 # The oracle and the same-dtype implementation (sequential recurrences: many small launches on a GPU) run on the
@@ -269,7 +297,7 @@ def _mdn_op(name, chunk, conv, budget_factor, regression_cases=None, probes=()):
         layout=MDN_LAYOUT,
         references=REFERENCES_ON,
         mutants=tuple(m for m in MDN_MUTANTS if op_of(m.killers[0]) == name),
-        structure=None if chunk is None else _mdn_structure(chunk))
+        structure=MDN_RECURRENT_STRUCTURE if chunk is None else _mdn_structure(chunk))
 
 
 MDN_PROBE_CASE = MdnCase(T=40, Dk=16, Dv=16, seed=5)
