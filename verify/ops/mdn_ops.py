@@ -202,6 +202,23 @@ MDN_MUTANTS = (
            "p_eff = p if not use_p_times_alpha else (p * log_alpha.exp().unsqueeze(-1)).to(q.dtype)",
            "p_eff = p",
            ("kernel.fla.mdn_recurrent.convention.residual_alpha_k",)),
+    # structural: reached only by the boundary cases of the fused recurrent path (MDN_RECURRENT_STRUCTURE): no drawn
+    # case gives p (its regression cases and the probes have one head); at ci boundaries.assign gives the cases with p
+    # and H = 2 (T = 4) to fp32 typical, fp32 logmu_below_floor and bf16 logmu_floor of each pass (the forward's bf16
+    # case, whose p reads a state of three small updates, stays within its budget on the first mutant)
+    Mutant("mdn_recurrent_p_head_first", "MDN fused recurrent: an explicit p read in fla's former head-first "
+           "layout [B, H, T, K] while it is [B, T, H, K], so its tokens and heads are interleaved (the same when "
+           "H == 1)", "ops/momentum_delta_rule/fused_recurrent.py",
+           "        p_eff = p if not use_p_times_alpha else",
+           "        p_eff = p.transpose(1, 2).reshape(p.shape) if not use_p_times_alpha else",
+           ("kernel.fla.mdn_recurrent.fwd.fp32.typical", "kernel.fla.mdn_recurrent.fwd.fp32.logmu_below_floor")),
+    Mutant("mdn_recurrent_bwd_p_head_first", "MDN fused recurrent backward: the recomputed forward reads an explicit "
+           "p in the head-first layout [B, H, T, K] (the forward reads it right), so every gradient is that of "
+           "another function (the same when H == 1)", "ops/momentum_delta_rule/fused_recurrent.py",
+           "            p_eff = p_r if not ctx.use_p_times_alpha else",
+           "            p_eff = p_r.transpose(1, 2).reshape(p_r.shape) if not ctx.use_p_times_alpha else",
+           ("kernel.fla.mdn_recurrent.bwd.fp32.typical", "kernel.fla.mdn_recurrent.bwd.fp32.logmu_below_floor",
+            "kernel.fla.mdn_recurrent.bwd.bf16.logmu_floor")),
     # Mutants that only the expected-failure ratchet can kill (verify/run/xfail_list.py): their code is already
     # listed as failing, so without the ratchet their checks stay xfail and every other check stays green.
     Mutant("mdn_beta_bias_larger", "MDN chunk: log(beta + 1e-4) instead of fla's own log(beta + 1e-6) (a listed "
