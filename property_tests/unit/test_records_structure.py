@@ -13,8 +13,6 @@ from pathmdn_verify.core import boundaries as B
 PROFILE = "ci"                  # quick has no boundary cases; ci is the profile the CPU runs them at
 NOT_INPUTS = ("scale", "chunk")  # adapter keywords the records' kernel lambdas set themselves: the attention
 #                                 scale, and the variant (MDN chunk size, GDN chunk or fused recurrent)
-# a record that has no structure yet: strict, so the test fails once it has one and the mark must go
-NO_STRUCTURE_YET = {"mdn_recurrent": "fla's fused recurrent MDN has no Structure in its record yet"}
 
 
 def no_boundary_cases(op) -> list[str]:
@@ -54,17 +52,12 @@ def unlisted_optional(op) -> list[str]:
                    if prm.default is None and n not in NOT_INPUTS and n not in op.optional})
 
 
-def _ops():
-    return [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=NO_STRUCTURE_YET[name]))
-            if name in NO_STRUCTURE_YET else name for name in ops.OPS]
-
-
-@pytest.mark.parametrize("name", _ops())
+@pytest.mark.parametrize("name", list(ops.OPS))
 def test_every_pass_gets_boundary_cases(name):
     assert no_boundary_cases(ops.OPS[name]) == []
 
 
-@pytest.mark.parametrize("name", _ops())
+@pytest.mark.parametrize("name", list(ops.OPS))
 def test_every_optional_input_is_given_and_left_out(name):
     assert never_both(ops.OPS[name]) == []
 

@@ -204,6 +204,23 @@ MDN_MUTANTS = (
            "p_eff = p if not use_p_times_alpha else (p * log_alpha.exp().unsqueeze(-1)).to(q.dtype)",
            "p_eff = p",
            ("kernel.fla.mdn_recurrent.convention.residual_alpha_k",)),
+    # structural: reached only by the boundary cases of the fused recurrent path (MDN_RECURRENT_STRUCTURE): no drawn
+    # case gives p (its regression cases and the probes have one head); at ci boundaries.assign gives the cases with p
+    # and H = 2 (T = 4) to fp32 typical, fp32 logmu_below_floor and bf16 logmu_floor of each pass (the forward's bf16
+    # case, whose p reads a state of three small updates, stays within its budget on the first mutant)
+    Mutant("mdn_recurrent_p_head_first", "MDN fused recurrent: an explicit p read in fla's former head-first "
+           "layout [B, H, T, K] while it is [B, T, H, K], so its tokens and heads are interleaved (the same when "
+           "H == 1)", "ops/momentum_delta_rule/fused_recurrent.py",
+           "        p_eff = p if not use_p_times_alpha else",
+           "        p_eff = p.transpose(1, 2).reshape(p.shape) if not use_p_times_alpha else",
+           ("kernel.fla.mdn_recurrent.fwd.fp32.typical", "kernel.fla.mdn_recurrent.fwd.fp32.logmu_below_floor")),
+    Mutant("mdn_recurrent_bwd_p_head_first", "MDN fused recurrent backward: the recomputed forward reads an explicit "
+           "p in the head-first layout [B, H, T, K] (the forward reads it right), so every gradient is that of "
+           "another function (the same when H == 1)", "ops/momentum_delta_rule/fused_recurrent.py",
+           "            p_eff = p_r if not ctx.use_p_times_alpha else",
+           "            p_eff = p_r.transpose(1, 2).reshape(p_r.shape) if not ctx.use_p_times_alpha else",
+           ("kernel.fla.mdn_recurrent.bwd.fp32.typical", "kernel.fla.mdn_recurrent.bwd.fp32.logmu_below_floor",
+            "kernel.fla.mdn_recurrent.bwd.bf16.logmu_floor")),
     # Mutants that only the expected-failure ratchet can kill (verify/run/xfail_list.py): their code is already
     # listed as failing, so without the ratchet their checks stay xfail and every other check stays green.
     Mutant("mdn_beta_bias_larger", "MDN chunk: log(beta + 1e-4) instead of fla's own log(beta + 1e-6) (a listed "
@@ -218,17 +235,45 @@ MDN_MUTANTS = (
 )
 
 
+def _boundary_case(T, D, Dv, HQ, H, cu_seqlens, seed, initial_state=False, p_given=False):
+    """An MDN boundary case (MDN has no GQA and takes no cu_seqlens: HQ == H, cu_seqlens None)."""
+    return MdnCase(T=T, Dk=D, Dv=Dv, H=H, initial_state=initial_state, p_given=p_given, seed=seed)
+
+
+def _present(case) -> dict:
+    return {"initial_state": case.initial_state, "p_given": case.p_given}
+
+
+MDN_OPTIONS = {"fwd": ("initial_state", "p_given"), "bwd": ("initial_state", "p_given")}
+
+
 def _mdn_structure(chunk: int) -> Structure:
     """fla-core 0.6.0's chunk MDN (fla/ops/momentum_delta_rule/naive.py, PyTorch) pads T to a multiple of the
     chunk and walks the chunks; the initial state and an explicit p switch its branches.  It refuses varlen."""
     return Structure(
         lengths={"fwd": {"chunk": chunk}, "bwd": {"chunk": chunk}}, dims={"quick": (16, 32), "ci": (16, 32),
                                                                            "full": (64, 128)},
-        build=lambda T, D, Dv, HQ, H, cu_seqlens, seed, initial_state=False, p_given=False: MdnCase(
-            T=T, Dk=D, Dv=Dv, H=H, initial_state=initial_state, p_given=p_given, seed=seed),
-        present=lambda case: {"initial_state": case.initial_state, "p_given": case.p_given},
-        options={"fwd": ("initial_state", "p_given"), "bwd": ("initial_state", "p_given")}, heads=((1, 1), (2, 2)),
-        varlen=False)
+        build=_boundary_case, present=_present, options=MDN_OPTIONS, heads=((1, 1), (2, 2)), varlen=False)
+
+
+# fla-core 0.6.0's fused recurrent MDN (fla/ops/momentum_delta_rule/fused_recurrent.py) is no Triton kernel: the
+# launcher folds eta into k (rounded to the input dtype) and, where p is None, takes p = alpha k (rounded likewise;
+# an explicit p is used as given: use_p_times_alpha=False, as the adapter passes it), then runs
+# naive.recurrent_momentum_delta_rule_ref, a PyTorch loop over the tokens in fp32 on [B, H, K, V] states; its
+# backward is autograd of the same loop.  So it has no block over K or V, no masked lane, and no constant over T
+# (the step is one token).  Its branches: the initial state (S0, M0) given or not (the adapter passes both or
+# neither), p given or not (use_p_times_alpha, forward and backward).  T = 2c + 2 = 4 alone, so that every case
+# that gives p reads it (at T = 1 without S0 it multiplies a zero state; T = 1 is drawn).  Head dims 8 and 20 (100
+# at full) as GDN_RECURRENT_STRUCTURE's, for the MDN authors' fork (fused_recurrent_mode_rule, a Triton walk: BK =
+# next_power_of_2(K), lanes past K masked; V in blocks of BV = min(8, next_power_of_2(V)), the last one masked
+# where 8 does not divide V); here they give D != Dv both ways.  Heads (1, 1) and (2, 2): no drawn case gives p
+# with several heads.  What the adapter never varies takes no factor: cu_seqlens (fla raises NotImplementedError;
+# the adapter passes none), output_final_state (always True), use_qk_l2norm_in_kernel (always False), beta and eta
+# (always given); scale=None is resolved in Python before the loop (the scale_default probe).
+MDN_RECURRENT_STRUCTURE = Structure(
+    lengths={"fwd": {"step": 1}, "bwd": {"step": 1}}, dims={"quick": (8, 20), "ci": (8, 20), "full": (8, 100)},
+    build=_boundary_case, present=_present, options=MDN_OPTIONS, heads=((1, 1), (2, 2)), varlen=False,
+    levels={"step": {p: ("2c+2",) for p in ("quick", "ci", "full")}})
 
 
 # The oracle and the same-dtype implementation (sequential recurrences: many small launches on a GPU) run on the
@@ -272,7 +317,7 @@ def _mdn_op(name, chunk, conv, budget_factor, regression_cases=None, probes=()):
             fla_ops._mdn_entry, "fused_recurrent" if chunk is None else "chunk")),
         references=REFERENCES_ON,
         mutants=tuple(m for m in MDN_MUTANTS if op_of(m.killers[0]) == name),
-        structure=None if chunk is None else _mdn_structure(chunk))
+        structure=MDN_RECURRENT_STRUCTURE if chunk is None else _mdn_structure(chunk))
 
 
 MDN_PROBE_CASE = MdnCase(T=40, Dk=16, Dv=16, seed=5)
