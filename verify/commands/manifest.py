@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pathmdn_verify.core import results
 from pathmdn_verify.core.errors import UsageError
+from pathmdn_verify.run.xfail_list import device_class, identity
 
 SCOPE = ("package", "device", "profile")
 HEADER = ("# verify manifest: the id, status and kind of every check of one run.  Compare a run with it:\n"
@@ -43,14 +44,13 @@ def run(args) -> int:
     found = differences(read(args.manifest), (scope, checks))
     for line in found:
         print(line)
-    print(f"verify manifest: {args.run_json} " + (f"differs from {args.manifest} in {len(found)} places"
+    print(f"verify manifest: {args.run_json} " + (f"differs from {args.manifest}: {len(found)} difference(s)"
                                                   if found else f"matches {args.manifest} ({len(checks)} checks)"))
     return 1 if found else 0
 
 
 def of_run(path: str) -> tuple[dict, dict]:
     """(scope, id -> "status[ kind]") of a --json result."""
-    from pathmdn_verify.run.xfail_list import device_class, identity
     doc = results.load(path)
     env = doc["environment"]
     checks: dict[str, str] = {}
