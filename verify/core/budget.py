@@ -19,6 +19,15 @@ terms (scale |S_t|^T |q_t|), one rounding of each term, u * terms, is also a flo
 (u ||terms|| / ||oracle||) and in max-abs (u max terms).  Without it, an fp32 check flaked at
 8.2 u at T = 1, where o_1 is proportional to k.q and the summands |k|.|q| were 16x larger (seed 7 at the
 quick profile, found by --repeat).
+A gradient that is such a sum gets the same floor with one fp32 rounding of each summand (`terms_u`, the
+accumulator's unit roundoff in every precision here): the same-dtype implementation sums each block of 16
+products exactly in float64 and rounds once per block (pathmdn_verify.core.precision), so on a cancelling
+reduction its error is a rounding of the exact result, where an fp32 accumulator, rounding as it adds, can
+make one rounding of each summand.  MDN's dq_t = scale S_t do_t and deta_t = k_t . dk^_t (k^ = eta k) are such
+sums (pathmdn_verify.ops.mdn_ops): on the fp32 recurrence cases that failed without this floor (--repeat at
+the quick profile; deta at T = 37, dq at T = 1) the same-dtype implementation erred 0.006-0.05 u max|terms|,
+fla's recurrence 0.4-1.2 and the oracle's own walk run in fp32 0.2-0.7.  In bf16 this floor lies far below the
+budget, which the dot format's rounding sets.
 Non-finite output where the oracle is finite always fails.  The result says which measure decided.
 """
 from __future__ import annotations
@@ -105,19 +114,22 @@ class Verdict:
 
 
 def verdict(name: str, out: torch.Tensor, oracle: torch.Tensor, same_dtype: torch.Tensor, prec: Precision, c: float,
-          scale: float = 0.0, terms: torch.Tensor | None = None) -> Verdict:
+          scale: float = 0.0, terms: torch.Tensor | None = None, terms_u: float | None = None) -> Verdict:
     """Compare one kernel tensor with the oracle under the budget rule (same_dtype: the same-dtype
-    implementation's output on the same input)."""
+    implementation's output on the same input; terms: the magnitude of the summands of a cancelling sum, each
+    rounded once with unit roundoff terms_u, by default prec.u)."""
     rounded = oracle.to(prec.torch_dtype).double()
     nonzero = bool(oracle.ne(0).any())
     magnitude = float(oracle.abs().max()) if nonzero else scale
     floor_rel = prec.unit_roundoff_storage
+    floor_abs = prec.u * magnitude
     if terms is not None:
-        magnitude = max(magnitude, float(terms.abs().max()))
+        u_terms = prec.u if terms_u is None else terms_u
+        floor_abs = max(floor_abs, u_terms * float(terms.abs().max()))
         if nonzero:
-            floor_rel = max(floor_rel, prec.u * float(terms.norm() / oracle.norm()))
+            floor_rel = max(floor_rel, u_terms * float(terms.norm() / oracle.norm()))
     lowp_abs = max(max_abs(same_dtype, oracle), max_abs(rounded, oracle))
-    budget_abs = c * max(lowp_abs, prec.u * magnitude) + TINY_ABS
+    budget_abs = c * max(lowp_abs, floor_abs) + TINY_ABS
     err_abs = max_abs(out, oracle)
     meta = {"shape": list(out.shape), "dtype": str(out.dtype).removeprefix("torch.")}
     if not nonzero:

@@ -18,7 +18,7 @@ from pathmdn_verify.core.budget import OracleFailed, Verdict, verdict, worst
 from pathmdn_verify.core.errors import KernelUnavailable, UsageError, VariantUnsupported
 from pathmdn_verify.core.inputs import as_oracle, floats_as, on_device
 from pathmdn_verify.core.metrics import rel_err
-from pathmdn_verify.core.precision import Precision
+from pathmdn_verify.core.precision import UNIT_ROUNDOFF, Precision
 from pathmdn_verify.core.records import KernelOp, as_tuple, scale_of
 from pathmdn_verify.core.registry import Context, Result
 from pathmdn_verify.core.search import Probe
@@ -85,10 +85,13 @@ def measure(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int, ref: 
         g_k = call_kernel(kernel_grads, op, lambda **kw: kernel(**{**x, **kw}), {n: x[n] for n in leaves}, ups)
     with hooks.phase("oracle", ref):
         g_o = grads_of(lambda **kw: oracle(**{**x64, **kw}), {n: x64[n] for n in leaves}, ups)
+        terms = op.grad_terms(ups, scale=s, **x64) if op.grad_terms else {}
     with hooks.phase("same_dtype", ref):
         g_r = grads_of(lambda **kw: same_dtype(**{**x32, **kw}), {n: x32[n] for n in leaves}, ups)
     scale = max(float(g.abs().max()) if g.numel() else 0.0 for g in g_o.values())
-    return [verdict("d" + n, there(g_k[n]), g_o[n], g_r[n], prec, c, scale) for n in leaves]
+    # a gradient's summands are each rounded once by an fp32 accumulator (budget.py)
+    floor = lambda n: (terms[n], UNIT_ROUNDOFF["fp32"]) if n in terms else ()
+    return [verdict("d" + n, there(g_k[n]), g_o[n], g_r[n], prec, c, scale, *floor(n)) for n in leaves]
 
 
 def _guarded(what: str, fn):

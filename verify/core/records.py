@@ -114,6 +114,9 @@ class KernelOp:
     #                                     (the run's) or "cpu" (measured faster there on a GPU run)
     terms: Callable | None = None       # the oracle with terms: (**float64 inputs, scale) -> (oracle's outputs,
     #                                     {output: magnitude of its summed terms}), one evaluation for both
+    grad_terms: Callable | None = None  # (upstream, scale, **float64 inputs) -> {input: magnitude of the summands
+    #                                     of its gradient}, for the gradients that are cancelling sums (budget.py);
+    #                                     upstream(outputs) -> the backward's upstream gradients
     regression_cases: dict = field(default_factory=dict)   # "<pass>.<dtype>.<regime>" -> [cases]
     probes: tuple[ConventionProbe, ...] = ()
     decode: Decode | None = None

@@ -139,6 +139,25 @@ def _mdn_terms(scale, **x):
     return (o, S, M), {"o": terms}
 
 
+def _mdn_grad_terms(upstream, scale, **x):
+    """The two MDN gradients that are cancelling sums, with the magnitude of their summands (the budget's
+    floor, pathmdn_verify.core.budget): dq_t = scale S_t do_t (o_t's sum transposed; at T = 1 it is
+    proportional to v.do) with scale |S_t| |do_t|, and deta_t = k_t . dk^_t (k^ = eta k) with |k_t| . |dk^_t|.
+    One float64 walk on k^ (eta = 1, p given): dk^ is its gradient, and scale |S_t| |do_t| the q-gradient of
+    its summed terms scale |S_t|^T |q_t| against |do_t| (times sign(q_t), dropped by abs)."""
+    k = x["k"]
+    k_hat = (x["eta"][..., None] * k).requires_grad_()
+    q = x["q"].detach().requires_grad_()
+    p = torch.exp(x["log_alpha"])[..., None] * k if x.get("p") is None else x["p"]
+    with torch.enable_grad():
+        o, S, M, terms = MDN.recurrence(**{**x, "q": q, "k": k_hat, "p": p, "eta": torch.ones_like(x["eta"])},
+                                        scale=scale, with_terms=True)
+        ups = upstream([o, S, M])
+        (dk_hat,) = torch.autograd.grad([o, S, M], [k_hat], ups, retain_graph=True)
+        (dq_terms,) = torch.autograd.grad([terms], [q], [ups[0].abs().to(terms.dtype)])
+    return {"q": dq_terms.abs(), "eta": (k.abs() * dk_hat.abs()).sum(-1)}
+
+
 
 # Lines of the kernel package the checks deliberately do not reach (verify coverage): regex of source lines ->
 # (kind, why).  coverage.py's own exclusion: "exclude" drops the matched lines and the block a matched line
@@ -298,7 +317,7 @@ def _mdn_stages(chunk) -> dict:
             "bwd": one_stage("gradients (one stage)", "autograd of chunk_momentum_delta_rule_ref", "bwd")}
 
 
-def _mdn_op(name, chunk, conv, budget_factor, regression_cases=None, probes=()):
+def _mdn_op(name, chunk, conv, budget_factor, regression_cases=None, probes=(), grad_terms=None):
     return KernelOp(
         name=name, title=name, kernel=lambda scale, **x: fla_ops.mdn(**x, scale=scale, chunk=chunk),
         conventions=conv,
@@ -310,7 +329,7 @@ def _mdn_op(name, chunk, conv, budget_factor, regression_cases=None, probes=()):
         sample_case=MdnCase(T=8, seed=1, initial_state=True),
         examples=None if chunk is None else {"quick": 2, "ci": 2, "full": 5},   # as BOUNDED_EXAMPLES (attention_ops.py)
         dot="ieee",     # fla's MDN is PyTorch code: its fp32 matmuls are IEEE (torch's default), not TF32 dots
-        terms=_mdn_terms, regression_cases=regression_cases or {}, probes=probes,
+        terms=_mdn_terms, grad_terms=grad_terms, regression_cases=regression_cases or {}, probes=probes,
         stages=_mdn_stages(chunk),
         package=("fla.ops.momentum_delta_rule",), report="mdn", not_reached=MDN_NOT_REACHED, refusal=fla_ops.missing_backward,
         layout=MDN_LAYOUT, depends=functools.partial(depends.fla_reach, functools.partial(
@@ -343,4 +362,9 @@ MDN_RECURRENT = _mdn_op(
     {"fwd.fp32.eta_near2": [MdnCase(T=1, eta="near2", seed=1000)],
      # coverage: an explicit p (use_p_times_alpha=False, and dp); the adapters pass none
      "fwd.fp32.typical": [MdnCase(T=40, p_given=True, seed=3)],
-     "bwd.fp32.typical": [MdnCase(T=40, p_given=True, seed=3)]}, MDN_PROBES)
+     # and the cancelling gradients that needed the gradients' summed-terms floor: dq at T = 1 was 5.3x budget,
+     # deta 1.55x
+     "bwd.fp32.typical": [MdnCase(T=40, p_given=True, seed=3), MdnCase(T=1, seed=27905)],
+     "bwd.fp32.logmu_below_floor": [MdnCase(T=37, log_mu="below", seed=22372)]}, MDN_PROBES,
+    # the chunk ops run in bf16 only, whose budget lies far above one fp32 rounding of these summands
+    grad_terms=_mdn_grad_terms)
