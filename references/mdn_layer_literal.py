@@ -125,16 +125,19 @@ def mdn_layer(A: Arith, p: dict, x, *, num_heads, head_k_dim, head_v_dim, use_ga
 
 
 def gdn_layer(A: Arith, p: dict, x, *, num_heads, head_k_dim, head_v_dim, num_v_heads=None, use_gate=True,
-              use_short_conv=True, norm_eps=1e-5, neg_eigval=False, scale=None, S0=None) -> dict:
+              use_short_conv=True, norm_eps=1e-5, neg_eigval=False, beta_stored=False, scale=None, S0=None) -> dict:
     """GatedDeltaNet on x [B, T, hidden]: a dict of o, the op's inputs q, k, v (before the L2 norm), the raw
     gate projections g_raw = W_a x and beta_raw = W_b x, the gates log_alpha, beta, the op's output core and
     the final state S [B, HV, Dk, Dv].  With num_v_heads HV = G H (grouped value attention) v and the gates have
-    HV heads and value head j reads key head j // G (the op's convention, kernel.fla.gdn_*.convention.value_groups_consecutive)."""
+    HV heads and value head j reads key head j // G (the op's convention, kernel.fla.gdn_*.convention.value_groups_consecutive).
+    beta_stored: the layer activates beta itself, in its own dtype (fla until 2026-05-25), so beta is stored
+    before the doubling."""
     H, Dk, Dv, HV = num_heads, head_k_dim, head_v_dim, num_v_heads or num_heads
     q, k, v = _qkv(A, p, x, H, Dk, Dv, use_short_conv, HV)
     g_raw, beta_raw = linear(A, x, p["a_proj.weight"]), linear(A, x, p["b_proj.weight"])
     log_alpha = -torch.exp(p["A_log"]) * F.softplus(g_raw + p["dt_bias"])
-    beta = torch.sigmoid(beta_raw) * (2 if neg_eigval else 1)
+    beta = torch.sigmoid(beta_raw)
+    beta = (A.store(beta) if beta_stored else beta) * (2 if neg_eigval else 1)
     qn, kn = (t.repeat_interleave(HV // H, dim=2) for t in (l2norm(A, q), l2norm(A, k)))
     core, S, _ = MDN.recurrence(qn, kn, v, log_alpha, torch.full_like(log_alpha, -math.inf), beta,
                                 torch.ones_like(beta), scale=scale, S0=S0,

@@ -8,8 +8,8 @@ import importlib.util
 
 from pathmdn_verify import layers
 from pathmdn_verify.core.registry import Context, Result, register
-from pathmdn_verify.layers import INSTALL, LayerCase
-from pathmdn_verify.layers.common import LayerMissing, LayerRaised
+from pathmdn_verify.layers import INSTALL, LayerCase, history
+from pathmdn_verify.layers.common import LayerMissing, LayerRaised, LayerUnsupported
 from pathmdn_verify.platform import setup
 
 
@@ -20,7 +20,7 @@ def run_layer(rec, variant: str, dtype: str, comparison: str, ctx: Context) -> R
     case = LayerCase(ctx, rec, variant, dtype)
     try:
         return rec.comparisons[comparison][1](case)
-    except LayerMissing as exc:
+    except (LayerMissing, LayerUnsupported, history.ConventionUnknown) as exc:
         return Result("skip", message=str(exc), kind="unsupported")
     except LayerRaised as exc:
         return Result("fail", message=f"the layer raised {exc}", kind="exception",

@@ -27,12 +27,14 @@ from pathmdn_verify.core.metrics import rel_err
 from pathmdn_verify.platform.mutation import Mutant
 from pathmdn_verify.core.precision import Precision, fixed_order
 from pathmdn_verify.core.registry import Result
-from pathmdn_verify.layers import LayerCase, LayerRecord, add
+from pathmdn_verify.layers import LayerCase, LayerRecord, add, history
+from pathmdn_verify.layers.cache import new_cache
 from pathmdn_verify.layers.common import (
     build,
     cache_ops,
     call,
     judge,
+    need,
     padded_mask,
     params64,
     precision,
@@ -41,8 +43,19 @@ from pathmdn_verify.layers.common import (
 C_FWD, C_BWD = 8.0, 16.0      # the sequential budget factors (pathmdn_verify.core.records.BUDGET_FACTOR_SEQUENTIAL)
 OPS = {"mdn": ("chunk_momentum_delta_rule", "fused_recurrent_momentum_delta_rule"),
        "gdn": ("chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule")}
-STAGES = {"mdn": ("q", "k", "v", "log_alpha", "log_mu", "beta", "eta"), "gdn": ("q", "k", "v", "g_raw", "beta_raw")}
-GDN_ARGS = {"g_raw": "g", "beta_raw": "beta"}     # literal stage -> the op's argument
+MDN_STAGES = ("q", "k", "v", "log_alpha", "log_mu", "beta", "eta")
+
+
+def stages(case: LayerCase, op: str) -> dict[str, str]:
+    """literal stage -> the op's argument it is compared with, for the op the layer called.  GDN's g and beta are
+    declared per tree (history gdn.g_arg, gdn.beta_arg): the activated log_alpha and beta until 2026-04 / 05, the
+    raw projections after (the kernel activates them)."""
+    if case.record.name == "mdn":
+        return {s: s for s in MDN_STAGES}
+    g = history.value("gdn.g_arg")
+    g_stage = "g_raw" if g == "g_raw" or (g == "g_raw chunk" and op.startswith("chunk")) else "log_alpha"
+    beta_stage = "beta_raw" if history.value("gdn.beta_arg") == "beta_raw" else "beta"
+    return {"q": "q", "k": "k", "v": "v", g_stage: "g", beta_stage: "beta"}
 
 
 def sizes(case: LayerCase) -> dict:
@@ -55,12 +68,13 @@ def sizes(case: LayerCase) -> dict:
 
 def literal_kwargs(case: LayerCase, layer) -> dict:
     kw = {"num_heads": layer.num_heads, "head_k_dim": layer.head_k_dim, "head_v_dim": layer.head_v_dim,
-          "use_gate": layer.use_gate, "use_short_conv": layer.use_short_conv, "neg_eigval": layer.allow_neg_eigval,
-          "norm_eps": layer.o_norm.eps}
+          "use_gate": layer.use_gate, "use_short_conv": layer.use_short_conv, "norm_eps": layer.o_norm.eps}
     if case.record.name == "mdn":
-        kw.update(floor=layer.min_log_mu, tau_factor=layer.tau_factor)
-    else:
-        kw.update(num_v_heads=layer.num_v_heads)
+        kw.update(floor=layer.min_log_mu, tau_factor=layer.tau_factor, neg_eigval=layer.allow_neg_eigval)
+    else:       # the options a tree predates (history) are at their only value there
+        kw.update(neg_eigval=layer.allow_neg_eigval if history.value("gdn.allow_neg_eigval") else False,
+                  num_v_heads=layer.num_v_heads if history.value("gdn.num_v_heads") else None,
+                  beta_stored=history.value("gdn.beta_arg") == "beta")
     return kw
 
 
@@ -72,6 +86,8 @@ def setup(case: LayerCase, seed: int, floor: bool = False):
     """The seeded layer (eval mode) with the norm weight drawn around 1 (fla initialises it to ones, which would
     hide a skipped weight); at the floor, MDN's gate parameters moved so that log mu = floor for every token and
     alpha ~ 0.99.  Returns (layer, its parameters in float64, the literal's keyword arguments)."""
+    if case.record.name == "gdn":
+        need(*GDN_NEEDS.get(case.variant, ()))
     layer = build(case, seed, **sizes(case))
     gen = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
@@ -139,7 +155,7 @@ def run(layer, x: torch.Tensor, grad: bool = False, **kw):
 def _stage_tensors(case, seen, truth, same, T) -> list[tuple]:
     """(name, the op's input, truth, same-dtype) for each stage the op received."""
     args = seen[-1]["kwargs"]
-    return [(f"{s} T={T}", args[GDN_ARGS.get(s, s)], truth[s], same[s]) for s in STAGES[case.record.name]]
+    return [(f"{s} T={T}", args[arg], truth[s], same[s]) for s, arg in stages(case, seen[-1]["op"]).items()]
 
 
 def forward(case: LayerCase) -> Result:
@@ -166,6 +182,8 @@ def backward(case: LayerCase) -> Result:
         return Result("skip", message="not verifiable on the CPU interpreter: fla's chunk GDN backward "
                       "(chunk_bwd_kernel_dqkwg) reduces bf16 products, which the fidelity layer refuses "
                       "(Bf16ArithmeticNotEmulated, measured 2026-12); it runs on a GPU", kind="interpreter_gap")
+    if case.record.name == "gdn" and T <= 64:
+        need("gdn.train_short")
     layer, p64, kw = setup(case, seed)
     layer.train()
     x64 = inputs(case, seed, T)
@@ -184,21 +202,21 @@ def backward(case: LayerCase) -> Result:
 
 
 def _state(case, cache_state, truth, same) -> list[tuple]:
-    """The decode state against the literal's: MDN's stacked [S, M]; GDN's S, held [V, K] (state_v_first)."""
+    """The decode state against the literal's: MDN's stacked [S, M]; GDN's S, held [V, K] (state_v_first) or
+    [K, V] by the tree's declared layout (history gdn.state)."""
     st = cache_state["recurrent_state"]
     if case.record.name == "mdn":
         return [("S", st[0], truth["S"], same["S"]), ("M", st[1], truth["M"], same["M"])]
-    return [("S", st.transpose(-1, -2), truth["S"], same["S"])]
+    return [("S", st.transpose(-1, -2) if history.value("gdn.state") == "[N,H,V,K]" else st, truth["S"], same["S"])]
 
 
 def generation(case: LayerCase) -> Result:
     seed = case.ctx.seed
-    from fla.models.cache_utils import Cache
     T0, L_cont, n = case.ctx.pick((8, 3, 3), (8, 4, 4), (64, 40, 2048))     # full: 2048 generated tokens
     segments = [T0, L_cont] + [1] * n
     layer, p64, kw = setup(case, seed)
     x64 = inputs(case, seed, sum(segments))
-    cache, outs, s = Cache(), [], 0
+    (cache, which), outs, s = new_cache(), [], 0
     for length in segments:
         o, _, cache = run(layer, x64[:, s:s + length], past_key_values=cache, use_cache=True)
         outs.append(o)
@@ -216,7 +234,7 @@ def generation(case: LayerCase) -> Result:
         lo *= 2
     growth = buckets[-1]["err_rel"] / buckets[0]["err_rel"] if buckets[0]["err_rel"] > 0 else None
     res = judge(case, tensors, C_FWD, f"prefill {T0}, continuation {L_cont}, {n} decoded",
-                {"buckets": buckets, "growth": growth})
+                {"buckets": buckets, "growth": growth, "cache": which})
     by_length = ", ".join(f"{b['tokens']}: {b['err_rel']:.1e}" for b in buckets)
     res.message += f"; decode error by generated length {by_length}" + \
         (f", growth {growth:.2f}x" if growth is not None else "")
@@ -252,14 +270,13 @@ def padding(case: LayerCase) -> Result:
     """A batch of 2 whose second row starts with padding, prefilled with a Cache and its attention_mask, then
     decoded one token at a time (the mask grown by ones): each row's valid outputs against the literal of its
     unpadded sequence."""
-    from fla.models.cache_utils import Cache
     seed = case.ctx.seed
     T0, n, pad = case.ctx.pick((8, 2, 3), (12, 3, 5), (64, 32, 20))
     layer, p64, kw = setup(case, seed)
     x64 = inputs(case, seed + 300, T0 + n, B=2)
     mask = torch.ones(2, T0 + n, dtype=torch.long)
     mask[1, :pad] = 0
-    cache, dev = Cache(), case.ctx.device
+    (cache, which), dev = new_cache(), case.ctx.device
     outs = [run(layer, x64[:, :T0], attention_mask=mask[:, :T0].to(dev), past_key_values=cache, use_cache=True)[0]]
     for t in range(T0, T0 + n):
         outs.append(run(layer, x64[:, t:t + 1], attention_mask=mask[:, :t + 1].to(dev), past_key_values=cache,
@@ -268,7 +285,7 @@ def padding(case: LayerCase) -> Result:
     truth, same = _rows_truth(case, p64, kw, x64, mask)
     tensors = [(f"row {b} ({'padded' if b else 'unpadded'})", o[b:b + 1, mask[b].bool()], truth[b], same[b])
                for b in range(2)]
-    return judge(case, tensors, C_FWD, f"T0={T0} (row 1: {pad} padding tokens), {n} decoded")
+    return judge(case, tensors, C_FWD, f"T0={T0} (row 1: {pad} padding tokens), {n} decoded", {"cache": which})
 
 
 def _masked(case: LayerCase, masks: list, labels: tuple[str, str], what: str) -> Result:
@@ -308,6 +325,8 @@ def mask_reused(case: LayerCase) -> Result:
 def mode_switch(case: LayerCase) -> Result:
     seed = case.ctx.seed
     T = case.ctx.pick(16, 64, 64)
+    if case.record.name == "gdn":
+        need("gdn.train_short")
     layer, p64, kw = setup(case, seed)
     x64 = inputs(case, seed, T)
     truth, same = literal(case, p64, x64, kw)
@@ -367,6 +386,60 @@ def convention(name: str, output: str, alternative: dict, what_else: str):
     return compare
 
 
+ALTERNATIVE = {"g_raw": "log_alpha", "log_alpha": "g_raw", "beta_raw": "beta", "beta": "beta_raw"}
+
+
+def convention_gate_args(case: LayerCase) -> Result:
+    """GDN's g and beta as its op receives them, on both paths: the declared stage (history gdn.g_arg,
+    gdn.beta_arg) within budget, the other form (raw projection vs activated gate) more than 10x the budget
+    away."""
+    seed = case.ctx.seed
+    layer, p64, kw = setup(case, seed)
+    tensors, alternatives = [], []
+    for T in (16, 65):      # the recurrent path, then the chunk path (they differed 2026-04-06 .. 04-19)
+        x64 = inputs(case, seed + T, T)
+        with capture(case) as seen:
+            run(layer, x64)
+        truth, same = literal(case, p64, x64, kw)
+        op = seen[-1]["op"]
+        for stage, arg in stages(case, op).items():
+            if arg not in ("g", "beta"):
+                continue
+            got = seen[-1]["kwargs"][arg]
+            tensors.append((f"{arg} = {stage} T={T} ({op})", got, truth[stage], same[stage]))
+            alternatives.append(rel_err(got.to("cpu").double(), truth[ALTERNATIVE[stage]]))
+    res = judge(case, tensors, C_FWD, "the op's g and beta")
+    ratios = {t[0]: a / v["budget_rel"] for t, a, v in zip(tensors, alternatives, res.details["tensors"])}
+    ok = res.status == "pass" and min(ratios.values()) > 10
+    res.details["alternative_ratio"] = ratios
+    res.status, res.kind = ("pass", None) if ok else ("fail", res.kind or "over_budget")
+    res.message = (f"declared g = {history.value('gdn.g_arg')}, beta = {history.value('gdn.beta_arg')}: {res.message}; "
+                   f"the other forms {min(ratios.values()):.0f}x the budget away at least -> "
+                   + ("declared convention confirmed" if ok else "DECLARED CONVENTION NOT CONFIRMED"))
+    return res
+
+
+def convention_state_layout(case: LayerCase) -> Result:
+    """GDN's recurrent state in the cache after a prefill (Dk 16 != Dv 8): laid out as declared (history
+    gdn.state) and equal to the literal's S."""
+    seed = case.ctx.seed
+    layer, p64, kw = setup(case, seed)
+    x64 = inputs(case, seed, 8)
+    cache, which = new_cache()
+    run(layer, x64, past_key_values=cache, use_cache=True)
+    truth, same = literal(case, p64, x64, kw)
+    st = cache[0]["recurrent_state"]
+    declared = history.value("gdn.state")
+    want = tuple(truth["S"].transpose(-1, -2).shape if declared == "[N,H,V,K]" else truth["S"].shape)
+    if tuple(st.shape) != want:
+        return Result("fail", message=f"declared layout {declared} {want}, the cache holds {tuple(st.shape)}: "
+                      "DECLARED CONVENTION NOT CONFIRMED", kind="over_budget", details={"cache": which})
+    res = judge(case, _state(case, cache[0], truth, same), C_FWD, f"state {declared} after a prefill of 8",
+                {"cache": which})
+    res.message += "; declared convention " + ("confirmed" if res.status == "pass" else "NOT CONFIRMED")
+    return res
+
+
 COMMON = {
     "forward": (("eval forward at T around the chunk boundary (64 recurrent, 65 chunk) and the op's inputs "
                 "(stages) against the literal layer"), forward),
@@ -393,6 +466,7 @@ MDN_CONVENTIONS = {
 }
 VARIANTS = {"default": {}, "neg-eig": {"allow_neg_eigval": True, "use_gate": False, "use_short_conv": False}}
 GDN_VARIANTS = {**VARIANTS, "gva": {"num_v_heads": 4}}     # grouped value attention: 4 value heads, 2 key heads
+GDN_NEEDS = {"neg-eig": ("gdn.allow_neg_eigval", "gdn.no_short_conv"), "gva": ("gdn.num_v_heads",)}
 
 
 def declared(variant: str, dtype: str, comparison: str) -> bool:
@@ -454,4 +528,9 @@ add(LayerRecord(
     description="Gated DeltaNet: the gated delta rule, gates from the hidden states",
     variants=GDN_VARIANTS, comparisons={**COMMON, "mask-reused": (
         "attention_mask refilled in place between two calls (the same tensor object), against each row's valid "
-        "tokens", mask_reused)}, declared=declared, mutants=GDN_MUTANTS))
+        "tokens", mask_reused),
+        "convention-gate-args": ("declared per tree: the op's g and beta are the raw projections (or, before "
+                                 "2026-04 / 05, the activated gates), on both paths", convention_gate_args),
+        "convention-state-layout": ("declared per tree: the cached recurrent state is [N, H, V, K] (before "
+                                    "2026-05-18 [N, H, K, V])", convention_state_layout)},
+    declared=declared, mutants=GDN_MUTANTS))
