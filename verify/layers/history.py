@@ -64,6 +64,11 @@ CONVENTIONS = {c.name: c for c in (
                False, ((_c("b52d4ee6", "2025-06-05", "0.2.2", "warnings.warn instead of raise"), True),)),
     Convention("gdn.train_short", "GatedDeltaNet trains at q_len <= 64 (asserted chunk mode in training before)",
                False, ((_c("feb153a3", "2025-11-09", "0.4.0", "mode by q_len only in eval"), True),)),
+    Convention("gdn.fp32_chunk", "GatedDeltaNet's chunk path (training, eval past 64 tokens) takes float32 (its "
+               "op asserted bfloat16 before)", False, (
+        (_c("38cc6191", "2025-10-24", "0.4.0", "chunk_delta_h / chunk_o type handling"), True),)),
+    Convention("gdn.gva_qk", "GatedDeltaNet with num_v_heads > num_heads: q and k as its op receives them",
+               "repeated", ((_c("8bcc1057", "2026-04-05", "0.5.0", "the kernels group the value heads"), "grouped"),)),
     Convention("gdn.output_gate_activation", "GatedDeltaNet's constructor takes output_gate_activation", False, (
         (_c(None, "2026-09", "0.6.0", "swish / silu / sigmoid output gate"), True),)),
     Convention("gdn.mask_and_cu_seqlens", "GatedDeltaNet given both an attention_mask and cu_seqlens: which "

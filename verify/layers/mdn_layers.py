@@ -153,8 +153,13 @@ def run(layer, x: torch.Tensor, grad: bool = False, **kw):
 
 
 def _stage_tensors(case, seen, truth, same, T) -> list[tuple]:
-    """(name, the op's input, truth, same-dtype) for each stage the op received."""
+    """(name, the op's input, truth, same-dtype) for each stage the op received (GDN's q and k repeated per value
+    head where the tree's layer repeats them: history gdn.gva_qk)."""
     args = seen[-1]["kwargs"]
+    group = truth["v"].shape[2] // truth["k"].shape[2]
+    if case.record.name == "gdn" and group > 1 and history.value("gdn.gva_qk") == "repeated":
+        truth, same = ({**d, "q": d["q"].repeat_interleave(group, 2), "k": d["k"].repeat_interleave(group, 2)}
+                       for d in (truth, same))
     return [(f"{s} T={T}", args[arg], truth[s], same[s]) for s, arg in stages(case, seen[-1]["op"]).items()]
 
 
@@ -163,6 +168,8 @@ def forward(case: LayerCase) -> Result:
     Ts = case.ctx.pick((16, 65), (64, 65), (63, 64, 65, 512))     # quick: both paths, not the exact boundary
     if case.variant != "default":       # the variant's options on both paths; the default has the boundary
         Ts = (case.ctx.pick(16, 16, 64), 65)
+    if case.record.name == "gdn" and case.dtype == "fp32":
+        need("gdn.fp32_chunk")
     layer, p64, kw = setup(case, seed)
     tensors, paths = [], {}
     for T in Ts:
@@ -182,8 +189,8 @@ def backward(case: LayerCase) -> Result:
         return Result("skip", message="not verifiable on the CPU interpreter: fla's chunk GDN backward "
                       "(chunk_bwd_kernel_dqkwg) reduces bf16 products, which the fidelity layer refuses "
                       "(Bf16ArithmeticNotEmulated, measured 2026-12); it runs on a GPU", kind="interpreter_gap")
-    if case.record.name == "gdn" and T <= 64:
-        need("gdn.train_short")
+    if case.record.name == "gdn":
+        need(*(("gdn.train_short",) if T <= 64 else ()), *(("gdn.fp32_chunk",) if case.dtype == "fp32" else ()))
     layer, p64, kw = setup(case, seed)
     layer.train()
     x64 = inputs(case, seed, T)
@@ -390,13 +397,14 @@ ALTERNATIVE = {"g_raw": "log_alpha", "log_alpha": "g_raw", "beta_raw": "beta", "
 
 
 def convention_gate_args(case: LayerCase) -> Result:
-    """GDN's g and beta as its op receives them, on both paths: the declared stage (history gdn.g_arg,
-    gdn.beta_arg) within budget, the other form (raw projection vs activated gate) more than 10x the budget
-    away."""
+    """GDN's g and beta as its op receives them, on both paths (the chunk path where the tree takes float32 there:
+    history gdn.fp32_chunk): the declared stage (history gdn.g_arg, gdn.beta_arg) within budget, the other form
+    (raw projection vs activated gate) more than 10x the budget away."""
     seed = case.ctx.seed
     layer, p64, kw = setup(case, seed)
     tensors, alternatives = [], []
-    for T in (16, 65):      # the recurrent path, then the chunk path (they differed 2026-04-06 .. 04-19)
+    Ts = (16, 65) if history.value("gdn.fp32_chunk") else (16,)
+    for T in Ts:      # the recurrent path, then the chunk path (they differed 2026-04-06 .. 04-19)
         x64 = inputs(case, seed + T, T)
         with capture(case) as seen:
             run(layer, x64)
@@ -413,7 +421,9 @@ def convention_gate_args(case: LayerCase) -> Result:
     ok = res.status == "pass" and min(ratios.values()) > 10
     res.details["alternative_ratio"] = ratios
     res.status, res.kind = ("pass", None) if ok else ("fail", res.kind or "over_budget")
-    res.message = (f"declared g = {history.value('gdn.g_arg')}, beta = {history.value('gdn.beta_arg')}: {res.message}; "
+    res.message = (f"declared g = {history.value('gdn.g_arg')}, beta = {history.value('gdn.beta_arg')}"
+                   + ("" if len(Ts) > 1 else " (the recurrent path alone: " + history.available("gdn.fp32_chunk") + ")")
+                   + f": {res.message}; "
                    f"the other forms {min(ratios.values()):.0f}x the budget away at least -> "
                    + ("declared convention confirmed" if ok else "DECLARED CONVENTION NOT CONFIRMED"))
     return res
