@@ -5,6 +5,7 @@ rounding floor where that is larger)."""
 from __future__ import annotations
 
 import importlib
+import math
 
 import torch
 
@@ -113,6 +114,14 @@ def judge(case: LayerCase, tensors: list[tuple], c: float, what: str = "", detai
     return Result("pass" if ok else "fail", w.measured, w.budget, (what + ": " if what else "") + w.summary(),
                   details={**(details or {}), "tensors": [v.as_json() for v in vs]},
                   kind=None if ok else w.kind, measure=w.decided_by)
+
+
+def combine(results: list[Result], what: str, details: dict) -> Result:
+    """The worst of several judged Results (by measured / budget), every one's tensors in details."""
+    ratio = lambda r: r.measured / r.budget if r.budget else math.inf
+    w = max(results, key=ratio)
+    return Result(w.status, w.measured, w.budget, f"{what}: {w.message}", kind=w.kind, measure=w.measure,
+                  details={**details, "tensors": [t for r in results for t in r.details["tensors"]]})
 
 
 def padded_mask(T: int, pad: int, left: bool, interior: bool) -> torch.Tensor:

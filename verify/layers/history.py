@@ -69,6 +69,10 @@ CONVENTIONS = {c.name: c for c in (
         (_c("38cc6191", "2025-10-24", "0.4.0", "chunk_delta_h / chunk_o type handling"), True),)),
     Convention("gdn.gva_qk", "GatedDeltaNet with num_v_heads > num_heads: q and k as its op receives them",
                "repeated", ((_c("8bcc1057", "2026-04-05", "0.5.0", "the kernels group the value heads"), "grouped"),)),
+    Convention("gdn.conv_bias", "GatedDeltaNet's short convolutions take conv_bias (ignored before)", False, (
+        (_c("4e719f2f", "2025-06-09", "0.2.2", "conv_bias passed on"), True),)),
+    Convention("gdn.train_recurrent_mode", "GatedDeltaNet built with mode='fused_recurrent' trains (asserted chunk "
+               "mode in training before)", False, ((_c(None, "2026-09", "0.6.0", "chunk whenever grad is on"), True),)),
     Convention("gdn.output_gate_activation", "GatedDeltaNet's constructor takes output_gate_activation", False, (
         (_c(None, "2026-09", "0.6.0", "swish / silu / sigmoid output gate"), True),)),
     Convention("gdn.mask_and_cu_seqlens", "GatedDeltaNet given both an attention_mask and cu_seqlens: which "

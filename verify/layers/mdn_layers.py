@@ -29,6 +29,7 @@ from pathmdn_verify.core.precision import Precision, fixed_order
 from pathmdn_verify.core.registry import Result
 from pathmdn_verify.layers import LayerCase, LayerRecord, add, history
 from pathmdn_verify.layers.cache import new_cache
+from pathmdn_verify.layers.calls import Calls, Why
 from pathmdn_verify.layers.common import (
     build,
     cache_ops,
@@ -526,13 +527,72 @@ GDN_MUTANTS = (
            ("layer.fla.gdn.default.fp32.mask", "layer.fla.gdn.default.fp32.padding")),
 )
 
+def _literal_of(case: LayerCase, layer, p: dict, x, exact: bool):
+    """The literal's output of one sequence (pathmdn_verify.layers.calls), the case's options as its arguments."""
+    kw = literal_kwargs(case, layer)
+    opts = case.kwargs
+    if case.record.name == "gdn":
+        kw.update(gate_activation="sigmoid" if opts.get("output_gate_activation") == "sigmoid" else "swish")
+        fn = L.gdn_layer
+    else:
+        kw.update(num_v_heads=opts.get("num_v_heads"), use_beta=opts.get("use_beta", True),
+                  qk_activation=opts.get("qk_activation", "silu"), qk_norm=opts.get("qk_norm", "l2"),
+                  p_times_alpha=opts.get("use_p_times_alpha", True),
+                  correction=opts.get("use_output_correction", True))
+        fn = L.mdn_layer
+    if exact:
+        return fn(L.TRUTH, p, x, **kw)["o"]
+    prec = Precision.of(case.dtype, "ieee") if case.record.name == "mdn" else precision(case)
+    with fixed_order():
+        return fn(L.Arith(prec.torch_dtype, prec.mm), p, x, **kw)["o"]
+
+
+def _sizes(case: LayerCase, row: dict) -> dict:
+    return sizes(case) if case.record.name == "gdn" else {**sizes(case), "expand_v": 1.0}
+
+
+SIZE = Why("a size: hidden 32, 2 key heads of head_dim 16 (GDN's values 8 wide: D != Dv) in every case")
+SLOT = Why("the cache slot: every case is one layer, at slot 0")
+SWALLOWED = Why("swallows unknown keywords: an option a tree predates is dropped silently (the needs make such a "
+                "case unsupported instead)")
+DELTA_FORWARD = {"hidden_states": "q_len", "attention_mask": "input", "past_key_values": "cache",
+                 "use_cache": "cache", "cu_seqlens": "input",
+                 "output_attentions": Why("the layer returns no attention weights (None) whatever it is given")}
+GDN_CALLS = Calls(
+    constructor={"hidden_size": SIZE, "expand_v": SIZE, "head_dim": SIZE, "num_heads": SIZE, "layer_idx": SLOT,
+                 "num_v_heads": (None, 4), "mode": ("chunk", "fused_recurrent"), "use_gate": (True, False),
+                 "use_short_conv": (True, False), "allow_neg_eigval": (False, True), "conv_size": (4, 2),
+                 "conv_bias": (False, True), "norm_eps": (1e-5, 1e-3), "output_gate_activation": ("swish", "sigmoid"),
+                 "**kwargs": SWALLOWED},
+    forward=DELTA_FORWARD, sizes=_sizes, literal=_literal_of,
+    needs=(({"num_v_heads": (4,)}, "gdn.num_v_heads"), ({"allow_neg_eigval": (True,)}, "gdn.allow_neg_eigval"),
+           ({"use_short_conv": (False,)}, "gdn.no_short_conv"), ({"conv_bias": (True,)}, "gdn.conv_bias"),
+           ({"output_gate_activation": ("sigmoid",)}, "gdn.output_gate_activation"),
+           ({"phase": ("train",), "q_len": ("short",)}, "gdn.train_short"),
+           ({"phase": ("train",)}, "gdn.fp32_chunk"), ({"q_len": ("long",), "mode": ("chunk",)}, "gdn.fp32_chunk"),
+           ({"mode": ("fused_recurrent",), "phase": ("train",)}, "gdn.train_recurrent_mode")))
+MDN_REFUSES = Why("MomentumDeltaNet raises NotImplementedError on any attention_mask or cu_seqlens: the finding "
+                  "layer.fla.mdn.default.fp32.mask / padding")
+MDN_CALLS = Calls(
+    constructor={"hidden_size": SIZE, "d_model": Why("an alias of hidden_size, which every case gives"),
+                 "expand_v": SIZE, "head_dim": SIZE, "num_heads": SIZE, "layer_idx": SLOT, "**kwargs": SWALLOWED,
+                 "mode": ("chunk", "fused_recurrent"), "expand_k": (1.0, 0.5), "num_v_heads": (None, 4),
+                 "use_beta": (True, False), "use_gate": (True, False), "use_short_conv": (True, False),
+                 "conv_size": (4, 2), "conv_bias": (False, True), "allow_neg_eigval": (False, True),
+                 "qk_activation": ("silu", "relu", "elu", "identity"), "qk_norm": ("l2", "sum"),
+                 "norm_eps": (1e-5, 1e-3), "use_p_times_alpha": (True, False),
+                 "use_output_correction": (True, False), "min_log_mu": (-2.0, None), "tau_factor": (1, 4)},
+    forward={**DELTA_FORWARD, "attention_mask": MDN_REFUSES, "cu_seqlens": MDN_REFUSES}, sizes=_sizes,
+    literal=_literal_of, dtype="bf16", levels={"input": ("dense",)},
+    left_out={f"input={i}": MDN_REFUSES for i in ("mask", "cu_seqlens", "mask+cu_seqlens")})
+
 add(LayerRecord(
     name="mdn", module="fla.layers.momentum_deltanet", cls="MomentumDeltaNet",
     description="Momentum DeltaNet: delta rule with a momentum state M, gates from the hidden states",
     variants=VARIANTS, comparisons={**COMMON, **MDN_CONVENTIONS,
                                     "floor": (("at the momentum floor (log mu = -2 for every token, alpha ~ 0.99): "
                                               "T 64 (recurrent) and 65 (chunk)"), floor)},
-    declared=declared, mutants=MDN_MUTANTS))
+    declared=declared, mutants=MDN_MUTANTS, calls=MDN_CALLS))
 add(LayerRecord(
     name="gdn", module="fla.layers.gated_deltanet", cls="GatedDeltaNet",
     description="Gated DeltaNet: the gated delta rule, gates from the hidden states",
@@ -543,4 +603,4 @@ add(LayerRecord(
                                  "2026-04 / 05, the activated gates), on both paths", convention_gate_args),
         "convention-state-layout": ("declared per tree: the cached recurrent state is [N, H, V, K] (before "
                                     "2026-05-18 [N, H, K, V])", convention_state_layout)},
-    declared=declared, mutants=GDN_MUTANTS))
+    declared=declared, mutants=GDN_MUTANTS, calls=GDN_CALLS))

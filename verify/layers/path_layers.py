@@ -32,10 +32,12 @@ from pathmdn_verify.core.records import BUDGET_FACTOR_BLOCKWISE as C
 from pathmdn_verify.core.registry import Result
 from pathmdn_verify.layers import LayerCase, LayerRecord, add, history
 from pathmdn_verify.layers.cache import new_cache
+from pathmdn_verify.layers.calls import Calls, Why
 from pathmdn_verify.layers.common import (
     build,
     cache_ops,
     call,
+    combine,
     judge,
     padded_mask,
     params64,
@@ -149,14 +151,6 @@ def captured(case: LayerCase, stub=None):
 
 def stage_tensors(seen: dict, truth: dict, same: dict) -> list[tuple]:
     return [(f"stage {n}", seen[n], truth[n], same[n]) for n in truth if truth[n] is not None]
-
-
-def combine(results: list[Result], what: str, details: dict) -> Result:
-    """The worst of several judged Results (by measured / budget), every one's tensors in details."""
-    ratio = lambda r: r.measured / r.budget if r.budget else math.inf
-    w = max(results, key=ratio)
-    return Result(w.status, w.measured, w.budget, f"{what}: {w.message}", kind=w.kind, measure=w.measure,
-                  details={**details, "tensors": [t for r in results for t in r.details["tensors"]]})
 
 
 def _leaves(p: dict) -> dict:
@@ -510,12 +504,57 @@ FOX_MUTANTS = (
            "", ("layer.fla.fox.base.fp32.mask-reused",)),
 )
 
+def _literal_of(case: LayerCase, layer, p: dict, x, exact: bool):
+    """The literal's output of one sequence (pathmdn_verify.layers.calls): PaTH's or FoX's, the case's options in
+    its Spec."""
+    fwd, _ = literal(case)
+    return fwd(L.EXACT if exact else SameDtype(precision(case)), p, x, spec_of(case, layer))[0]
+
+
+GQA_SIZES = lambda case, row: {"hidden_size": 64, "num_heads": 4, "layer_idx": 0}   # head dim 16; kv heads 4, 2, 1
+SIZES_WHY = Why("a size: hidden 64 and 4 query heads (head dim 16, the ops' smallest) in every case")
+SLOT_WHY = Why("the cache slot: every case is one layer, at slot 0")
+NO_ATTENTIONS = Why("the layer returns no attention weights (None) whatever it is given")
+CONTINUATION_WHY = Why("more than one token with a non-empty cache is refused: the finding of the layer's "
+                       "continuation check (AssertionError / NotImplementedError / TorchRuntimeError by the tree)")
+ATTENTION_FORWARD = {"hidden_states": "q_len", "attention_mask": "input", "past_key_values": "cache",
+                     "use_cache": "cache", "output_attentions": NO_ATTENTIONS, "cu_seqlens": "input"}
+
+PATH_CALLS = Calls(
+    constructor={"hidden_size": SIZES_WHY, "num_heads": SIZES_WHY, "num_kv_heads": (None, 2, 1),
+                 "use_forget_gate": (False, True), "use_qk_norm": (False, True), "layer_idx": SLOT_WHY,
+                 "use_low_rank_w": (True, False), "use_w_shortconv": (True, False), "conv_size": (3, 4),
+                 "conv_bias": (False, True)},
+    forward=ATTENTION_FORWARD, sizes=GQA_SIZES, literal=_literal_of, c_fwd=C["fwd"], c_bwd=C["bwd"],
+    levels={"cache": ("none", "step")},
+    left_out={"cache=segments": CONTINUATION_WHY,
+              "cache=train-segments": Why("training asserts use_cache is False")},
+    excluded=(({"input": ("mask",), "cache": ("none",)}, "an attention_mask without a cache raises TypeError: the "
+               "finding layer.fla.path.base.fp32.mask"),
+              ({"input": ("dense",), "cache": ("step",)}, "PaTHAttention decodes only given an attention_mask (without "
+               "one it takes the training branch, which asserts use_cache is False); the all-ones mask is the "
+               "generation check's"),
+              ({"use_qk_norm": (True,), "cache": ("step",)}, "the prefill / decode branch skips the q/k norm (from "
+               "2025-10-03): the finding layer.fla.path.qknorm.fp32.generation")),
+    needs=tuple(({o: (v,)}, "path.w_options") for o, v in (("use_low_rank_w", False), ("conv_size", 4),
+                                                          ("conv_bias", True))))
+FOX_CALLS = Calls(
+    constructor={"hidden_size": SIZES_WHY, "num_heads": SIZES_WHY, "num_kv_heads": (None, 2, 1),
+                 "qkv_bias": (False, True), "qk_norm": (False, True), "use_output_gate": (False, True),
+                 "window_size": Why("the forward never hands it to the op, only the cache keeps a window: the finding "
+                                    "layer.fla.fox.window.fp32.generation, which a case with it would show again"),
+                 "layer_idx": SLOT_WHY},
+    forward=ATTENTION_FORWARD, sizes=GQA_SIZES, literal=_literal_of, c_fwd=C["fwd"], c_bwd=C["bwd"],
+    levels={"cache": ("none", "step")},
+    left_out={"cache=segments": CONTINUATION_WHY, "cache=train-segments": CONTINUATION_WHY})
+
 PATH = add(LayerRecord(
     name="path", module="fla.layers.path_attn", cls="PaTHAttention",
     description="PaTH attention: projections, beta = 2 sigmoid, low-rank w with a short convolution and L2 norm, "
                 "optional forget gate and q/k RMSNorm, GQA; Householder key cache for decoding",
     variants={"base": {}, "qknorm": {"use_qk_norm": True}, "gate-gqa": {"use_forget_gate": True, "num_kv_heads": 1}},
-    comparisons=PATH_COMPARISONS, declared=lambda v, d, c: (v, d) in PATH_DECLARED[c], mutants=PATH_MUTANTS))
+    comparisons=PATH_COMPARISONS, declared=lambda v, d, c: (v, d) in PATH_DECLARED[c], mutants=PATH_MUTANTS,
+    calls=PATH_CALLS))
 
 FOX = add(LayerRecord(
     name="fox", module="fla.layers.forgetting_attn", cls="ForgettingAttention",
@@ -523,4 +562,5 @@ FOX = add(LayerRecord(
                 "sliding window",
     variants={"base": {}, "window": {"window_size": WINDOW},
               "options": {"qk_norm": True, "use_output_gate": True, "qkv_bias": True}},
-    comparisons=COMPARISONS, declared=lambda v, d, c: (v, d) in FOX_DECLARED[c], mutants=FOX_MUTANTS))
+    comparisons=COMPARISONS, declared=lambda v, d, c: (v, d) in FOX_DECLARED[c], mutants=FOX_MUTANTS,
+    calls=FOX_CALLS))
