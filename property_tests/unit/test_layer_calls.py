@@ -56,7 +56,7 @@ def test_signature_options_read_the_kwargs_keys_and_the_training_switch():
             return kwargs.get("cu_seqlens"), kwargs["offsets"]
     got = C.signature_options(Layer)
     assert got == {"constructor": {"width", "bias", "**kwargs"},
-                   "forward": {"x", "mask", "cu_seqlens", "offsets", "phase"}}
+                   "forward": {"x", "mask", "**kwargs", "cu_seqlens", "offsets", "phase"}}
 
 
 def _constrained(calls):

@@ -103,14 +103,39 @@ def _matches(named: dict, combo: dict) -> bool | None:
 _ROWS: dict[int, tuple] = {}
 
 
+def _allowed(calls: Calls, named: dict) -> bool:
+    return _valid(named) and not any(_matches(named, combo) for combo, _ in calls.excluded)
+
+
 def _covering(calls: Calls) -> tuple:
+    """allpairspy's array, then a row for every feasible pair it left out (with a filter it can drop some): the
+    defaults, the pair, and the first assignment of the constrained factors that keeps the row allowed, merged
+    into an added row where they fit."""
+    import itertools
     fs = calls.factor_levels()
     names = [n for n, _ in fs]
-
-    def allowed(row) -> bool:
-        named = dict(zip(names, row))
-        return _valid(named) and not any(_matches(named, combo) for combo, _ in calls.excluded)
-    return tuple(dict(zip(names, r)) for r in AllPairs([list(v) for _, v in fs], filter_func=allowed))
+    rows = [dict(zip(names, r)) for r in AllPairs([list(v) for _, v in fs],
+                                                  filter_func=lambda r: _allowed(calls, dict(zip(names, r))))]
+    constrained = [(n, v) for n, v in fs if n in CALL_FACTORS or any(n in c for c, _ in calls.excluded)]
+    feasible = [f for f in (dict(zip([n for n, _ in constrained], c))
+                            for c in itertools.product(*[v for _, v in constrained])) if _allowed(calls, f)]
+    defaults = {n: v[0] for n, v in fs}
+    added: list[tuple[dict, set]] = []          # (row, the fields a pair set)
+    for (a, la), (b, lb) in itertools.combinations(fs, 2):
+        for x, y in itertools.product(la, lb):
+            if any(r[a] == x and r[b] == y for r in rows + [r for r, _ in added]):
+                continue
+            for row, claimed in added:
+                if all(row[k] == v or k not in claimed for k, v in ((a, x), (b, y))):
+                    trial = {**row, a: x, b: y}
+                    if _allowed(calls, trial):
+                        row.update(trial), claimed.update((a, b))
+                        break
+            else:
+                fit = next((f for f in feasible if f.get(a, x) == x and f.get(b, y) == y), None)
+                if fit is not None:
+                    added.append(({**defaults, **fit, a: x, b: y}, {a, b, *fit}))
+    return tuple(rows + [r for r, _ in added])
 
 
 def covering(calls: Calls) -> tuple[dict, ...]:

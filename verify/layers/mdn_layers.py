@@ -557,7 +557,8 @@ SWALLOWED = Why("swallows unknown keywords: an option a tree predates is dropped
                 "case unsupported instead)")
 DELTA_FORWARD = {"hidden_states": "q_len", "attention_mask": "input", "past_key_values": "cache",
                  "use_cache": "cache", "cu_seqlens": "input",
-                 "output_attentions": Why("the layer returns no attention weights (None) whatever it is given")}
+                 "output_attentions": Why("the layer returns no attention weights (None) whatever it is given"),
+                 "**kwargs": Why("its other keys are ignored: the ones the forward reads are listed (cu_seqlens)")}
 GDN_CALLS = Calls(
     constructor={"hidden_size": SIZE, "expand_v": SIZE, "head_dim": SIZE, "num_heads": SIZE, "layer_idx": SLOT,
                  "num_v_heads": (None, 4), "mode": ("chunk", "fused_recurrent"), "use_gate": (True, False),

@@ -518,7 +518,8 @@ NO_ATTENTIONS = Why("the layer returns no attention weights (None) whatever it i
 CONTINUATION_WHY = Why("more than one token with a non-empty cache is refused: the finding of the layer's "
                        "continuation check (AssertionError / NotImplementedError / TorchRuntimeError by the tree)")
 ATTENTION_FORWARD = {"hidden_states": "q_len", "attention_mask": "input", "past_key_values": "cache",
-                     "use_cache": "cache", "output_attentions": NO_ATTENTIONS, "cu_seqlens": "input"}
+                     "use_cache": "cache", "output_attentions": NO_ATTENTIONS, "cu_seqlens": "input",
+                     "**kwargs": Why("its other keys are ignored: the ones the forward reads are listed (cu_seqlens)")}
 
 PATH_CALLS = Calls(
     constructor={"hidden_size": SIZES_WHY, "num_heads": SIZES_WHY, "num_kv_heads": (None, 2, 1),
