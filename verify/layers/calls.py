@@ -146,6 +146,12 @@ def covering(calls: Calls) -> tuple[dict, ...]:
     return _ROWS[id(calls)][1]
 
 
+def case_ids(name: str, calls: Calls, impl: str = "fla", **levels) -> tuple[str, ...]:
+    """The ids of the record's cases whose row has every given level (a mutant's killers among the cases)."""
+    return tuple(f"layer.{impl}.{name}.pairwise.{calls.dtype}.{i:02d}" for i, row in enumerate(covering(calls))
+                 if all(row.get(k) == v for k, v in levels.items()))
+
+
 def describe(row: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in row.items())
 

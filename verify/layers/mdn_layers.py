@@ -29,7 +29,7 @@ from pathmdn_verify.core.precision import Precision, fixed_order
 from pathmdn_verify.core.registry import Result
 from pathmdn_verify.layers import LayerCase, LayerRecord, add, history
 from pathmdn_verify.layers.cache import new_cache
-from pathmdn_verify.layers.calls import Calls, Why
+from pathmdn_verify.layers.calls import Calls, Why, case_ids
 from pathmdn_verify.layers.common import (
     build,
     cache_ops,
@@ -587,13 +587,35 @@ MDN_CALLS = Calls(
     literal=_literal_of, dtype="bf16", levels={"input": ("dense",)},
     left_out={f"input={i}": MDN_REFUSES for i in ("mask", "cu_seqlens", "mask+cu_seqlens")})
 
+MODULE_MUTANTS_MDN = (
+    Mutant("layer_mdn_conv_bwd_bias_tap", "ShortConvolution backward (MomentumDeltaNet's q / k / v convolutions): "
+           "the bias gradient summed at tap 1 instead of 0, the patch of layer_path_conv_bwd_bias_tap reached "
+           "through this layer", "modules/causal_conv1d/ops.py", "if HAS_BIAS and i_w == 0:",
+           "if HAS_BIAS and i_w == 1:", case_ids("mdn", MDN_CALLS, conv_bias=True, phase="train"), count=3),)
+MODULE_MUTANTS_GDN = (
+    Mutant("layer_gdn_gated_norm_dw_partial", "FusedRMSNormGated backward (GatedDeltaNet's and MomentumDeltaNet's "
+           "output norm): the weight gradient is the first program's partial sum only, whole only while the SM "
+           "count gives one program (a CPU's 1, not the H200's 132)", "modules/norm/fused_norm_gate.py",
+           "dw = dw.sum(0).to(weight.dtype) if weight is not None else None",
+           "dw = dw[0].to(weight.dtype) if weight is not None else None",
+           ("layer.fla.gdn.default.fp32.backward", "layer.fla.mdn.default.bf16.backward")),
+    Mutant("layer_gdn_gated_norm_sigmoid_dg", "FusedRMSNormGated backward with a sigmoid output gate "
+           "(GatedDeltaNet's output_gate_activation='sigmoid'): dg = dy y sigmoid(g), the factor 1 - sigmoid(g) "
+           "dropped", "modules/norm/fused_norm_gate.py", "b_dg = b_dy * b_y * b_sigmoid_g * (1 - b_sigmoid_g)",
+           "b_dg = b_dy * b_y * b_sigmoid_g",
+           case_ids("gdn", GDN_CALLS, output_gate_activation="sigmoid", phase="train"), count=2),
+    Mutant("layer_gdn_conv_bwd_bias_tap", "ShortConvolution backward (GatedDeltaNet's q / k / v convolutions, fused "
+           "or not): the bias gradient summed at tap 1 instead of 0, the patch of layer_path_conv_bwd_bias_tap",
+           "modules/causal_conv1d/ops.py", "if HAS_BIAS and i_w == 0:", "if HAS_BIAS and i_w == 1:",
+           case_ids("gdn", GDN_CALLS, conv_bias=True, phase="train"), count=3))
+
 add(LayerRecord(
     name="mdn", module="fla.layers.momentum_deltanet", cls="MomentumDeltaNet",
     description="Momentum DeltaNet: delta rule with a momentum state M, gates from the hidden states",
     variants=VARIANTS, comparisons={**COMMON, **MDN_CONVENTIONS,
                                     "floor": (("at the momentum floor (log mu = -2 for every token, alpha ~ 0.99): "
                                               "T 64 (recurrent) and 65 (chunk)"), floor)},
-    declared=declared, mutants=MDN_MUTANTS, calls=MDN_CALLS))
+    declared=declared, mutants=MDN_MUTANTS + MODULE_MUTANTS_MDN, calls=MDN_CALLS))
 add(LayerRecord(
     name="gdn", module="fla.layers.gated_deltanet", cls="GatedDeltaNet",
     description="Gated DeltaNet: the gated delta rule, gates from the hidden states",
@@ -604,4 +626,4 @@ add(LayerRecord(
                                  "2026-04 / 05, the activated gates), on both paths", convention_gate_args),
         "convention-state-layout": ("declared per tree: the cached recurrent state is [N, H, V, K] (before "
                                     "2026-05-18 [N, H, K, V])", convention_state_layout)},
-    declared=declared, mutants=GDN_MUTANTS, calls=GDN_CALLS))
+    declared=declared, mutants=GDN_MUTANTS + MODULE_MUTANTS_GDN, calls=GDN_CALLS))

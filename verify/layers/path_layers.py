@@ -32,7 +32,7 @@ from pathmdn_verify.core.records import BUDGET_FACTOR_BLOCKWISE as C
 from pathmdn_verify.core.registry import Result
 from pathmdn_verify.layers import LayerCase, LayerRecord, add, history
 from pathmdn_verify.layers.cache import new_cache
-from pathmdn_verify.layers.calls import Calls, Why
+from pathmdn_verify.layers.calls import Calls, Why, case_ids
 from pathmdn_verify.layers.common import (
     build,
     cache_ops,
@@ -549,13 +549,32 @@ FOX_CALLS = Calls(
     levels={"cache": ("none", "step")},
     left_out={"cache=segments": CONTINUATION_WHY, "cache=train-segments": CONTINUATION_WHY})
 
+CONV_BIAS_TAP = ("modules/causal_conv1d/ops.py", "if HAS_BIAS and i_w == 0:", "if HAS_BIAS and i_w == 1:")
+MODULE_MUTANTS_PATH = (
+    Mutant("layer_path_conv_bwd_bias_tap", "ShortConvolution backward (PaTHAttention's w convolution): the bias "
+           "gradient summed at tap 1 instead of 0 (the upstream gradient shifted by a token); reached only by "
+           "training with conv_bias=True", *CONV_BIAS_TAP,
+           case_ids("path", PATH_CALLS, conv_bias=True, phase="train"), count=3),)
+MODULE_MUTANTS_FOX = (
+    Mutant("layer_fox_group_norm_dw_partial", "layer_norm backward (ForgettingAttention's q/k GroupNorm, "
+           "PaTHAttention's q/k RMSNorm): each group's weight gradient is its first program's partial sum only, "
+           "whole only while the SM count gives one program per group (a CPU's 1, not the H200's 132)",
+           "modules/norm/layernorm.py", "dw = dw.view(G, -1, D).sum(1).to(weight)",
+           "dw = dw.view(G, -1, D)[:, 0].to(weight)",
+           ("layer.fla.fox.options.fp32.train", "layer.fla.path.qknorm.fp32.train")),
+    Mutant("layer_fox_decode_gqa_heads", "attn_decoding_one_step (ForgettingAttention's and PaTHAttention's "
+           "decoding): query head i reads key / value head i mod H instead of i // G (the same head whenever H is "
+           "1 or every head has its own)", "ops/attn/decoding.py", "i_h = i_hq // G", "i_h = i_hq % H",
+           case_ids("fox", FOX_CALLS, num_kv_heads=2, cache="step")
+           + case_ids("path", PATH_CALLS, num_kv_heads=2, cache="step")))
+
 PATH = add(LayerRecord(
     name="path", module="fla.layers.path_attn", cls="PaTHAttention",
     description="PaTH attention: projections, beta = 2 sigmoid, low-rank w with a short convolution and L2 norm, "
                 "optional forget gate and q/k RMSNorm, GQA; Householder key cache for decoding",
     variants={"base": {}, "qknorm": {"use_qk_norm": True}, "gate-gqa": {"use_forget_gate": True, "num_kv_heads": 1}},
-    comparisons=PATH_COMPARISONS, declared=lambda v, d, c: (v, d) in PATH_DECLARED[c], mutants=PATH_MUTANTS,
-    calls=PATH_CALLS))
+    comparisons=PATH_COMPARISONS, declared=lambda v, d, c: (v, d) in PATH_DECLARED[c],
+    mutants=PATH_MUTANTS + MODULE_MUTANTS_PATH, calls=PATH_CALLS))
 
 FOX = add(LayerRecord(
     name="fox", module="fla.layers.forgetting_attn", cls="ForgettingAttention",
@@ -563,5 +582,5 @@ FOX = add(LayerRecord(
                 "sliding window",
     variants={"base": {}, "window": {"window_size": WINDOW},
               "options": {"qk_norm": True, "use_output_gate": True, "qkv_bias": True}},
-    comparisons=COMPARISONS, declared=lambda v, d, c: (v, d) in FOX_DECLARED[c], mutants=FOX_MUTANTS,
-    calls=FOX_CALLS))
+    comparisons=COMPARISONS, declared=lambda v, d, c: (v, d) in FOX_DECLARED[c],
+    mutants=FOX_MUTANTS + MODULE_MUTANTS_FOX, calls=FOX_CALLS))
