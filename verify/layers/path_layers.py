@@ -547,7 +547,9 @@ FOX_CALLS = Calls(
                  "layer_idx": SLOT_WHY},
     forward=ATTENTION_FORWARD, sizes=GQA_SIZES, literal=_literal_of, c_fwd=C["fwd"], c_bwd=C["bwd"],
     levels={"cache": ("none", "step")},
-    left_out={"cache=segments": CONTINUATION_WHY, "cache=train-segments": CONTINUATION_WHY})
+    left_out={"cache=segments": CONTINUATION_WHY, "cache=train-segments": CONTINUATION_WHY},
+    excluded=(({"input": ("dense",), "cache": ("step",)}, "ForgettingAttention decodes only given an attention_mask "
+               "(without one it asserts q_len == kv_len); the all-ones mask is the generation check's"),))
 
 CONV_BIAS_TAP = ("modules/causal_conv1d/ops.py", "if HAS_BIAS and i_w == 0:", "if HAS_BIAS and i_w == 1:")
 MODULE_MUTANTS_PATH = (
