@@ -83,10 +83,15 @@ def _draw(gen, *shape, scale=1.0):
     return scale * torch.randn(*shape, generator=gen, dtype=torch.float64)
 
 
-def setup(case: LayerCase, seed: int, floor: bool = False):
+FLOOR = {"Mu_log": math.log(8.0), "mu_bias": 5.0, "A_log": math.log(0.1), "dt_bias": -5.0, "log_factor": math.log(0.05)}
+DECAY = {**FLOOR, "mu_bias": -2.5}       # log mu = -8 softplus(m - 2.5) ~ -0.6 a token: above the floor
+
+
+def setup(case: LayerCase, seed: int, floor: bool | dict = False):
     """The seeded layer (eval mode) with the norm weight drawn around 1 (fla initialises it to ones, which would
     hide a skipped weight); at the floor, MDN's gate parameters moved so that log mu = floor for every token and
-    alpha ~ 0.99.  Returns (layer, its parameters in float64, the literal's keyword arguments)."""
+    alpha ~ 0.99 (floor True: FLOOR; or the parameter values given).  Returns (layer, its parameters in float64,
+    the literal's keyword arguments)."""
     if case.record.name == "gdn":
         need(*GDN_NEEDS.get(case.variant, ()))
     layer = build(case, seed, **sizes(case))
@@ -95,8 +100,7 @@ def setup(case: LayerCase, seed: int, floor: bool = False):
         w = layer.o_norm.weight
         w.copy_((1 + _draw(gen, *w.shape, scale=0.25)).to(w.dtype))
         if floor:       # -exp(Mu_log) softplus(m + mu_bias) ~ -40 < floor; -exp(A_log) softplus(.) ~ -1e-3; s = 0.05
-            for name, value in (("Mu_log", math.log(8.0)), ("mu_bias", 5.0), ("A_log", math.log(0.1)),
-                                ("dt_bias", -5.0), ("log_factor", math.log(0.05))):
+            for name, value in (FLOOR if floor is True else floor).items():
                 getattr(layer, name).fill_(value)
     return layer, params64(layer), literal_kwargs(case, layer)
 
@@ -348,9 +352,9 @@ def mode_switch(case: LayerCase) -> Result:
     return judge(case, tensors, C_FWD, f"q_len {T}, eval with grad and training mode", {"paths": paths})
 
 
-def floor(case: LayerCase) -> Result:
+def floor(case: LayerCase, gates: dict = FLOOR, what: str = "at the momentum floor") -> Result:
     seed = case.ctx.seed
-    layer, p64, kw = setup(case, seed, floor=True)
+    layer, p64, kw = setup(case, seed, floor=gates)
     tensors, paths = [], {}
     for T in (case.ctx.pick(16, 64, 64), 65):       # 65: the chunk path's first chunk is full
         x64 = inputs(case, seed + T, T)
@@ -362,8 +366,15 @@ def floor(case: LayerCase) -> Result:
         if T < 65:
             lm, la = truth["log_mu"], truth["log_alpha"]
             regime = {"log_mu_max": float(lm.max()), "log_mu_min": float(lm.min()),
+                      "log_mu_per_64_tokens": float(lm.mean()) * 64,
                       "alpha_min": float(la.exp().min()), "alpha_max": float(la.exp().max())}
-    return judge(case, tensors, C_FWD, "at the momentum floor", {"paths": paths, "regime": regime})
+    return judge(case, tensors, C_FWD, what, {"paths": paths, "regime": regime})
+
+
+def decay(case: LayerCase) -> Result:
+    """floor's comparison with the momentum decaying fast but above the floor (log mu ~ -0.6 a token, tens of nats
+    over a chunk), as an ordinary initialisation gives some heads."""
+    return floor(case, DECAY, "momentum decaying ~0.6 nats a token, above the floor")
 
 
 def convention(name: str, output: str, alternative: dict, what_else: str):
@@ -491,7 +502,7 @@ def declared(variant: str, dtype: str, comparison: str) -> bool:
         return variant == "default" and dtype == "fp32"
     if comparison.startswith("convention-"):
         return dtype == "fp32" and variant == ("neg-eig" if comparison == "convention-neg-eigval" else "default")
-    if comparison in ("mode-switch", "floor"):
+    if comparison in ("mode-switch", "floor", "decay"):
         return variant == "default" and dtype == "bf16"
     if variant == "gva":        # the grouping reaches every path: forward (both), backward, decoding and its state
         return comparison in ("forward", "backward", "generation")
@@ -559,6 +570,8 @@ DELTA_FORWARD = {"hidden_states": "q_len", "attention_mask": "input", "past_key_
                  "use_cache": "cache", "cu_seqlens": "input",
                  "output_attentions": Why("the layer returns no attention weights (None) whatever it is given"),
                  "**kwargs": Why("its other keys are ignored: the ones the forward reads are listed (cu_seqlens)")}
+CONV_ONLY = tuple(({"use_short_conv": (False,), o: (v,)}, f"{o}={v} acts only through the short convolutions")
+                  for o, v in (("conv_size", 2), ("conv_bias", True)))
 GDN_CALLS = Calls(
     constructor={"hidden_size": SIZE, "expand_v": SIZE, "head_dim": SIZE, "num_heads": SIZE, "layer_idx": SLOT,
                  "num_v_heads": (None, 4), "mode": ("chunk", "fused_recurrent"), "use_gate": (True, False),
@@ -566,6 +579,8 @@ GDN_CALLS = Calls(
                  "conv_bias": (False, True), "norm_eps": (1e-5, 1e-3), "output_gate_activation": ("swish", "sigmoid"),
                  "**kwargs": SWALLOWED},
     forward=DELTA_FORWARD, sizes=_sizes, literal=_literal_of,
+    excluded=CONV_ONLY + (({"use_gate": (False,), "output_gate_activation": ("sigmoid",)},
+                           "the output gate's activation acts only with use_gate"),),
     needs=(({"num_v_heads": (4,)}, "gdn.num_v_heads"), ({"allow_neg_eigval": (True,)}, "gdn.allow_neg_eigval"),
            ({"use_short_conv": (False,)}, "gdn.no_short_conv"), ({"conv_bias": (True,)}, "gdn.conv_bias"),
            ({"output_gate_activation": ("sigmoid",)}, "gdn.output_gate_activation"),
@@ -584,14 +599,14 @@ MDN_CALLS = Calls(
                  "norm_eps": (1e-5, 1e-3), "use_p_times_alpha": (True, False),
                  "use_output_correction": (True, False), "min_log_mu": (-2.0, None), "tau_factor": (1, 4)},
     forward={**DELTA_FORWARD, "attention_mask": MDN_REFUSES, "cu_seqlens": MDN_REFUSES}, sizes=_sizes,
-    literal=_literal_of, dtype="bf16", levels={"input": ("dense",)},
+    literal=_literal_of, dtype="bf16", levels={"input": ("dense",)}, excluded=CONV_ONLY,
     left_out={f"input={i}": MDN_REFUSES for i in ("mask", "cu_seqlens", "mask+cu_seqlens")})
 
 MODULE_MUTANTS_MDN = (
-    Mutant("layer_mdn_conv_bwd_bias_tap", "ShortConvolution backward (MomentumDeltaNet's q / k / v convolutions): "
-           "the bias gradient summed at tap 1 instead of 0, the patch of layer_path_conv_bwd_bias_tap reached "
-           "through this layer", "modules/causal_conv1d/ops.py", "if HAS_BIAS and i_w == 0:",
-           "if HAS_BIAS and i_w == 1:", case_ids("mdn", MDN_CALLS, conv_bias=True, phase="train"), count=3),)
+    Mutant("layer_mdn_conv_bwd_bias_per_tap", "ShortConvolution backward (MomentumDeltaNet's q / k / v "
+           "convolutions): the bias gradient accumulated at every tap, the patch of layer_path_conv_bwd_bias_per_tap "
+           "reached through this layer", "modules/causal_conv1d/ops.py", "if HAS_BIAS and i_w == 0:", "if HAS_BIAS:",
+           case_ids("mdn", MDN_CALLS, conv_bias=True, phase="train"), count=3),)
 MODULE_MUTANTS_GDN = (
     Mutant("layer_gdn_gated_norm_dw_partial", "FusedRMSNormGated backward (GatedDeltaNet's and MomentumDeltaNet's "
            "output norm): the weight gradient is the first program's partial sum only, whole only while the SM "
@@ -604,9 +619,9 @@ MODULE_MUTANTS_GDN = (
            "dropped", "modules/norm/fused_norm_gate.py", "b_dg = b_dy * b_y * b_sigmoid_g * (1 - b_sigmoid_g)",
            "b_dg = b_dy * b_y * b_sigmoid_g",
            case_ids("gdn", GDN_CALLS, output_gate_activation="sigmoid", phase="train"), count=2),
-    Mutant("layer_gdn_conv_bwd_bias_tap", "ShortConvolution backward (GatedDeltaNet's q / k / v convolutions, fused "
-           "or not): the bias gradient summed at tap 1 instead of 0, the patch of layer_path_conv_bwd_bias_tap",
-           "modules/causal_conv1d/ops.py", "if HAS_BIAS and i_w == 0:", "if HAS_BIAS and i_w == 1:",
+    Mutant("layer_gdn_conv_bwd_bias_per_tap", "ShortConvolution backward (GatedDeltaNet's q / k / v convolutions, "
+           "fused or not): the bias gradient accumulated at every tap, the patch of layer_path_conv_bwd_bias_per_tap",
+           "modules/causal_conv1d/ops.py", "if HAS_BIAS and i_w == 0:", "if HAS_BIAS:",
            case_ids("gdn", GDN_CALLS, conv_bias=True, phase="train"), count=3))
 
 add(LayerRecord(
@@ -614,7 +629,9 @@ add(LayerRecord(
     description="Momentum DeltaNet: delta rule with a momentum state M, gates from the hidden states",
     variants=VARIANTS, comparisons={**COMMON, **MDN_CONVENTIONS,
                                     "floor": (("at the momentum floor (log mu = -2 for every token, alpha ~ 0.99): "
-                                              "T 64 (recurrent) and 65 (chunk)"), floor)},
+                                              "T 64 (recurrent) and 65 (chunk)"), floor),
+                                    "decay": (("momentum decaying fast above the floor (log mu ~ -0.6 a token): T 64 "
+                                              "(recurrent) and 65 (chunk)"), decay)},
     declared=declared, mutants=MDN_MUTANTS + MODULE_MUTANTS_MDN, calls=MDN_CALLS))
 add(LayerRecord(
     name="gdn", module="fla.layers.gated_deltanet", cls="GatedDeltaNet",

@@ -536,7 +536,9 @@ PATH_CALLS = Calls(
                "one it takes the training branch, which asserts use_cache is False); the all-ones mask is the "
                "generation check's"),
               ({"use_qk_norm": (True,), "cache": ("step",)}, "the prefill / decode branch skips the q/k norm (from "
-               "2025-10-03): the finding layer.fla.path.qknorm.fp32.generation")),
+               "2025-10-03): the finding layer.fla.path.qknorm.fp32.generation"),
+              *(({"use_w_shortconv": (False,), o: (v,)}, f"{o}={v} acts only through the w convolution")
+                for o, v in (("conv_size", 4), ("conv_bias", True)))),
     needs=tuple(({o: (v,)}, "path.w_options") for o, v in (("use_low_rank_w", False), ("conv_size", 4),
                                                           ("conv_bias", True))))
 FOX_CALLS = Calls(
@@ -551,11 +553,10 @@ FOX_CALLS = Calls(
     excluded=(({"input": ("dense",), "cache": ("step",)}, "ForgettingAttention decodes only given an attention_mask "
                "(without one it asserts q_len == kv_len); the all-ones mask is the generation check's"),))
 
-CONV_BIAS_TAP = ("modules/causal_conv1d/ops.py", "if HAS_BIAS and i_w == 0:", "if HAS_BIAS and i_w == 1:")
 MODULE_MUTANTS_PATH = (
-    Mutant("layer_path_conv_bwd_bias_tap", "ShortConvolution backward (PaTHAttention's w convolution): the bias "
-           "gradient summed at tap 1 instead of 0 (the upstream gradient shifted by a token); reached only by "
-           "training with conv_bias=True", *CONV_BIAS_TAP,
+    Mutant("layer_path_conv_bwd_bias_per_tap", "ShortConvolution backward (PaTHAttention's w convolution): the bias "
+           "gradient accumulated at every tap instead of the first (W times too large); reached only by training "
+           "with conv_bias=True", "modules/causal_conv1d/ops.py", "if HAS_BIAS and i_w == 0:", "if HAS_BIAS:",
            case_ids("path", PATH_CALLS, conv_bias=True, phase="train"), count=3),)
 MODULE_MUTANTS_FOX = (
     Mutant("layer_fox_group_norm_dw_partial", "layer_norm backward (ForgettingAttention's q/k GroupNorm, "
