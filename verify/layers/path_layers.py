@@ -563,7 +563,7 @@ MODULE_MUTANTS_FOX = (
            "PaTHAttention's q/k RMSNorm): each group's weight gradient is its first program's partial sum only, "
            "whole only while the SM count gives one program per group (a CPU's 1, not the H200's 132)",
            "modules/norm/layernorm.py", "dw = dw.view(G, -1, D).sum(1).to(weight)",
-           "dw = dw.view(G, -1, D)[:, 0].to(weight)",
+           "dw = dw.view(G, -1, D)[:, :1].sum(1).to(weight)",
            ("layer.fla.fox.options.fp32.train", "layer.fla.path.qknorm.fp32.train")),
     Mutant("layer_fox_decode_gqa_heads", "attn_decoding_one_step (ForgettingAttention's and PaTHAttention's "
            "decoding): query head i reads key / value head i mod H instead of i // G (the same head whenever H is "
