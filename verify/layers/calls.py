@@ -269,7 +269,7 @@ def run(case: LayerCase, calls: Calls, index: int) -> Result:
     if row["input"] == "mask+cu_seqlens":
         winner = history.value(f"{case.record.name}.mask_and_cu_seqlens")
         if winner == "refused":
-            raise LayerUnsupported(history.available(f"{case.record.name}.mask_and_cu_seqlens") or winner)
+            raise LayerUnsupported(history.why(f"{case.record.name}.mask_and_cu_seqlens"))
         sequences = ([(0, torch.arange(T - 3)), (0, torch.arange(T - 3, B * T))] if winner == "cu_seqlens"
                      else [(0, torch.arange(PAD, B * T))])
     x64 = shape(_draw(seed + 1, B, T, layer.hidden_size).to(dtype).double())

@@ -169,6 +169,14 @@ def available(name: str, tree: Tree | None = None) -> str | None:
     return f"{tree or current()} predates it: {conv.what} from {conv.changes[0][0]}"
 
 
+def why(name: str, tree: Tree | None = None) -> str:
+    """The convention's value for the tree in words, with the change that ends it (for an unsupported result)."""
+    conv, tree = CONVENTIONS[name], tree or current()
+    v = value(name, tree)
+    after = next((c for c, later in conv.changes if not contains(tree, c)), None)
+    return f"{tree}: {conv.what} = {v}" + (f", until {after}" if after else "")
+
+
 def declared(tree: Tree | None = None) -> dict:
     """Every convention's value for the tree (or the reason it is unknown): the layer checks' details."""
     out = {}
