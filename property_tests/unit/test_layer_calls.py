@@ -45,6 +45,18 @@ def test_a_record_missing_an_option_is_flagged(name):
     assert "grad=strided (left out without a reason)" in C.uncovered(narrowed, cls)
 
 
+@pytest.mark.parametrize("name", sorted(RECORDS))
+def test_the_first_level_of_an_option_is_the_constructors_default(name):
+    """A case leaves an option at its first level to the constructor (an older tree without the option then
+    builds the same layer): that level must be the installed layer's default."""
+    import inspect
+    record = RECORDS[name]
+    params = inspect.signature(_cls(record).__init__).parameters
+    for option, levels in record.calls.constructor.items():
+        if not isinstance(levels, C.Why):
+            assert params[option].default == levels[0], (name, option)
+
+
 def test_signature_options_read_the_kwargs_keys_and_the_training_switch():
     class Layer:
         def __init__(self, width: int = 4, *, bias=False, **kwargs):

@@ -260,7 +260,9 @@ def run(case: LayerCase, calls: Calls, index: int) -> Result:
             why = history.available(name)
             if why is not None:
                 raise LayerUnsupported(f"{describe({k: row[k] for k in combo})}: {why}")
-    case = replace(case, options={k: row[k] for k in calls.constructor if k in row})
+    # an option at its first level (the constructor's default) is left to the constructor: a tree that predates
+    # the option builds the same layer
+    case = replace(case, options={k: row[k] for k in calls.constructor if k in row and row[k] != calls.constructor[k][0]})
     B, T = 2, Q_LEN[row["q_len"]]
     seed = 1009 * case.ctx.seed + index
     layer = build(case, seed, **calls.sizes(case, row))
