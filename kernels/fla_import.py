@@ -252,8 +252,28 @@ def _needs_fix(text: str) -> bool:
     return "FLA_CACHE_RESULTS" in text or any(not _findable(m) for m in set(_IMPORT_LINE.findall(text)))
 
 
+AFTER_IMPORT: dict[str, list] = {}      # module name -> functions run on the module once it has been executed
+
+
+def after_import(name: str, fn) -> None:
+    """Run fn(module) once fla's module `name` has been imported (at once if it already has): how a device answer
+    that a module reads at call time from its own globals is given to that module alone, without importing it
+    early."""
+    module = sys.modules.get(name)
+    if module is not None and not is_lazy(module):
+        fn(module)
+    else:
+        AFTER_IMPORT.setdefault(name, []).append(fn)
+
+
 class _FixingLoader(importlib.machinery.SourceFileLoader):
-    """A module's loader that compiles it with the declared fixes its defects call for (fix_module)."""
+    """A module's loader that compiles it with the declared fixes its defects call for (fix_module), and runs
+    the after_import functions registered for it."""
+
+    def exec_module(self, module):
+        super().exec_module(module)
+        for fn in AFTER_IMPORT.pop(module.__name__, ()):
+            fn(module)
 
     def get_code(self, fullname):
         text = self.get_data(self.path).decode("utf-8", errors="replace")

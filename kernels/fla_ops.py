@@ -211,17 +211,31 @@ def shared_mem_module():
 
 
 def shared_mem_answers() -> dict[str, bool]:
-    """check_shared_mem(arch, tensor_idx) for every arch an H200 meets and tensor_idx None (CPU tensors) and 0:
-    all True on an H200 (what launchers see)."""
+    """check_shared_mem(arch, tensor_idx) for every arch an H200 meets and tensor_idx None (CPU tensors) and 0
+    (what launchers see)."""
     _, _, csm = shared_mem_module()
     if csm is None:
         return {}
     return {f"{arch},{idx}": bool(csm(arch, idx)) for arch in SHARED_MEM_ARCHS for idx in (None, 0)}
 
 
+def h200_shared_mem_answers() -> dict[str, bool]:
+    """What a real H200 answers to the same questions in this tree: its 232448 bytes against the tree's own
+    threshold per arch (Backend.get_shared_memory).  True everywhere, except in the trees of a457770a .. 229ab441
+    (2025-03-31 .. 04-05), whose HOPPER threshold 233472 exceeds the H200's: there check_shared_mem('hopper') is
+    False on the H200 itself."""
+    _, hw, csm = shared_mem_module()
+    if csm is None:
+        return {}
+    threshold = getattr(getattr(hw, "Backend", None), "get_shared_memory", None)
+    return {f"{arch},{idx}": threshold is None or H200_MAX_SHARED_MEM >= threshold(arch)
+            for arch in SHARED_MEM_ARCHS for idx in (None, 0)}
+
+
 def emulate_h200_tiles() -> str:
     """Make fla choose the tile sizes it chooses on an H200, and verify that it does; returns what was done,
-    for the results: H200_TILES only when every check_shared_mem(arch, None | 0) answers True afterwards,
+    for the results: H200_TILES only when every check_shared_mem(arch, None | 0) answers as on an H200 afterwards
+    (True, except where the tree's own threshold exceeds the H200's: h200_shared_mem_answers),
     else "not emulated: why" (and the env.interpreter.tiles canaries fail).  fla asks the driver for the
     shared memory per block (get_all_max_shared_mem); without a GPU it gets nothing and falls back to smaller
     tiles (PaTH: BT 64 / BS 32 instead of 128 / 64), which changes the rounding: measured, the state-tracking
@@ -247,13 +261,139 @@ def emulate_h200_tiles() -> str:
     if hw is not utils and hasattr(utils, "get_all_max_shared_mem"):
         utils.get_all_max_shared_mem = patched
     csm.cache_clear()
-    wrong = [k for k, ok in shared_mem_answers().items() if not ok]
+    h200 = h200_shared_mem_answers()
+    wrong = [k for k, ok in shared_mem_answers().items() if ok != h200[k]]
     if wrong:
-        return (f"not emulated: {hw.__name__}.check_shared_mem still False for ({'), ('.join(wrong)}) after "
-                "patching get_all_max_shared_mem")
+        return (f"not emulated: {hw.__name__}.check_shared_mem does not answer ({'), ('.join(wrong)}) as an H200 "
+                "after patching get_all_max_shared_mem")
     if early:
         return f"not emulated: {', '.join(early[:3])} imported before the patch (import-time tile lists kept)"
     return H200_TILES
+
+
+# ----------------------------------------------------------------- the H200's other device answers on a CPU
+# What the trees ask about the device besides shared memory, on the layers' paths (the research on fla's history
+# behind each line: docs/design.md "Layers on any checkout").  Each is answered as an H200 answers it, before any
+# fla.ops module is imported, and read back from the tree by an env.interpreter.device.<name> canary
+# (verify/checks/tile_canaries.py); VERIFY_EMULATE_H200_OFF="name,..." leaves the named ones unanswered (the
+# canaries' negative controls).
+
+H200_SM_COUNT = 132                # triton's multiprocessor_count on an H200
+EMULATE_OFF_ENV = "VERIFY_EMULATE_H200_OFF"
+DEVICE_ANSWERS = {
+    "sm_count": "get_multiprocessor_count() -> 132 (fla asks triton's active driver, which a CPU lacks: -1 or 0 "
+                "active drivers from 2025-03-19 to 2026-06-04, 1 after; short convolution tiles until 2026-01-22, "
+                "the norms' backward dweight split always)",
+    "tf32": "IS_TF32_SUPPORTED = True (GDN's fused kkt + triangular solve in TF32 from baf57d52, 2026-03-24: "
+            "changes numerics, the fidelity layer truncates the operands as the H200 does)",
+    "hopper": "IS_NVIDIA_HOPPER = True (num_warps lists of chunk_o / chunk_delta_h and the like: no numerical "
+              "effect under the interpreter)",
+    "triton_guard": "fla's guard for Hopper with Triton 3.4 .. 3.7.1 (#640; chunk_bwd_dqkwg raises RuntimeError) "
+                    "lifted: it protects against the native compiler, which the interpreter is not (the H200 "
+                    "raises: that xfail is scoped to the H200)",
+}
+_FLAGS = {"tf32": ("IS_TF32_SUPPORTED", "is_tf32_supported"), "hopper": ("IS_NVIDIA_HOPPER", "is_nvidia_hopper")}
+GUARDED = "fla.ops.common.chunk_o"     # where the #640 guard lives (chunk_bwd_dqkwg)
+
+
+def emulation_off() -> set[str]:
+    import os
+    return {w.strip() for w in os.environ.get(EMULATE_OFF_ENV, "").split(",") if w.strip()}
+
+
+class _H200Driver:
+    """triton.runtime.driver.active as an H200's driver answers get_device_properties; anything else raises as
+    a CPU's does (no other device question is emulated)."""
+
+    class utils:
+        @staticmethod
+        def get_device_properties(device=None):
+            return {"multiprocessor_count": H200_SM_COUNT, "max_shared_mem": H200_MAX_SHARED_MEM}
+
+    def __getattr__(self, name):
+        raise RuntimeError(f"0 active drivers: triton.runtime.driver.active.{name} is not emulated (only "
+                           "get_device_properties is)")
+
+
+class _Delegate:
+    """A view of a module with some attributes replaced (the rest read through)."""
+
+    def __init__(self, wrapped, **replaced):
+        self._wrapped, self._replaced = wrapped, replaced
+
+    def __getattr__(self, name):
+        return self._replaced[name] if name in self._replaced else getattr(self._wrapped, name)
+
+
+def sm_count_module():
+    """(the module whose globals get_multiprocessor_count reads, the function), or (None, None) in a tree that
+    has none (before d6380a04, 2025-02-24: callers asked torch.cuda.get_device_properties themselves)."""
+    import sys
+    utils = importlib.import_module("fla.utils")
+    fn = getattr(utils, "get_multiprocessor_count", None)
+    if fn is None:
+        return None, None
+    return sys.modules.get(inspect.unwrap(fn).__module__), fn
+
+
+def _answer_sm_count() -> str:
+    hw, fn = sm_count_module()
+    if fn is None or not hasattr(fn, "cache_clear"):
+        return "not emulated: fla.utils has no cached get_multiprocessor_count (before 2025-02-24 the norms asked " \
+               "torch.cuda.get_device_properties at call time)"
+    driver = _Delegate(hw.triton.runtime.driver, active=_H200Driver())
+    hw.triton = _Delegate(hw.triton, runtime=_Delegate(hw.triton.runtime, driver=driver))
+    fn.cache_clear()
+    return f"{H200_SM_COUNT} SMs ({hw.__name__}.get_multiprocessor_count)"
+
+
+def _answer_flag(part: str) -> str:
+    """Set the tree's module constant (upper- or lower-case, where it is defined and where fla.utils re-exports
+    it) to the H200's True."""
+    import sys
+    utils = importlib.import_module("fla.utils")
+    done = []
+    for module in {m for m in (utils, *[sys.modules[n] for n in list(sys.modules) if n.startswith("fla.utils.")])
+                   if m is not None}:
+        for name in _FLAGS[part]:
+            if name in vars(module):
+                setattr(module, name, True)
+                done.append(f"{module.__name__}.{name}")
+    return f"True ({', '.join(sorted(done))})" if done else f"not emulated: this fla defines no {' / '.join(_FLAGS[part])}"
+
+
+def guard_condition(module) -> tuple[str, ...]:
+    """The version flags of fla's #640 guard in chunk_o, as the module reads them (names it defines)."""
+    return tuple(n for n in ("TRITON_ABOVE_3_4_0", "TRITON_ABOVE_3_7_1") if n in vars(module))
+
+
+def _lift_guard(module) -> None:
+    """chunk_o's guard raises when IS_NVIDIA_HOPPER and TRITON_ABOVE_3_4_0 and not TRITON_ABOVE_3_7_1 (HEAD,
+    0.6.0; no upper bound in v0.5.0 .. v0.5.1): answered for this module alone as a Triton without the defect."""
+    if "TRITON_ABOVE_3_7_1" in vars(module):
+        module.TRITON_ABOVE_3_7_1 = True
+    elif "TRITON_ABOVE_3_4_0" in vars(module):
+        module.TRITON_ABOVE_3_4_0 = False
+
+
+def emulate_h200_device() -> dict[str, str]:
+    """Answer the device questions of DEVICE_ANSWERS as an H200 (before any fla.ops module is imported; run after
+    emulate_h200_tiles); returns part -> what was done or "not emulated: why" (the results'
+    interpreter_fidelity.device_emulation; the env.interpreter.device canaries read each back from the tree)."""
+    from pathmdn_verify.kernels.fla_import import after_import
+    off = emulation_off()
+    done = {}
+    for part in DEVICE_ANSWERS:
+        if part in off:
+            done[part] = f"not emulated: {EMULATE_OFF_ENV} names it"
+        elif part == "sm_count":
+            done[part] = _answer_sm_count()
+        elif part in _FLAGS:
+            done[part] = _answer_flag(part)
+        else:
+            after_import(GUARDED, _lift_guard)
+            done[part] = f"lifted in {GUARDED} once imported"
+    return done
 
 
 def _has_module(name: str) -> bool:

@@ -55,14 +55,15 @@ def linear(A: Arith, x, W):
     return A.store(A.mm(x, W.T))
 
 
-def short_conv(A: Arith, x, w, bias=None):
-    """SiLU(y), y_t = sum_j w[:, j] x_{t-W+1+j} (+ bias), x_s = 0 for s < 0: the causal depthwise convolution of
-    width W (w [D, 1, W] as nn.Conv1d holds it) over x [B, T, D]."""
+def short_conv(A: Arith, x, w, bias=None, silu=True):
+    """SiLU(y) (y itself when silu is False), y_t = sum_j w[:, j] x_{t-W+1+j} (+ bias), x_s = 0 for s < 0: the
+    causal depthwise convolution of width W (w [D, 1, W] as nn.Conv1d holds it) over x [B, T, D]."""
     w = w[:, 0]
     W, T = w.shape[-1], x.shape[1]
     xp = F.pad(x, (0, 0, W - 1, 0))
     y = sum(w[:, j] * xp[:, j:j + T] for j in range(W))
-    return A.store(F.silu(y if bias is None else y + bias))
+    y = y if bias is None else y + bias
+    return A.store(F.silu(y) if silu else y)
 
 
 def l2norm(A: Arith, x, eps=L2_EPS):
@@ -70,54 +71,79 @@ def l2norm(A: Arith, x, eps=L2_EPS):
     return A.store(x / torch.sqrt((x * x).sum(-1, keepdim=True) + eps))
 
 
-def rmsnorm(A: Arith, o, weight, eps, gate=None):
-    """o / sqrt(mean(o^2) + eps) * weight [* SiLU(gate)] over the last axis, stored."""
+def rmsnorm(A: Arith, o, weight, eps, gate=None, gate_activation="swish"):
+    """o / sqrt(mean(o^2) + eps) * weight [* act(gate), act SiLU (swish) or sigmoid] over the last axis, stored."""
     y = o / torch.sqrt((o * o).mean(-1, keepdim=True) + eps) * weight
-    return A.store(y if gate is None else y * F.silu(gate))
+    if gate is None:
+        return A.store(y)
+    return A.store(y * (torch.sigmoid(gate) if gate_activation == "sigmoid" else F.silu(gate)))
 
 
-def _qkv(A: Arith, p, x, H, Dk, Dv, use_short_conv, HV=None):
-    """q, k [B, T, H, Dk], v [B, T, HV, Dv] (HV = H unless given): projections, then the short convolutions (SiLU)
-    or SiLU alone."""
+def _qkv(A: Arith, p, x, H, Dk, Dv, use_short_conv, HV=None, qk_activation="silu"):
+    """q, k [B, T, H, Dk], v [B, T, HV, Dv] (HV = H unless given): projections, then the short convolutions or
+    none, then the activation: SiLU for v; for q and k qk_activation (silu, or relu, elu + 1 or identity after a
+    convolution without activation)."""
     out = []
     for n, heads, D in (("q", H, Dk), ("k", H, Dk), ("v", HV or H, Dv)):
+        act = "silu" if n == "v" else qk_activation
         y = linear(A, x, p[f"{n}_proj.weight"])
-        y = short_conv(A, y, p[f"{n}_conv1d.weight"], p.get(f"{n}_conv1d.bias")) if use_short_conv \
-            else A.store(F.silu(y))
+        if use_short_conv:
+            y = short_conv(A, y, p[f"{n}_conv1d.weight"], p.get(f"{n}_conv1d.bias"), silu=act == "silu")
+        elif act == "silu":
+            y = A.store(F.silu(y))
+        if act in ("relu", "elu"):
+            y = A.store(F.relu(y) if act == "relu" else torch.where(y >= 0, y + 1, torch.exp(torch.clamp(y, max=0))))
         out.append(y.reshape(*y.shape[:2], heads, D))
     return out
 
 
-def _output(A: Arith, p, x, core, eps, use_gate):
-    """W_o (RMSNorm(core) w [* SiLU(W_g x)]) over [B, T, H, Dv] heads."""
+def sum_norm(A: Arith, x, eps=L2_EPS):
+    """x / max(sum |x|, eps) over the last axis (the L1 normalisation), stored."""
+    return A.store(x / torch.clamp(x.abs().sum(-1, keepdim=True), min=eps))
+
+
+def _output(A: Arith, p, x, core, eps, use_gate, gate_activation="swish"):
+    """W_o (RMSNorm(core) w [* act(W_g x)]) over [B, T, H, Dv] heads."""
     B, T, H, Dv = core.shape
     g = linear(A, x, p["g_proj.weight"]).reshape(B, T, H, Dv) if use_gate else None
-    o = rmsnorm(A, core, p["o_norm.weight"], eps, g)
+    o = rmsnorm(A, core, p["o_norm.weight"], eps, g, gate_activation)
     return linear(A, o.reshape(B, T, H * Dv), p["o_proj.weight"])
 
 
-def mdn_layer(A: Arith, p: dict, x, *, num_heads, head_k_dim, head_v_dim, use_gate=True, use_short_conv=True,
-              floor=-2.0, tau_factor=1, norm_eps=1e-5, correction=True, learned_s=True, s=MDN.S_FACTOR,
-              scale=None, neg_eigval=False, S0=None, M0=None) -> dict:
+def mdn_layer(A: Arith, p: dict, x, *, num_heads, head_k_dim, head_v_dim, num_v_heads=None, use_gate=True,
+              use_short_conv=True, floor=-2.0, tau_factor=1, norm_eps=1e-5, correction=True, learned_s=True,
+              s=MDN.S_FACTOR, scale=None, neg_eigval=False, use_beta=True, qk_activation="silu", qk_norm="l2",
+              p_times_alpha=True, S0=None, M0=None) -> dict:
     """MomentumDeltaNet on x [B, T, hidden] from its parameters p (cast to A's dtype by the caller): a dict of
     o (the layer's output), the op's inputs q (after the correction, before the L2 norm), k, v, log_alpha,
-    log_mu, beta, eta, the op's output core [B, T, H, Dv] and the final states S, M [B, H, Dk, Dv]."""
+    log_mu, beta, eta, the op's output core [B, T, HV, Dv] and the final states S, M [B, HV, Dk, Dv].  The
+    options: num_v_heads HV = G H (value head j reads key head j // G; the per-head parameters A_log, Mu_log,
+    log_factor, D_log shared by a group), use_beta False (beta = beta_max), qk_activation (silu, relu, elu,
+    identity), qk_norm (l2, or sum: q / sum|q| before the op, which then normalises nothing), p_times_alpha
+    False (the residual reads S with p = k instead of alpha k), floor None (log mu unclamped)."""
     H, Dk, Dv = num_heads, head_k_dim, head_v_dim
+    HV = num_v_heads or H
+    G = HV // H
     hidden = x.shape[-1]
-    q, k, v = _qkv(A, p, x, H, Dk, Dv, use_short_conv)
+    q, k, v = _qkv(A, p, x, H, Dk, Dv, use_short_conv, HV, qk_activation)
+    q, k = (t.repeat_interleave(G, dim=2) for t in (q, k))
+    per_head = {n: p[n].repeat_interleave(G) for n in ("A_log", "Mu_log", "log_factor", "D_log") if n in p}
     raw = {n: linear(A, x, p[f"{n}_proj.weight"]) for n in "abme"}
-    factor = torch.exp(p["log_factor"]) if learned_s else s
+    factor = torch.exp(per_head["log_factor"]) if learned_s else s
     log_alpha, beta, log_mu, eta = MDN.gates(raw["e"], raw["a"], raw["b"], raw["m"], tau=math.sqrt(hidden / tau_factor),
-                                             s=factor, a=torch.exp(p["A_log"]), b=p["dt_bias"], floor=floor,
-                                             a_mu=torch.exp(p["Mu_log"]), b_mu=p["mu_bias"])
+                                             s=factor, a=torch.exp(per_head["A_log"]), b=p["dt_bias"], floor=floor,
+                                             a_mu=torch.exp(per_head["Mu_log"]), b_mu=p["mu_bias"], use_beta=use_beta)
     if neg_eigval:
         beta = 2 * beta
+    if qk_norm == "sum":
+        q, k = sum_norm(A, q), sum_norm(A, k)
     if correction:
-        q = A.store(q - torch.exp(p["D_log"])[:, None] * k)
-    qn, kn = l2norm(A, q), l2norm(A, k)
+        q = A.store(q - torch.exp(per_head["D_log"])[:, None] * k)
+    qn, kn = (l2norm(A, q), l2norm(A, k)) if qk_norm == "l2" else (q, k)
     # eta k and p = alpha k as the op holds them (in TRUTH exactly the recurrence's own eta_t k_t and alpha_t k_t)
-    k_hat, p_alpha = A.store(eta[..., None] * kn), A.store(torch.exp(log_alpha)[..., None] * kn)
-    core, S, M = MDN.recurrence(qn, k_hat, v, log_alpha, log_mu, beta, torch.ones_like(eta), p=p_alpha,
+    k_hat = A.store(eta[..., None] * kn)
+    p_res = A.store(torch.exp(log_alpha)[..., None] * kn) if p_times_alpha else kn
+    core, S, M = MDN.recurrence(qn, k_hat, v, log_alpha, log_mu, beta, torch.ones_like(eta), p=p_res,
                                 scale=scale, S0=S0, M0=M0)
     core = A.store(core)
     return {"o": _output(A, p, x, core, norm_eps, use_gate), "q": q, "k": k, "v": v, "log_alpha": log_alpha,
@@ -125,20 +151,24 @@ def mdn_layer(A: Arith, p: dict, x, *, num_heads, head_k_dim, head_v_dim, use_ga
 
 
 def gdn_layer(A: Arith, p: dict, x, *, num_heads, head_k_dim, head_v_dim, num_v_heads=None, use_gate=True,
-              use_short_conv=True, norm_eps=1e-5, neg_eigval=False, scale=None, S0=None) -> dict:
+              use_short_conv=True, norm_eps=1e-5, neg_eigval=False, beta_stored=False, gate_activation="swish",
+              scale=None, S0=None) -> dict:
     """GatedDeltaNet on x [B, T, hidden]: a dict of o, the op's inputs q, k, v (before the L2 norm), the raw
     gate projections g_raw = W_a x and beta_raw = W_b x, the gates log_alpha, beta, the op's output core and
     the final state S [B, HV, Dk, Dv].  With num_v_heads HV = G H (grouped value attention) v and the gates have
-    HV heads and value head j reads key head j // G (the op's convention, kernel.fla.gdn_*.convention.value_groups_consecutive)."""
+    HV heads and value head j reads key head j // G (the op's convention, kernel.fla.gdn_*.convention.value_groups_consecutive).
+    beta_stored: the layer activates beta itself, in its own dtype (fla until 2026-05-25), so beta is stored
+    before the doubling.  gate_activation: the output gate's, swish (SiLU) or sigmoid."""
     H, Dk, Dv, HV = num_heads, head_k_dim, head_v_dim, num_v_heads or num_heads
     q, k, v = _qkv(A, p, x, H, Dk, Dv, use_short_conv, HV)
     g_raw, beta_raw = linear(A, x, p["a_proj.weight"]), linear(A, x, p["b_proj.weight"])
     log_alpha = -torch.exp(p["A_log"]) * F.softplus(g_raw + p["dt_bias"])
-    beta = torch.sigmoid(beta_raw) * (2 if neg_eigval else 1)
+    beta = torch.sigmoid(beta_raw)
+    beta = (A.store(beta) if beta_stored else beta) * (2 if neg_eigval else 1)
     qn, kn = (t.repeat_interleave(HV // H, dim=2) for t in (l2norm(A, q), l2norm(A, k)))
     core, S, _ = MDN.recurrence(qn, kn, v, log_alpha, torch.full_like(log_alpha, -math.inf), beta,
                                 torch.ones_like(beta), scale=scale, S0=S0,
                                 M0=None if S0 is None else torch.zeros_like(S0))
     core = A.store(core)
-    return {"o": _output(A, p, x, core, norm_eps, use_gate), "q": q, "k": k, "v": v, "g_raw": g_raw,
+    return {"o": _output(A, p, x, core, norm_eps, use_gate, gate_activation), "q": q, "k": k, "v": v, "g_raw": g_raw,
             "beta_raw": beta_raw, "log_alpha": log_alpha, "beta": beta, "core": core, "S": S}

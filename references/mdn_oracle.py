@@ -108,14 +108,15 @@ def _per_head(head_fn, q, k, v, log_alpha, log_mu, beta, eta, p, scale, S0, M0, 
 TAU, S_FACTOR, A_SCALE, B_SHIFT = 32.0, 2.0, 8.0, math.log(math.expm1(0.01))
 
 
-def gates(x_eta, x_a, x_b, x_mu, tau=TAU, s=S_FACTOR, a=A_SCALE, b=B_SHIFT, floor=-2.0, a_mu=None, b_mu=None):
+def gates(x_eta, x_a, x_b, x_mu, tau=TAU, s=S_FACTOR, a=A_SCALE, b=B_SHIFT, floor=-2.0, a_mu=None, b_mu=None,
+          use_beta=True):
     """Raw projections (W x) -> (log alpha, beta, log mu, eta):
 
     eta = 1 + tanh(x_eta / tau) in (0, 2);  theta = arctan(s eta);
     alpha_max = cos^2 theta, beta_max = sin^2 theta (so alpha + beta <= 1);
     log alpha = f(x_a) + log alpha_max;  beta = sigmoid(x_b) beta_max;  log mu = max(f_mu(x_mu), floor);
-    f(z) = -a softplus(z + b).  floor=None leaves log mu unclamped.  (In floating point eta reaches 0 or 2
-    exactly once |x_eta / tau| > ~19.)
+    f(z) = -a softplus(z + b).  floor=None leaves log mu unclamped; use_beta False: beta = beta_max (no
+    sigmoid gate).  (In floating point eta reaches 0 or 2 exactly once |x_eta / tau| > ~19.)
     """
     a_mu = a if a_mu is None else a_mu
     b_mu = b if b_mu is None else b_mu
@@ -123,7 +124,7 @@ def gates(x_eta, x_a, x_b, x_mu, tau=TAU, s=S_FACTOR, a=A_SCALE, b=B_SHIFT, floo
     theta = torch.atan(s * eta)
     alpha_max, beta_max = torch.cos(theta) ** 2, torch.sin(theta) ** 2
     log_alpha = -a * F.softplus(x_a + b) + torch.log(alpha_max)
-    beta = torch.sigmoid(x_b) * beta_max
+    beta = torch.sigmoid(x_b) * beta_max if use_beta else beta_max
     log_mu = -a_mu * F.softplus(x_mu + b_mu)
     if floor is not None:
         log_mu = torch.clamp(log_mu, min=floor)

@@ -16,7 +16,9 @@ PaTH (Yang et al. 2025), per token t, with x_t the hidden state and d the head d
     o       = W_o path_attn(q, k, v, w, beta, g)
 
 Declared conventions of fla's layer (flags, defaults fla's form): silu=True (act = SiLU, the paper has no
-activation), gate_scaled=True (the gate multiplied by the attention scale: softmax(scale (logit + gate))).
+activation), gate_scaled=True (the gate multiplied by the attention scale: softmax(scale (logit + gate))); and
+two that changed in fla's history (pathmdn_verify.layers.history): qk_norm_flat (the q / k norm over the flat
+projection, not per head) and gates_stored (beta and w rounded to the layer's dtype, not kept in float32).
 
 FoX (Lin et al. 2025): q, k, v as above (qk norm: RMS per head, fla's GroupNorm), f_t = log sigmoid(W_f x_t + b_f)
 per query head, o = W_o (sigmoid(W_g x) * fox_attn(q, k, v, f)) (the output gate optional); with a window W the
@@ -73,6 +75,8 @@ class Spec:
     window: int | None = None
     silu: bool = True            # PaTH convention: SiLU after the w convolution
     gate_scaled: bool = True     # PaTH convention: the forget gate times the attention scale
+    qk_norm_flat: bool = False   # PaTH (fla until 2025-10-03): q, k RMS-normalised over the flat projection
+    gates_stored: bool = False   # PaTH (fla until 2025-10-03): beta and w computed and stored in the layer's dtype
 
 
 def linear(ar, x, p, name):
@@ -90,6 +94,16 @@ def heads(x, n):
 def rms_norm(ar, x, weight):
     """x / sqrt(mean(x^2) + eps) * weight over the last dim (x [..., d]), stored."""
     return ar.store(x * torch.rsqrt((x * x).mean(-1, keepdim=True) + RMS_EPS) * weight)
+
+
+def head_norm(ar, x, weight, flat: bool):
+    """RMS normalisation of x [B, T, n, d]: per head (flat False) or over the flat n d vector (flat True), with a
+    weight of d or n d entries (a d-entry weight is every head's; an n d one is split per head)."""
+    n, d = x.shape[-2:]
+    weight = weight.reshape(n, d) if weight.numel() == n * d else weight.expand(n, d)
+    if flat:
+        return heads(rms_norm(ar, x.flatten(-2), weight.flatten()), n)
+    return rms_norm(ar, x, weight)
 
 
 def short_conv(ar, x, weight, bias=None, silu=True):
@@ -112,13 +126,15 @@ def path_stages(ar, p, x, spec: Spec) -> dict:
     q, k, v = (heads(linear(ar, x, p, n), h) for n, h in (("q_proj", spec.heads), ("k_proj", spec.kv_heads),
                                                         ("v_proj", spec.kv_heads)))
     if spec.qk_norm:
-        q, k = rms_norm(ar, q, p["maybe_q_norm.weight"]), rms_norm(ar, k, p["maybe_k_norm.weight"])
+        q = head_norm(ar, q, p["maybe_q_norm.weight"], spec.qk_norm_flat)
+        k = head_norm(ar, k, p["maybe_k_norm.weight"], spec.qk_norm_flat)
     w = linear(ar, linear(ar, x, p, "w_proj.0"), p, "w_proj.1") if "w_proj.0.weight" in p else linear(ar, x, p, "w_proj")
     if "w_conv1d.weight" in p:
         w = short_conv(ar, w, p["w_conv1d.weight"], p.get("w_conv1d.bias"), spec.silu)
-    beta = 2 * torch.sigmoid(linear(ar, x, p, "bt_proj"))
+    stored = ar.store if spec.gates_stored else (lambda t: t)
+    beta = 2 * stored(torch.sigmoid(linear(ar, x, p, "bt_proj")))
     g = torch.nn.functional.logsigmoid(linear(ar, x, p, "g_proj")) if spec.gate else None
-    return {"q": q, "k": k, "v": v, "w": l2_normalise(heads(w, spec.kv_heads)), "beta": beta, "g": g}
+    return {"q": q, "k": k, "v": v, "w": stored(l2_normalise(heads(w, spec.kv_heads))), "beta": beta, "g": g}
 
 
 def path_layer(ar, p, x, spec: Spec):

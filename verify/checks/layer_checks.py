@@ -11,8 +11,8 @@ from pathlib import Path
 
 from pathmdn_verify import layers
 from pathmdn_verify.core.registry import Context, Result, register
-from pathmdn_verify.layers import INSTALL, LayerCase
-from pathmdn_verify.layers.common import LayerMissing, LayerRaised
+from pathmdn_verify.layers import INSTALL, LayerCase, calls, history
+from pathmdn_verify.layers.common import LayerMissing, LayerRaised, LayerUnsupported
 from pathmdn_verify.platform import depends, setup
 
 
@@ -22,8 +22,10 @@ def run_layer(rec, variant: str, dtype: str, comparison: str, ctx: Context) -> R
         return Result("skip", message=missing, kind="unsupported")
     case = LayerCase(ctx, rec, variant, dtype)
     try:
+        if variant == "pairwise":
+            return calls.run(case, rec.calls, int(comparison))
         return rec.comparisons[comparison][1](case)
-    except LayerMissing as exc:
+    except (LayerMissing, LayerUnsupported, history.ConventionUnknown) as exc:
         return Result("skip", message=str(exc), kind="unsupported")
     except LayerRaised as exc:
         return Result("fail", message=f"the layer raised {exc}", kind="exception",
@@ -52,7 +54,8 @@ def _layer_files(rec) -> set:
 
 def declare(rec) -> None:
     for cid, variant, dtype, comparison in rec.ids():
-        desc = f"{rec.cls} ({variant}, {dtype}): {rec.comparisons[comparison][0]}"
+        desc = (f"{rec.cls} ({dtype}) called as: {calls.describe(calls.covering(rec.calls)[int(comparison)])}"
+                if variant == "pairwise" else f"{rec.cls} ({variant}, {dtype}): {rec.comparisons[comparison][0]}")
         register(cid, desc, lambda ctx, r=rec, v=variant, d=dtype, c=comparison: run_layer(r, v, d, c, ctx),
                  depends=functools.partial(_layer_files, rec))
 

@@ -30,8 +30,9 @@ FAMILIES = {
     "oracles": (("oracle.",), "float64 oracles against mpmath and against each other, with negative controls"),
     "symbolic": (("symbolic.",), "sympy proofs of the PaTH and MDN identities, with negative controls"),
     "kernels": (("env.interpreter.", "kernel."), "production Triton kernels against the float64 oracles"),
-    "layers": (("layer.",), "the model layers users call (flash-linear-attention's fla.layers: PaTH, FoX, MDN, "
-                            "GDN) against float64 literals of the same layers"),
+    "layers": (("layer.", "env.interpreter.device."), "the model layers users call (flash-linear-attention's "
+               "fla.layers: PaTH, FoX, MDN, GDN) against float64 literals of the same layers, and the device answers "
+               "they read"),
 }
 KERNEL_PREFIXES = ("kernel.", "layer.", "env.interpreter.")    # checks that import the kernel package
 

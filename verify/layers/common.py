@@ -5,6 +5,7 @@ rounding floor where that is larger)."""
 from __future__ import annotations
 
 import importlib
+import math
 
 import torch
 
@@ -12,7 +13,8 @@ from pathmdn_verify.core.budget import Verdict, verdict, worst
 from pathmdn_verify.core.errors import is_interpreter_gap
 from pathmdn_verify.core.precision import Precision
 from pathmdn_verify.core.registry import Result
-from pathmdn_verify.layers import INSTALL, LayerCase
+from pathmdn_verify.layers import INSTALL, LayerCase, history
+from pathmdn_verify.layers.cache import OPERATIONS, new_cache
 
 
 class LayerRaised(Exception):
@@ -21,6 +23,11 @@ class LayerRaised(Exception):
 
 class LayerMissing(Exception):
     """The kernel package offers no such layer (flash-linear-attention not installed, or an older tree)."""
+
+
+class LayerUnsupported(Exception):
+    """The tree lacks what the comparison needs (an option, a mode, a module that runs here), by its declared
+    history (pathmdn_verify.layers.history): the check is unsupported, with the reason."""
 
 
 def layer_class(case: LayerCase):
@@ -42,10 +49,41 @@ def build(case: LayerCase, seed: int, **sizes) -> torch.nn.Module:
     """The layer with the variant's arguments and `sizes`, its parameters drawn from `seed` (the same on every
     machine: torch's CPU generator), in the case's dtype on the run's device, in eval mode."""
     cls = layer_class(case)
+    short_conv_runs(case, cls, {**sizes, **case.kwargs})
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        layer = cls(**sizes, **case.kwargs)
+        layer = call(cls, **sizes, **case.kwargs)      # a constructor that raises is the layer's finding
     return layer.to(device=case.ctx.device, dtype=precision(case).torch_dtype).eval()
+
+
+def need(*names: str) -> None:
+    """LayerUnsupported unless the tree has every named (boolean) convention of pathmdn_verify.layers.history: an
+    option, a mode or an operation the comparison uses."""
+    for name in names:
+        why = history.available(name)
+        if why is not None:
+            raise LayerUnsupported(why)
+
+
+def short_conv_runs(case: LayerCase, cls, kwargs: dict) -> None:
+    """LayerUnsupported when the layer builds a ShortConvolution that this tree cannot run on the CPU
+    (history "modules.short_conv": the CUDA package causal-conv1d before 2025-06-05, power-of-2 widths only
+    until 2025-06-15)."""
+    import inspect
+    if case.ctx.device != "cpu":
+        return
+    backend = history.value("modules.short_conv")
+    params = inspect.signature(cls.__init__).parameters
+    uses = kwargs.get("use_short_conv", kwargs.get("use_w_shortconv", True))
+    width = kwargs.get("conv_size", params["conv_size"].default if "conv_size" in params else 3)
+    if not uses or backend == "triton":
+        return
+    if backend == "causal-conv1d":
+        raise LayerUnsupported("this tree's ShortConvolution needs the CUDA package causal-conv1d (history "
+                               "modules.short_conv: triton kernels from a46f204c, 2025-06-05)")
+    if width & (width - 1):
+        raise LayerUnsupported(f"this tree's ShortConvolution runs power-of-2 widths only, the layer's is {width} "
+                               "(history modules.short_conv: any width from b48a2451, 2025-06-15)")
 
 
 def params64(layer: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -78,6 +116,14 @@ def judge(case: LayerCase, tensors: list[tuple], c: float, what: str = "", detai
                   kind=None if ok else w.kind, measure=w.decided_by)
 
 
+def combine(results: list[Result], what: str, details: dict) -> Result:
+    """The worst of several judged Results (by measured / budget), every one's tensors in details."""
+    ratio = lambda r: r.measured / r.budget if r.budget else math.inf
+    w = max(results, key=ratio)
+    return Result(w.status, w.measured, w.budget, f"{what}: {w.message}", kind=w.kind, measure=w.measure,
+                  details={**details, "tensors": [t for r in results for t in r.details["tensors"]]})
+
+
 def padded_mask(T: int, pad: int, left: bool, interior: bool) -> torch.Tensor:
     """A [2, T] attention_mask: `pad` tokens of left padding in row 0 and/or of interior padding in row 1."""
     m = torch.ones(2, T, dtype=torch.long)
@@ -101,10 +147,11 @@ def cache_ops(case: LayerCase, prompts, draw, step, truths, crop: bool, c: float
     refuse (NotImplementedError), never decode silently on.  An operation the layer raises on ends the sequence:
     the outputs so far are judged and the check fails, naming it.  draw(rows, n): new tokens; step(tokens,
     cache, length): the layer's output on tokens [rows, k, hidden] (float64 values) with the cache, `length`
-    the history length after them; cache: the empty cache to use (default: fla's Cache())."""
+    the history length after them; cache: the empty cache to use (default: the tree's Cache where it defines the
+    operations, else the harness's: pathmdn_verify.layers.cache.new_cache)."""
+    which = "given"
     if cache is None:
-        from fla.models.cache_utils import Cache
-        cache = Cache()
+        cache, which = new_cache(OPERATIONS)
     hist = prompts
     keep = prompts.shape[1] + 1
     tensors, notes = [], []
@@ -150,7 +197,8 @@ def cache_ops(case: LayerCase, prompts, draw, step, truths, crop: bool, c: float
             raised = f"crop({keep}) of a cache with a recurrent or convolution state did not refuse"
     if not tensors:
         raise LayerRaised(raised)
-    res = judge(case, tensors, c, f"T0={prompts.shape[1]}, {n} decoded after each operation", {"crop": crop})
+    res = judge(case, tensors, c, f"T0={prompts.shape[1]}, {n} decoded after each operation",
+                {"crop": crop, "cache": which})
     if raised is not None:
         res.message += f"; then {raised}"
         res.status, res.kind = "fail", res.kind or "exception"

@@ -27,12 +27,15 @@ from pathmdn_verify.core.metrics import rel_err
 from pathmdn_verify.platform.mutation import Mutant
 from pathmdn_verify.core.precision import Precision, fixed_order
 from pathmdn_verify.core.registry import Result
-from pathmdn_verify.layers import LayerCase, LayerRecord, add
+from pathmdn_verify.layers import LayerCase, LayerRecord, add, history
+from pathmdn_verify.layers.cache import new_cache
+from pathmdn_verify.layers.calls import Calls, Why, case_ids
 from pathmdn_verify.layers.common import (
     build,
     cache_ops,
     call,
     judge,
+    need,
     padded_mask,
     params64,
     precision,
@@ -41,8 +44,19 @@ from pathmdn_verify.layers.common import (
 C_FWD, C_BWD = 8.0, 16.0      # the sequential budget factors (pathmdn_verify.core.records.BUDGET_FACTOR_SEQUENTIAL)
 OPS = {"mdn": ("chunk_momentum_delta_rule", "fused_recurrent_momentum_delta_rule"),
        "gdn": ("chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule")}
-STAGES = {"mdn": ("q", "k", "v", "log_alpha", "log_mu", "beta", "eta"), "gdn": ("q", "k", "v", "g_raw", "beta_raw")}
-GDN_ARGS = {"g_raw": "g", "beta_raw": "beta"}     # literal stage -> the op's argument
+MDN_STAGES = ("q", "k", "v", "log_alpha", "log_mu", "beta", "eta")
+
+
+def stages(case: LayerCase, op: str) -> dict[str, str]:
+    """literal stage -> the op's argument it is compared with, for the op the layer called.  GDN's g and beta are
+    declared per tree (history gdn.g_arg, gdn.beta_arg): the activated log_alpha and beta until 2026-04 / 05, the
+    raw projections after (the kernel activates them)."""
+    if case.record.name == "mdn":
+        return {s: s for s in MDN_STAGES}
+    g = history.value("gdn.g_arg")
+    g_stage = "g_raw" if g == "g_raw" or (g == "g_raw chunk" and op.startswith("chunk")) else "log_alpha"
+    beta_stage = "beta_raw" if history.value("gdn.beta_arg") == "beta_raw" else "beta"
+    return {"q": "q", "k": "k", "v": "v", g_stage: "g", beta_stage: "beta"}
 
 
 def sizes(case: LayerCase) -> dict:
@@ -55,12 +69,13 @@ def sizes(case: LayerCase) -> dict:
 
 def literal_kwargs(case: LayerCase, layer) -> dict:
     kw = {"num_heads": layer.num_heads, "head_k_dim": layer.head_k_dim, "head_v_dim": layer.head_v_dim,
-          "use_gate": layer.use_gate, "use_short_conv": layer.use_short_conv, "neg_eigval": layer.allow_neg_eigval,
-          "norm_eps": layer.o_norm.eps}
+          "use_gate": layer.use_gate, "use_short_conv": layer.use_short_conv, "norm_eps": layer.o_norm.eps}
     if case.record.name == "mdn":
-        kw.update(floor=layer.min_log_mu, tau_factor=layer.tau_factor)
-    else:
-        kw.update(num_v_heads=layer.num_v_heads)
+        kw.update(floor=layer.min_log_mu, tau_factor=layer.tau_factor, neg_eigval=layer.allow_neg_eigval)
+    else:       # the options a tree predates (history) are at their only value there
+        kw.update(neg_eigval=layer.allow_neg_eigval if history.value("gdn.allow_neg_eigval") else False,
+                  num_v_heads=layer.num_v_heads if history.value("gdn.num_v_heads") else None,
+                  beta_stored=history.value("gdn.beta_arg") == "beta")
     return kw
 
 
@@ -68,18 +83,24 @@ def _draw(gen, *shape, scale=1.0):
     return scale * torch.randn(*shape, generator=gen, dtype=torch.float64)
 
 
-def setup(case: LayerCase, seed: int, floor: bool = False):
+FLOOR = {"Mu_log": math.log(8.0), "mu_bias": 5.0, "A_log": math.log(0.1), "dt_bias": -5.0, "log_factor": math.log(0.05)}
+DECAY = {**FLOOR, "mu_bias": -2.5}       # log mu = -8 softplus(m - 2.5) ~ -0.6 a token: above the floor
+
+
+def setup(case: LayerCase, seed: int, floor: bool | dict = False):
     """The seeded layer (eval mode) with the norm weight drawn around 1 (fla initialises it to ones, which would
     hide a skipped weight); at the floor, MDN's gate parameters moved so that log mu = floor for every token and
-    alpha ~ 0.99.  Returns (layer, its parameters in float64, the literal's keyword arguments)."""
+    alpha ~ 0.99 (floor True: FLOOR; or the parameter values given).  Returns (layer, its parameters in float64,
+    the literal's keyword arguments)."""
+    if case.record.name == "gdn":
+        need(*GDN_NEEDS.get(case.variant, ()))
     layer = build(case, seed, **sizes(case))
     gen = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
         w = layer.o_norm.weight
         w.copy_((1 + _draw(gen, *w.shape, scale=0.25)).to(w.dtype))
         if floor:       # -exp(Mu_log) softplus(m + mu_bias) ~ -40 < floor; -exp(A_log) softplus(.) ~ -1e-3; s = 0.05
-            for name, value in (("Mu_log", math.log(8.0)), ("mu_bias", 5.0), ("A_log", math.log(0.1)),
-                                ("dt_bias", -5.0), ("log_factor", math.log(0.05))):
+            for name, value in (FLOOR if floor is True else floor).items():
                 getattr(layer, name).fill_(value)
     return layer, params64(layer), literal_kwargs(case, layer)
 
@@ -137,9 +158,14 @@ def run(layer, x: torch.Tensor, grad: bool = False, **kw):
 
 
 def _stage_tensors(case, seen, truth, same, T) -> list[tuple]:
-    """(name, the op's input, truth, same-dtype) for each stage the op received."""
+    """(name, the op's input, truth, same-dtype) for each stage the op received (GDN's q and k repeated per value
+    head where the tree's layer repeats them: history gdn.gva_qk)."""
     args = seen[-1]["kwargs"]
-    return [(f"{s} T={T}", args[GDN_ARGS.get(s, s)], truth[s], same[s]) for s in STAGES[case.record.name]]
+    group = truth["v"].shape[2] // truth["k"].shape[2]
+    if case.record.name == "gdn" and group > 1 and history.value("gdn.gva_qk") == "repeated":
+        truth, same = ({**d, "q": d["q"].repeat_interleave(group, 2), "k": d["k"].repeat_interleave(group, 2)}
+                       for d in (truth, same))
+    return [(f"{s} T={T}", args[arg], truth[s], same[s]) for s, arg in stages(case, seen[-1]["op"]).items()]
 
 
 def forward(case: LayerCase) -> Result:
@@ -147,6 +173,8 @@ def forward(case: LayerCase) -> Result:
     Ts = case.ctx.pick((16, 65), (64, 65), (63, 64, 65, 512))     # quick: both paths, not the exact boundary
     if case.variant != "default":       # the variant's options on both paths; the default has the boundary
         Ts = (case.ctx.pick(16, 16, 64), 65)
+    if case.record.name == "gdn" and case.dtype == "fp32":
+        need("gdn.fp32_chunk")
     layer, p64, kw = setup(case, seed)
     tensors, paths = [], {}
     for T in Ts:
@@ -166,6 +194,8 @@ def backward(case: LayerCase) -> Result:
         return Result("skip", message="not verifiable on the CPU interpreter: fla's chunk GDN backward "
                       "(chunk_bwd_kernel_dqkwg) reduces bf16 products, which the fidelity layer refuses "
                       "(Bf16ArithmeticNotEmulated, measured 2026-12); it runs on a GPU", kind="interpreter_gap")
+    if case.record.name == "gdn":
+        need(*(("gdn.train_short",) if T <= 64 else ()), *(("gdn.fp32_chunk",) if case.dtype == "fp32" else ()))
     layer, p64, kw = setup(case, seed)
     layer.train()
     x64 = inputs(case, seed, T)
@@ -184,21 +214,21 @@ def backward(case: LayerCase) -> Result:
 
 
 def _state(case, cache_state, truth, same) -> list[tuple]:
-    """The decode state against the literal's: MDN's stacked [S, M]; GDN's S, held [V, K] (state_v_first)."""
+    """The decode state against the literal's: MDN's stacked [S, M]; GDN's S, held [V, K] (state_v_first) or
+    [K, V] by the tree's declared layout (history gdn.state)."""
     st = cache_state["recurrent_state"]
     if case.record.name == "mdn":
         return [("S", st[0], truth["S"], same["S"]), ("M", st[1], truth["M"], same["M"])]
-    return [("S", st.transpose(-1, -2), truth["S"], same["S"])]
+    return [("S", st.transpose(-1, -2) if history.value("gdn.state") == "[N,H,V,K]" else st, truth["S"], same["S"])]
 
 
 def generation(case: LayerCase) -> Result:
     seed = case.ctx.seed
-    from fla.models.cache_utils import Cache
     T0, L_cont, n = case.ctx.pick((8, 3, 3), (8, 4, 4), (64, 40, 2048))     # full: 2048 generated tokens
     segments = [T0, L_cont] + [1] * n
     layer, p64, kw = setup(case, seed)
     x64 = inputs(case, seed, sum(segments))
-    cache, outs, s = Cache(), [], 0
+    (cache, which), outs, s = new_cache(), [], 0
     for length in segments:
         o, _, cache = run(layer, x64[:, s:s + length], past_key_values=cache, use_cache=True)
         outs.append(o)
@@ -216,7 +246,7 @@ def generation(case: LayerCase) -> Result:
         lo *= 2
     growth = buckets[-1]["err_rel"] / buckets[0]["err_rel"] if buckets[0]["err_rel"] > 0 else None
     res = judge(case, tensors, C_FWD, f"prefill {T0}, continuation {L_cont}, {n} decoded",
-                {"buckets": buckets, "growth": growth})
+                {"buckets": buckets, "growth": growth, "cache": which})
     by_length = ", ".join(f"{b['tokens']}: {b['err_rel']:.1e}" for b in buckets)
     res.message += f"; decode error by generated length {by_length}" + \
         (f", growth {growth:.2f}x" if growth is not None else "")
@@ -252,14 +282,13 @@ def padding(case: LayerCase) -> Result:
     """A batch of 2 whose second row starts with padding, prefilled with a Cache and its attention_mask, then
     decoded one token at a time (the mask grown by ones): each row's valid outputs against the literal of its
     unpadded sequence."""
-    from fla.models.cache_utils import Cache
     seed = case.ctx.seed
     T0, n, pad = case.ctx.pick((8, 2, 3), (12, 3, 5), (64, 32, 20))
     layer, p64, kw = setup(case, seed)
     x64 = inputs(case, seed + 300, T0 + n, B=2)
     mask = torch.ones(2, T0 + n, dtype=torch.long)
     mask[1, :pad] = 0
-    cache, dev = Cache(), case.ctx.device
+    (cache, which), dev = new_cache(), case.ctx.device
     outs = [run(layer, x64[:, :T0], attention_mask=mask[:, :T0].to(dev), past_key_values=cache, use_cache=True)[0]]
     for t in range(T0, T0 + n):
         outs.append(run(layer, x64[:, t:t + 1], attention_mask=mask[:, :t + 1].to(dev), past_key_values=cache,
@@ -268,7 +297,7 @@ def padding(case: LayerCase) -> Result:
     truth, same = _rows_truth(case, p64, kw, x64, mask)
     tensors = [(f"row {b} ({'padded' if b else 'unpadded'})", o[b:b + 1, mask[b].bool()], truth[b], same[b])
                for b in range(2)]
-    return judge(case, tensors, C_FWD, f"T0={T0} (row 1: {pad} padding tokens), {n} decoded")
+    return judge(case, tensors, C_FWD, f"T0={T0} (row 1: {pad} padding tokens), {n} decoded", {"cache": which})
 
 
 def _masked(case: LayerCase, masks: list, labels: tuple[str, str], what: str) -> Result:
@@ -308,6 +337,8 @@ def mask_reused(case: LayerCase) -> Result:
 def mode_switch(case: LayerCase) -> Result:
     seed = case.ctx.seed
     T = case.ctx.pick(16, 64, 64)
+    if case.record.name == "gdn":
+        need("gdn.train_short")
     layer, p64, kw = setup(case, seed)
     x64 = inputs(case, seed, T)
     truth, same = literal(case, p64, x64, kw)
@@ -321,9 +352,9 @@ def mode_switch(case: LayerCase) -> Result:
     return judge(case, tensors, C_FWD, f"q_len {T}, eval with grad and training mode", {"paths": paths})
 
 
-def floor(case: LayerCase) -> Result:
+def floor(case: LayerCase, gates: dict = FLOOR, what: str = "at the momentum floor") -> Result:
     seed = case.ctx.seed
-    layer, p64, kw = setup(case, seed, floor=True)
+    layer, p64, kw = setup(case, seed, floor=gates)
     tensors, paths = [], {}
     for T in (case.ctx.pick(16, 64, 64), 65):       # 65: the chunk path's first chunk is full
         x64 = inputs(case, seed + T, T)
@@ -335,8 +366,15 @@ def floor(case: LayerCase) -> Result:
         if T < 65:
             lm, la = truth["log_mu"], truth["log_alpha"]
             regime = {"log_mu_max": float(lm.max()), "log_mu_min": float(lm.min()),
+                      "log_mu_per_64_tokens": float(lm.mean()) * 64,
                       "alpha_min": float(la.exp().min()), "alpha_max": float(la.exp().max())}
-    return judge(case, tensors, C_FWD, "at the momentum floor", {"paths": paths, "regime": regime})
+    return judge(case, tensors, C_FWD, what, {"paths": paths, "regime": regime})
+
+
+def decay(case: LayerCase) -> Result:
+    """floor's comparison with the momentum decaying fast but above the floor (log mu ~ -0.6 a token, tens of nats
+    over a chunk), as an ordinary initialisation gives some heads."""
+    return floor(case, DECAY, "momentum decaying ~0.6 nats a token, above the floor")
 
 
 def convention(name: str, output: str, alternative: dict, what_else: str):
@@ -367,6 +405,63 @@ def convention(name: str, output: str, alternative: dict, what_else: str):
     return compare
 
 
+ALTERNATIVE = {"g_raw": "log_alpha", "log_alpha": "g_raw", "beta_raw": "beta", "beta": "beta_raw"}
+
+
+def convention_gate_args(case: LayerCase) -> Result:
+    """GDN's g and beta as its op receives them, on both paths (the chunk path where the tree takes float32 there:
+    history gdn.fp32_chunk): the declared stage (history gdn.g_arg, gdn.beta_arg) within budget, the other form
+    (raw projection vs activated gate) more than 10x the budget away."""
+    seed = case.ctx.seed
+    layer, p64, kw = setup(case, seed)
+    tensors, alternatives = [], []
+    Ts = (16, 65) if history.value("gdn.fp32_chunk") else (16,)
+    for T in Ts:      # the recurrent path, then the chunk path (they differed 2026-04-06 .. 04-19)
+        x64 = inputs(case, seed + T, T)
+        with capture(case) as seen:
+            run(layer, x64)
+        truth, same = literal(case, p64, x64, kw)
+        op = seen[-1]["op"]
+        for stage, arg in stages(case, op).items():
+            if arg not in ("g", "beta"):
+                continue
+            got = seen[-1]["kwargs"][arg]
+            tensors.append((f"{arg} = {stage} T={T} ({op})", got, truth[stage], same[stage]))
+            alternatives.append(rel_err(got.to("cpu").double(), truth[ALTERNATIVE[stage]]))
+    res = judge(case, tensors, C_FWD, "the op's g and beta")
+    ratios = {t[0]: a / v["budget_rel"] for t, a, v in zip(tensors, alternatives, res.details["tensors"])}
+    ok = res.status == "pass" and min(ratios.values()) > 10
+    res.details["alternative_ratio"] = ratios
+    res.status, res.kind = ("pass", None) if ok else ("fail", res.kind or "over_budget")
+    res.message = (f"declared g = {history.value('gdn.g_arg')}, beta = {history.value('gdn.beta_arg')}"
+                   + ("" if len(Ts) > 1 else " (the recurrent path alone: " + history.available("gdn.fp32_chunk") + ")")
+                   + f": {res.message}; "
+                   f"the other forms {min(ratios.values()):.0f}x the budget away at least -> "
+                   + ("declared convention confirmed" if ok else "DECLARED CONVENTION NOT CONFIRMED"))
+    return res
+
+
+def convention_state_layout(case: LayerCase) -> Result:
+    """GDN's recurrent state in the cache after a prefill (Dk 16 != Dv 8): laid out as declared (history
+    gdn.state) and equal to the literal's S."""
+    seed = case.ctx.seed
+    layer, p64, kw = setup(case, seed)
+    x64 = inputs(case, seed, 8)
+    cache, which = new_cache()
+    run(layer, x64, past_key_values=cache, use_cache=True)
+    truth, same = literal(case, p64, x64, kw)
+    st = cache[0]["recurrent_state"]
+    declared = history.value("gdn.state")
+    want = tuple(truth["S"].transpose(-1, -2).shape if declared == "[N,H,V,K]" else truth["S"].shape)
+    if tuple(st.shape) != want:
+        return Result("fail", message=f"declared layout {declared} {want}, the cache holds {tuple(st.shape)}: "
+                      "DECLARED CONVENTION NOT CONFIRMED", kind="over_budget", details={"cache": which})
+    res = judge(case, _state(case, cache[0], truth, same), C_FWD, f"state {declared} after a prefill of 8",
+                {"cache": which})
+    res.message += "; declared convention " + ("confirmed" if res.status == "pass" else "NOT CONFIRMED")
+    return res
+
+
 COMMON = {
     "forward": (("eval forward at T around the chunk boundary (64 recurrent, 65 chunk) and the op's inputs "
                 "(stages) against the literal layer"), forward),
@@ -393,6 +488,7 @@ MDN_CONVENTIONS = {
 }
 VARIANTS = {"default": {}, "neg-eig": {"allow_neg_eigval": True, "use_gate": False, "use_short_conv": False}}
 GDN_VARIANTS = {**VARIANTS, "gva": {"num_v_heads": 4}}     # grouped value attention: 4 value heads, 2 key heads
+GDN_NEEDS = {"neg-eig": ("gdn.allow_neg_eigval", "gdn.no_short_conv"), "gva": ("gdn.num_v_heads",)}
 
 
 def declared(variant: str, dtype: str, comparison: str) -> bool:
@@ -406,7 +502,7 @@ def declared(variant: str, dtype: str, comparison: str) -> bool:
         return variant == "default" and dtype == "fp32"
     if comparison.startswith("convention-"):
         return dtype == "fp32" and variant == ("neg-eig" if comparison == "convention-neg-eigval" else "default")
-    if comparison in ("mode-switch", "floor"):
+    if comparison in ("mode-switch", "floor", "decay"):
         return variant == "default" and dtype == "bf16"
     if variant == "gva":        # the grouping reaches every path: forward (both), backward, decoding and its state
         return comparison in ("forward", "backward", "generation")
@@ -442,16 +538,109 @@ GDN_MUTANTS = (
            ("layer.fla.gdn.default.fp32.mask", "layer.fla.gdn.default.fp32.padding")),
 )
 
+def _literal_of(case: LayerCase, layer, p: dict, x, exact: bool):
+    """The literal's output of one sequence (pathmdn_verify.layers.calls), the case's options as its arguments."""
+    kw = literal_kwargs(case, layer)
+    opts = case.kwargs
+    if case.record.name == "gdn":
+        kw.update(gate_activation="sigmoid" if opts.get("output_gate_activation") == "sigmoid" else "swish")
+        fn = L.gdn_layer
+    else:
+        kw.update(num_v_heads=opts.get("num_v_heads"), use_beta=opts.get("use_beta", True),
+                  qk_activation=opts.get("qk_activation", "silu"), qk_norm=opts.get("qk_norm", "l2"),
+                  p_times_alpha=opts.get("use_p_times_alpha", True),
+                  correction=opts.get("use_output_correction", True))
+        fn = L.mdn_layer
+    if exact:
+        return fn(L.TRUTH, p, x, **kw)["o"]
+    prec = Precision.of(case.dtype, "ieee") if case.record.name == "mdn" else precision(case)
+    with fixed_order():
+        return fn(L.Arith(prec.torch_dtype, prec.mm), p, x, **kw)["o"]
+
+
+def _sizes(case: LayerCase, row: dict) -> dict:
+    return sizes(case) if case.record.name == "gdn" else {**sizes(case), "expand_v": 1.0}
+
+
+SIZE = Why("a size: hidden 32, 2 key heads of head_dim 16 (GDN's values 8 wide: D != Dv) in every case")
+SLOT = Why("the cache slot: every case is one layer, at slot 0")
+SWALLOWED = Why("swallows unknown keywords: an option a tree predates is dropped silently (the needs make such a "
+                "case unsupported instead)")
+DELTA_FORWARD = {"hidden_states": "q_len", "attention_mask": "input", "past_key_values": "cache",
+                 "use_cache": "cache", "cu_seqlens": "input",
+                 "output_attentions": Why("the layer returns no attention weights (None) whatever it is given"),
+                 "**kwargs": Why("its other keys are ignored: the ones the forward reads are listed (cu_seqlens)")}
+CONV_ONLY = tuple(({"use_short_conv": (False,), o: (v,)}, f"{o}={v} acts only through the short convolutions")
+                  for o, v in (("conv_size", 2), ("conv_bias", True)))
+GDN_CALLS = Calls(
+    constructor={"hidden_size": SIZE, "expand_v": SIZE, "head_dim": SIZE, "num_heads": SIZE, "layer_idx": SLOT,
+                 "num_v_heads": (None, 4), "mode": ("chunk", "fused_recurrent"), "use_gate": (True, False),
+                 "use_short_conv": (True, False), "allow_neg_eigval": (False, True), "conv_size": (4, 2),
+                 "conv_bias": (False, True), "norm_eps": (1e-5, 1e-3), "output_gate_activation": ("swish", "sigmoid"),
+                 "**kwargs": SWALLOWED},
+    forward=DELTA_FORWARD, sizes=_sizes, literal=_literal_of,
+    excluded=CONV_ONLY + (({"use_gate": (False,), "output_gate_activation": ("sigmoid",)},
+                           "the output gate's activation acts only with use_gate"),),
+    needs=(({"num_v_heads": (4,)}, "gdn.num_v_heads"), ({"allow_neg_eigval": (True,)}, "gdn.allow_neg_eigval"),
+           ({"use_short_conv": (False,)}, "gdn.no_short_conv"), ({"conv_bias": (True,)}, "gdn.conv_bias"),
+           ({"output_gate_activation": ("sigmoid",)}, "gdn.output_gate_activation"),
+           ({"phase": ("train",), "q_len": ("short",)}, "gdn.train_short"),
+           ({"phase": ("train",)}, "gdn.fp32_chunk"), ({"q_len": ("long",), "mode": ("chunk",)}, "gdn.fp32_chunk"),
+           ({"mode": ("fused_recurrent",), "phase": ("train",)}, "gdn.train_recurrent_mode")))
+MDN_REFUSES = Why("MomentumDeltaNet raises NotImplementedError on any attention_mask or cu_seqlens: the finding "
+                  "layer.fla.mdn.default.fp32.mask / padding")
+MDN_CALLS = Calls(
+    constructor={"hidden_size": SIZE, "d_model": Why("an alias of hidden_size, which every case gives"),
+                 "expand_v": SIZE, "head_dim": SIZE, "num_heads": SIZE, "layer_idx": SLOT, "**kwargs": SWALLOWED,
+                 "mode": ("chunk", "fused_recurrent"), "expand_k": (1.0, 0.5), "num_v_heads": (None, 4),
+                 "use_beta": (True, False), "use_gate": (True, False), "use_short_conv": (True, False),
+                 "conv_size": (4, 2), "conv_bias": (False, True), "allow_neg_eigval": (False, True),
+                 "qk_activation": ("silu", "relu", "elu", "identity"), "qk_norm": ("l2", "sum"),
+                 "norm_eps": (1e-5, 1e-3), "use_p_times_alpha": (True, False),
+                 "use_output_correction": (True, False), "min_log_mu": (-2.0, None), "tau_factor": (1, 4)},
+    forward={**DELTA_FORWARD, "attention_mask": MDN_REFUSES, "cu_seqlens": MDN_REFUSES}, sizes=_sizes,
+    literal=_literal_of, dtype="bf16", levels={"input": ("dense",)}, excluded=CONV_ONLY,
+    left_out={f"input={i}": MDN_REFUSES for i in ("mask", "cu_seqlens", "mask+cu_seqlens")})
+
+MODULE_MUTANTS_MDN = (
+    Mutant("layer_mdn_conv_bwd_bias_per_tap", "ShortConvolution backward (MomentumDeltaNet's q / k / v "
+           "convolutions): the bias gradient accumulated at every tap, the patch of layer_path_conv_bwd_bias_per_tap "
+           "reached through this layer", "modules/causal_conv1d/ops.py", "if HAS_BIAS and i_w == 0:", "if HAS_BIAS:",
+           case_ids("mdn", MDN_CALLS, conv_bias=True, phase="train"), count=3),)
+MODULE_MUTANTS_GDN = (
+    Mutant("layer_gdn_gated_norm_dw_partial", "FusedRMSNormGated backward (GatedDeltaNet's and MomentumDeltaNet's "
+           "output norm): the weight gradient is the first program's partial sum only, whole only while the SM "
+           "count gives one program (a CPU's 1, not the H200's 132)", "modules/norm/fused_norm_gate.py",
+           "dw = dw.sum(0).to(weight.dtype) if weight is not None else None",
+           "dw = dw[0].to(weight.dtype) if weight is not None else None",
+           ("layer.fla.gdn.default.fp32.backward", "layer.fla.mdn.default.bf16.backward")),
+    Mutant("layer_gdn_gated_norm_sigmoid_dg", "FusedRMSNormGated backward with a sigmoid output gate "
+           "(GatedDeltaNet's output_gate_activation='sigmoid'): dg = dy y sigmoid(g), the factor 1 - sigmoid(g) "
+           "dropped", "modules/norm/fused_norm_gate.py", "b_dg = b_dy * b_y * b_sigmoid_g * (1 - b_sigmoid_g)",
+           "b_dg = b_dy * b_y * b_sigmoid_g",
+           case_ids("gdn", GDN_CALLS, output_gate_activation="sigmoid", phase="train"), count=2),
+    Mutant("layer_gdn_conv_bwd_bias_per_tap", "ShortConvolution backward (GatedDeltaNet's q / k / v convolutions, "
+           "fused or not): the bias gradient accumulated at every tap, the patch of layer_path_conv_bwd_bias_per_tap",
+           "modules/causal_conv1d/ops.py", "if HAS_BIAS and i_w == 0:", "if HAS_BIAS:",
+           case_ids("gdn", GDN_CALLS, conv_bias=True, phase="train"), count=3))
+
 add(LayerRecord(
     name="mdn", module="fla.layers.momentum_deltanet", cls="MomentumDeltaNet",
     description="Momentum DeltaNet: delta rule with a momentum state M, gates from the hidden states",
     variants=VARIANTS, comparisons={**COMMON, **MDN_CONVENTIONS,
                                     "floor": (("at the momentum floor (log mu = -2 for every token, alpha ~ 0.99): "
-                                              "T 64 (recurrent) and 65 (chunk)"), floor)},
-    declared=declared, mutants=MDN_MUTANTS))
+                                              "T 64 (recurrent) and 65 (chunk)"), floor),
+                                    "decay": (("momentum decaying fast above the floor (log mu ~ -0.6 a token): T 64 "
+                                              "(recurrent) and 65 (chunk)"), decay)},
+    declared=declared, mutants=MDN_MUTANTS + MODULE_MUTANTS_MDN, calls=MDN_CALLS))
 add(LayerRecord(
     name="gdn", module="fla.layers.gated_deltanet", cls="GatedDeltaNet",
     description="Gated DeltaNet: the gated delta rule, gates from the hidden states",
     variants=GDN_VARIANTS, comparisons={**COMMON, "mask-reused": (
         "attention_mask refilled in place between two calls (the same tensor object), against each row's valid "
-        "tokens", mask_reused)}, declared=declared, mutants=GDN_MUTANTS))
+        "tokens", mask_reused),
+        "convention-gate-args": ("declared per tree: the op's g and beta are the raw projections (or, before "
+                                 "2026-04 / 05, the activated gates), on both paths", convention_gate_args),
+        "convention-state-layout": ("declared per tree: the cached recurrent state is [N, H, V, K] (before "
+                                    "2026-05-18 [N, H, K, V])", convention_state_layout)},
+    declared=declared, mutants=GDN_MUTANTS + MODULE_MUTANTS_GDN, calls=GDN_CALLS))

@@ -30,11 +30,14 @@ from pathmdn_verify.platform.mutation import Mutant
 from pathmdn_verify.core.precision import Precision
 from pathmdn_verify.core.records import BUDGET_FACTOR_BLOCKWISE as C
 from pathmdn_verify.core.registry import Result
-from pathmdn_verify.layers import LayerCase, LayerRecord, add
+from pathmdn_verify.layers import LayerCase, LayerRecord, add, history
+from pathmdn_verify.layers.cache import new_cache
+from pathmdn_verify.layers.calls import Calls, Why, case_ids
 from pathmdn_verify.layers.common import (
     build,
     cache_ops,
     call,
+    combine,
     judge,
     padded_mask,
     params64,
@@ -94,8 +97,10 @@ def sizes(case: LayerCase) -> dict:
 def spec_of(case: LayerCase, layer, **conventions) -> L.Spec:
     kw = case.kwargs
     if case.record.name == "path":
+        declared = {"qk_norm_flat": history.value("path.qk_norm") == "flat",
+                    "gates_stored": history.value("path.gate_dtype") == "layer"}
         return L.Spec(layer.num_heads, layer.num_kv_heads, kw.get("use_qk_norm", False),
-                      kw.get("use_forget_gate", False), **conventions)
+                      kw.get("use_forget_gate", False), **{**declared, **conventions})
     return L.Spec(layer.num_heads, layer.num_kv_heads, kw.get("qk_norm", False), kw.get("use_output_gate", False),
                   kw.get("window_size"), **conventions)
 
@@ -130,7 +135,7 @@ def captured(case: LayerCase, stub=None):
     """The tensors the layer hands to its op, captured by replacing the op in the layer's module for the duration
     (stub: return stub(**args) instead of running the op)."""
     module = importlib.import_module(case.record.module)
-    name = "parallel_path_attn" if case.record.name == "path" else "parallel_forgetting_attn"
+    name = history.value("path.op") if case.record.name == "path" else "parallel_forgetting_attn"
     op, seen = getattr(module, name), {}
 
     def wrapper(*args, **kwargs):
@@ -146,14 +151,6 @@ def captured(case: LayerCase, stub=None):
 
 def stage_tensors(seen: dict, truth: dict, same: dict) -> list[tuple]:
     return [(f"stage {n}", seen[n], truth[n], same[n]) for n in truth if truth[n] is not None]
-
-
-def combine(results: list[Result], what: str, details: dict) -> Result:
-    """The worst of several judged Results (by measured / budget), every one's tensors in details."""
-    ratio = lambda r: r.measured / r.budget if r.budget else math.inf
-    w = max(results, key=ratio)
-    return Result(w.status, w.measured, w.budget, f"{what}: {w.message}", kind=w.kind, measure=w.measure,
-                  details={**details, "tensors": [t for r in results for t in r.details["tensors"]]})
 
 
 def _leaves(p: dict) -> dict:
@@ -195,17 +192,17 @@ def _mask(B, T, device):
 
 def _fla_generate(case, layer, x, T0, mask=None):
     """fla's prefill of x[:, :T0] (attention_mask: mask[:, :T0], default ones) with a Cache, then one token at a
-    time; returns (outputs [B, T, hidden], the cache's first attention tensor after the prefill and at the end)."""
-    from fla.models.cache_utils import Cache
+    time; returns (outputs [B, T, hidden], the cache's first attention tensor after the prefill and at the end,
+    which cache: pathmdn_verify.layers.cache.new_cache)."""
     B, T = x.shape[:2]
     mask = _mask(B, T, x.device) if mask is None else mask
-    cache = Cache()
+    cache, which = new_cache()
     outs = [call(layer, x[:, :T0], attention_mask=mask[:, :T0], past_key_values=cache, use_cache=True)[0]]
     k0 = cache[0]["attn_state"][0].clone()
     for t in range(T0, T):
         outs.append(call(layer, x[:, t:t + 1], attention_mask=mask[:, :t + 1], past_key_values=cache,
                          use_cache=True)[0])
-    return torch.cat(outs, 1), k0, cache[0]["attn_state"][0]
+    return torch.cat(outs, 1), k0, cache[0]["attn_state"][0], which
 
 
 def buckets(o, truth, T0: int, size: int) -> dict:
@@ -222,7 +219,7 @@ def generation(case: LayerCase) -> Result:
     x, x64 = hidden_states(case, 100, 1, T0 + n, layer.hidden_size)
     if precision(case).storage == "bf16":       # a device whose interpreter refuses bf16 decoding says so at once
         _fla_generate(case, layer, x[:, :2], 1)
-    o, k0, k = _fla_generate(case, layer, x, T0)
+    o, k0, k, which = _fla_generate(case, layer, x, T0)
     _, gen = literal(case)
     with torch.no_grad():
         ot, k0t, kt = gen(L.EXACT, p64, x64, T0, spec)
@@ -234,7 +231,7 @@ def generation(case: LayerCase) -> Result:
     b = buckets(o, ot, T0, size)
     first, last = next(iter(b.values())), list(b.values())[-1]
     details = {"T0": T0, "decoded": n, "decode_rel_err_by_generated_length": b,
-               "growth": last / first if first else None}
+               "growth": last / first if first else None, "cache": which}
     return judge(case, tensors, C["decode"], f"T0={T0}, {n} decoded", details)
 
 
@@ -244,8 +241,7 @@ def continuation(case: LayerCase) -> Result:
     T0, chunks, n = case.ctx.pick((12, (5, 3), 2), (20, (8, 5), 3), (500, (40, 100), 32))
     layer, p64, p32, spec = setup(case, 0)
     x, x64 = hidden_states(case, 100, 1, T0 + sum(chunks) + n, layer.hidden_size)
-    from fla.models.cache_utils import Cache
-    cache, cuts = Cache(), [0, T0, T0 + chunks[0], T0 + sum(chunks), T0 + sum(chunks) + n]
+    (cache, which), cuts = new_cache(), [0, T0, T0 + chunks[0], T0 + sum(chunks), T0 + sum(chunks) + n]
     step = lambda a, b: call(layer, x[:, a:b], attention_mask=_mask(1, b, x.device), past_key_values=cache,
                              use_cache=True)[0]
     with torch.no_grad():
@@ -256,7 +252,7 @@ def continuation(case: LayerCase) -> Result:
     names = (f"prefill {T0}", f"continuation of {chunks[0]}", f"continuation of {chunks[1]}", f"{n} decoded")
     tensors = [(nm, o[:, a:b], truth[:, a:b], same[:, a:b]) for nm, (a, b) in zip(names, itertools.pairwise(cuts))]
     return judge(case, tensors, C["decode"], f"prefill {T0}, then {chunks[0]} and {chunks[1]} tokens per call, "
-                                             f"then {n} one at a time")
+                                             f"then {n} one at a time", {"cache": which})
 
 
 def cache_operations(case: LayerCase) -> Result:
@@ -303,11 +299,11 @@ def padding(case: LayerCase) -> Result:
     x, x64 = hidden_states(case, 100, 2, T0 + n, layer.hidden_size)
     mask = _mask(2, T0 + n, x.device)
     mask[1, :pad] = 0
-    o = _fla_generate(case, layer, x, T0, mask)[0]
+    o, _, _, which = _fla_generate(case, layer, x, T0, mask)
     truth, same = _rows(case, layer, p64, p32, spec, x64, mask, T0)
     tensors = [(f"row {b} ({'padded' if b else 'unpadded'})", o[b:b + 1, mask[b].bool()], truth[b], same[b])
                for b in range(2)]
-    return judge(case, tensors, C["decode"], f"T0={T0} (row 1: {pad} padding tokens), {n} decoded")
+    return judge(case, tensors, C["decode"], f"T0={T0} (row 1: {pad} padding tokens), {n} decoded", {"cache": which})
 
 
 def _masked(case: LayerCase, masks: list, labels: tuple[str, str], what: str) -> Result:
@@ -382,6 +378,49 @@ def convention_gate_scaled(case: LayerCase) -> Result:
                            out(L.EXACT, p64, x64, gate_scaled=False), "gate_scaled=False")
 
 
+def convention_qk_norm(case: LayerCase) -> Result:
+    """q and k handed to the op: RMS-normalised as declared for the tree (history path.qk_norm: per head from
+    2025-10-03, over the flat projection before), the other form more than 10x the budget away."""
+    layer, p64, p32, _spec = setup(case, 0)
+    x, x64 = hidden_states(case, 100, 1, 32, layer.hidden_size)
+    stub = lambda q, v, **_: (torch.zeros_like(q), None)
+    with captured(case, stub) as seen, torch.no_grad():
+        call(layer, x)
+    flat = history.value("path.qk_norm") == "flat"
+
+    def qk(ar, p, xx, flat):
+        st = L.path_stages(ar, p, xx, spec_of(case, layer, qk_norm_flat=flat))
+        return torch.cat([st["q"].flatten(), st["k"].flatten()])
+    with torch.no_grad():
+        got = torch.cat([seen["q"].flatten(), seen["k"].flatten()])
+        return _convention(case, "stages q, k", (got, qk(L.EXACT, p64, x64, flat),
+                                                 qk(SameDtype(precision(case)), p32, x64.float(), flat)),
+                           qk(L.EXACT, p64, x64, not flat), "per head" if flat else "over the flat projection")
+
+
+def convention_gate_dtype(case: LayerCase) -> Result:
+    """beta and w handed to the op in the dtype declared for the tree (history path.gate_dtype: float32 from
+    2025-10-03, the layer's before), with the values of the literal that stores them so."""
+    layer, p64, p32, spec = setup(case, 0)
+    x, x64 = hidden_states(case, 100, 1, 32, layer.hidden_size)
+    stub = lambda q, v, **_: (torch.zeros_like(q), None)
+    with captured(case, stub) as seen, torch.no_grad():
+        call(layer, x)
+    declared = history.value("path.gate_dtype")
+    want = torch.float32 if declared == "fp32" else precision(case).torch_dtype
+    got = {n: seen[n].dtype for n in ("beta", "w")}
+    if any(d != want for d in got.values()):
+        return Result("fail", message=f"declared {declared} ({want}), the op receives {got}: DECLARED CONVENTION "
+                      "NOT CONFIRMED", kind="over_budget")
+    with torch.no_grad():
+        truth = L.path_stages(L.EXACT, p64, x64, spec)
+        same = L.path_stages(SameDtype(precision(case)), p32, x64.float(), spec)
+    res = judge(case, [(f"stage {n}", seen[n], truth[n], same[n]) for n in ("beta", "w")], C["fwd"],
+                f"beta and w in {want}")
+    res.message += "; declared convention " + ("confirmed" if res.status == "pass" else "NOT CONFIRMED")
+    return res
+
+
 COMPARISONS = {
     "train": (("forward at T around the 64-token chunk, the op's inputs (q, k, v and the gates; PaTH's w, beta) and "
               "the gradients of the input and every parameter against the float64 literal"), train),
@@ -401,7 +440,11 @@ PATH_COMPARISONS = {**COMPARISONS,
                     "convention-silu": ("declared: SiLU after the w short convolution (the paper has none)",
                                         convention_silu),
                     "convention-gate_scaled": ("declared: the forget gate multiplied by the attention scale",
-                                               convention_gate_scaled)}
+                                               convention_gate_scaled),
+                    "convention-qk-norm": ("declared per tree: q / k RMS-normalised per head (before 2025-10-03 over "
+                                           "the flat projection)", convention_qk_norm),
+                    "convention-gate-dtype": ("declared per tree: beta and w reach the op in float32 (before "
+                                              "2025-10-03 in the layer's dtype)", convention_gate_dtype)}
 
 PATH_DECLARED = {   # comparison -> (variant, dtype) pairs that exist
     "train": {("base", "bf16"), ("base", "fp32"), ("gate-gqa", "fp32"), ("qknorm", "fp32")},
@@ -413,6 +456,8 @@ PATH_DECLARED = {   # comparison -> (variant, dtype) pairs that exist
     "mask-reused": set(),          # PaTHAttention refuses a mask without a cache (layer.fla.path.base.fp32.mask)
     "convention-silu": {("base", "fp32")},
     "convention-gate_scaled": {("gate-gqa", "fp32")},
+    "convention-qk-norm": {("qknorm", "fp32")},
+    "convention-gate-dtype": {("base", "bf16")},
 }
 FOX_DECLARED = {
     "train": {("base", "bf16"), ("base", "fp32"), ("options", "fp32")},
@@ -459,12 +504,80 @@ FOX_MUTANTS = (
            "", ("layer.fla.fox.base.fp32.mask-reused",)),
 )
 
+def _literal_of(case: LayerCase, layer, p: dict, x, exact: bool):
+    """The literal's output of one sequence (pathmdn_verify.layers.calls): PaTH's or FoX's, the case's options in
+    its Spec."""
+    fwd, _ = literal(case)
+    return fwd(L.EXACT if exact else SameDtype(precision(case)), p, x, spec_of(case, layer))[0]
+
+
+GQA_SIZES = lambda case, row: {"hidden_size": 64, "num_heads": 4, "layer_idx": 0}   # head dim 16; kv heads 4, 2, 1
+SIZES_WHY = Why("a size: hidden 64 and 4 query heads (head dim 16, the ops' smallest) in every case")
+SLOT_WHY = Why("the cache slot: every case is one layer, at slot 0")
+NO_ATTENTIONS = Why("the layer returns no attention weights (None) whatever it is given")
+CONTINUATION_WHY = Why("more than one token with a non-empty cache is refused: the finding of the layer's "
+                       "continuation check (AssertionError / NotImplementedError / TorchRuntimeError by the tree)")
+ATTENTION_FORWARD = {"hidden_states": "q_len", "attention_mask": "input", "past_key_values": "cache",
+                     "use_cache": "cache", "output_attentions": NO_ATTENTIONS, "cu_seqlens": "input",
+                     "**kwargs": Why("its other keys are ignored: the ones the forward reads are listed (cu_seqlens)")}
+
+PATH_CALLS = Calls(
+    constructor={"hidden_size": SIZES_WHY, "num_heads": SIZES_WHY, "num_kv_heads": (None, 2, 1),
+                 "use_forget_gate": (False, True), "use_qk_norm": (False, True), "layer_idx": SLOT_WHY,
+                 "use_low_rank_w": (True, False), "use_w_shortconv": (True, False), "conv_size": (3, 4),
+                 "conv_bias": (False, True)},
+    forward=ATTENTION_FORWARD, sizes=GQA_SIZES, literal=_literal_of, c_fwd=C["fwd"], c_bwd=C["bwd"],
+    levels={"cache": ("none", "step")},
+    left_out={"cache=segments": CONTINUATION_WHY,
+              "cache=train-segments": Why("training asserts use_cache is False")},
+    excluded=(({"input": ("mask",), "cache": ("none",)}, "an attention_mask without a cache raises TypeError: the "
+               "finding layer.fla.path.base.fp32.mask"),
+              ({"input": ("dense",), "cache": ("step",)}, "PaTHAttention decodes only given an attention_mask (without "
+               "one it takes the training branch, which asserts use_cache is False); the all-ones mask is the "
+               "generation check's"),
+              ({"use_qk_norm": (True,), "cache": ("step",)}, "the prefill / decode branch skips the q/k norm (from "
+               "2025-10-03): the finding layer.fla.path.qknorm.fp32.generation"),
+              *(({"use_w_shortconv": (False,), o: (v,)}, f"{o}={v} acts only through the w convolution")
+                for o, v in (("conv_size", 4), ("conv_bias", True)))),
+    needs=tuple(({o: (v,)}, "path.w_options") for o, v in (("use_low_rank_w", False), ("conv_size", 4),
+                                                          ("conv_bias", True))))
+FOX_CALLS = Calls(
+    constructor={"hidden_size": SIZES_WHY, "num_heads": SIZES_WHY, "num_kv_heads": (None, 2, 1),
+                 "qkv_bias": (False, True), "qk_norm": (False, True), "use_output_gate": (False, True),
+                 "window_size": Why("the forward never hands it to the op, only the cache keeps a window: the finding "
+                                    "layer.fla.fox.window.fp32.generation, which a case with it would show again"),
+                 "layer_idx": SLOT_WHY},
+    forward=ATTENTION_FORWARD, sizes=GQA_SIZES, literal=_literal_of, c_fwd=C["fwd"], c_bwd=C["bwd"],
+    levels={"cache": ("none", "step")},
+    left_out={"cache=segments": CONTINUATION_WHY, "cache=train-segments": CONTINUATION_WHY},
+    excluded=(({"input": ("dense",), "cache": ("step",)}, "ForgettingAttention decodes only given an attention_mask "
+               "(without one it asserts q_len == kv_len); the all-ones mask is the generation check's"),))
+
+MODULE_MUTANTS_PATH = (
+    Mutant("layer_path_conv_bwd_bias_per_tap", "ShortConvolution backward (PaTHAttention's w convolution): the bias "
+           "gradient accumulated at every tap instead of the first (W times too large); reached only by training "
+           "with conv_bias=True", "modules/causal_conv1d/ops.py", "if HAS_BIAS and i_w == 0:", "if HAS_BIAS:",
+           case_ids("path", PATH_CALLS, conv_bias=True, phase="train"), count=3),)
+MODULE_MUTANTS_FOX = (
+    Mutant("layer_fox_group_norm_dw_partial", "layer_norm backward (ForgettingAttention's q/k GroupNorm, "
+           "PaTHAttention's q/k RMSNorm): each group's weight gradient is its first program's partial sum only, "
+           "whole only while the SM count gives one program per group (a CPU's 1, not the H200's 132)",
+           "modules/norm/layernorm.py", "dw = dw.view(G, -1, D).sum(1).to(weight)",
+           "dw = dw.view(G, -1, D)[:, :1].sum(1).to(weight)",
+           ("layer.fla.fox.options.fp32.train", "layer.fla.path.qknorm.fp32.train")),
+    Mutant("layer_fox_decode_gqa_heads", "attn_decoding_one_step (ForgettingAttention's and PaTHAttention's "
+           "decoding): query head i reads key / value head i mod H instead of i // G (the same head whenever H is "
+           "1 or every head has its own)", "ops/attn/decoding.py", "i_h = i_hq // G", "i_h = i_hq % H",
+           case_ids("fox", FOX_CALLS, num_kv_heads=2, cache="step")
+           + case_ids("path", PATH_CALLS, num_kv_heads=2, cache="step")))
+
 PATH = add(LayerRecord(
     name="path", module="fla.layers.path_attn", cls="PaTHAttention",
     description="PaTH attention: projections, beta = 2 sigmoid, low-rank w with a short convolution and L2 norm, "
                 "optional forget gate and q/k RMSNorm, GQA; Householder key cache for decoding",
     variants={"base": {}, "qknorm": {"use_qk_norm": True}, "gate-gqa": {"use_forget_gate": True, "num_kv_heads": 1}},
-    comparisons=PATH_COMPARISONS, declared=lambda v, d, c: (v, d) in PATH_DECLARED[c], mutants=PATH_MUTANTS))
+    comparisons=PATH_COMPARISONS, declared=lambda v, d, c: (v, d) in PATH_DECLARED[c],
+    mutants=PATH_MUTANTS + MODULE_MUTANTS_PATH, calls=PATH_CALLS))
 
 FOX = add(LayerRecord(
     name="fox", module="fla.layers.forgetting_attn", cls="ForgettingAttention",
@@ -472,4 +585,5 @@ FOX = add(LayerRecord(
                 "sliding window",
     variants={"base": {}, "window": {"window_size": WINDOW},
               "options": {"qk_norm": True, "use_output_gate": True, "qkv_bias": True}},
-    comparisons=COMPARISONS, declared=lambda v, d, c: (v, d) in FOX_DECLARED[c], mutants=FOX_MUTANTS))
+    comparisons=COMPARISONS, declared=lambda v, d, c: (v, d) in FOX_DECLARED[c],
+    mutants=FOX_MUTANTS + MODULE_MUTANTS_FOX, calls=FOX_CALLS))

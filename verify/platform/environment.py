@@ -41,6 +41,17 @@ def git_commit(path: Path) -> str | None:
     return head.stdout.strip() if tracked.returncode == 0 and head.returncode == 0 else None
 
 
+def git_is_ancestor(root: str | Path, commit: str, head: str) -> bool | None:
+    """Whether `commit` is `head` or one of its ancestors in the git checkout at root; None when git cannot
+    tell (the commit unknown there, a shallow clone, git missing)."""
+    try:
+        r = subprocess.run(["git", "-C", str(root), "merge-base", "--is-ancestor", commit, head],
+                           capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {0: True, 1: False}.get(r.returncode)
+
+
 def git_dirty(path: Path) -> bool | None:
     """Whether the tracked files of the checkout that holds `path` differ from its commit (uncommitted
     changes: the commit alone does not name the code), or None (not a checkout, or git missing)."""

@@ -764,7 +764,8 @@ def active_parts() -> dict | None:
         return None
     parts = [p for p in PARTS if p in _state["installed"] and not (p == "tf32" and _state["fp32_dot"] != "tf32")]
     return {"parts": parts, "fp32_dot": _state["fp32_dot"], "triton": _state["triton"],
-            "tested_version": _state["tested"], "device_properties": _state.get("device_properties")}
+            "tested_version": _state["tested"], "device_properties": _state.get("device_properties"),
+            "device_emulation": _state.get("device_emulation")}
 
 
 @contextlib.contextmanager
@@ -795,13 +796,16 @@ def prepare_cpu_kernels(fp32_dot: str = "tf32") -> None:
     """What every CPU kernel run needs, once per process: the layer on, fla on the H200's tiles
     (pathmdn_verify.kernels.fla_ops.emulate_h200_tiles, before any fla.ops module is imported; recorded as
     active_parts()["device_properties"]: "H200 (...)" only when check_shared_mem was read back True for every
-    arch and tensor_idx None / 0, else "not emulated: why", which the env.interpreter.tiles canaries fail)."""
+    arch and tensor_idx None / 0, else "not emulated: why", which the env.interpreter.tiles canaries fail), and
+    the H200's other answers to what the trees ask (fla_ops.emulate_h200_device: SM count, TF32, Hopper; recorded
+    as active_parts()["device_emulation"], read back by the env.interpreter.device canaries)."""
     if is_active():
         return
     activate(fp32_dot=fp32_dot)
     from pathmdn_verify.kernels import fla_ops
     try:
         _state["device_properties"] = fla_ops.emulate_h200_tiles()
+        _state["device_emulation"] = fla_ops.emulate_h200_device()
     except Exception as exc:          # fla.utils itself does not import: one line naming the cause
         raise UsageError(f"cannot import fla.utils: {fla_ops._where(exc)}{type(exc).__name__}: {exc}"
                          .splitlines()[0]) from exc
