@@ -46,10 +46,13 @@ def _missing_package() -> str | None:
 
 
 def _layer_files(rec) -> set:
-    """The files of the kernel package its layer's call graph reaches (its ops, modules and cache)."""
+    """The files of the kernel package that the call graphs of its layer and of the tree's Cache reach (its ops,
+    modules and cache)."""
     import fla
+
+    from pathmdn_verify.layers.cache import tree_cache_class
     layer = getattr(importlib.import_module(rec.module), rec.cls)
-    return depends.reach([layer], [Path(fla.__file__).parent])
+    return depends.reach([layer, tree_cache_class()[0]], [Path(fla.__file__).parent])
 
 
 def declare(rec) -> None:
