@@ -81,8 +81,9 @@ def test_a_toy_op_gets_every_command_from_its_record_alone(tmp_path):
     listed = _verify(tmp_path, "list", "-k", "toy_scalar_gate")
     assert listed.returncode == 0, listed.stderr
     ids = [line.split()[0] for line in listed.stdout.splitlines()]
-    assert ids == [f"{TOY}.{p}.{d}.decay" for p in ("fwd", "bwd") for d in ("bf16", "fp32")] + \
-        ["mutant.toy_scalar_gate_gate_scaled"]
+    assert ids == [f"{TOY}.{p}.{d}.decay" for p in ("fwd", "bwd") for d in ("bf16", "fp32")]
+    mutants = _verify(tmp_path, "mutants", "--list", "-k", "toy_scalar_gate")      # a command's, not checks
+    assert mutants.returncode == 0 and "mutant.toy_scalar_gate_gate_scaled" in mutants.stdout, mutants.stderr
 
     run = _verify(tmp_path, "kernels", "-k", "toy_scalar_gate", "--profile", "quick", "--workers", "1",
                   "--json", "k.json")

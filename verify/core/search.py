@@ -191,15 +191,15 @@ class _Search:
             self.memo[key] = (None, None, {})
             return None, None
         except Exception as exc:    # a kernel that raises on valid input fails this example
-            if isinstance(exc, (UsageError, OracleFailed)):
-                raise
-            if why := (str(exc) if isinstance(exc, Incompatible) else triton_incompatibility(exc)):
-                raise _NotVerifiable("incompatible", why) from exc
             probe = Probe(Verdict.raised(exc), label, {"exception": type(innermost(exc)).__name__,
                                                        "exception_at": kernel_frame(exc)})
             if is_device_fatal(exc):    # also from the oracle: the kernel's fault surfaces at the next CUDA call
                 self.lost = probe
                 raise _DeviceLost from exc
+            if isinstance(exc, (UsageError, OracleFailed)):
+                raise
+            if why := (str(exc) if isinstance(exc, Incompatible) else triton_incompatibility(exc)):
+                raise _NotVerifiable("incompatible", why) from exc
             if is_interpreter_gap(exc):
                 raise _NotVerifiable("interpreter_gap", "not verifiable on the CPU interpreter: "
                                      + innermost_error(exc)) from exc
@@ -315,7 +315,7 @@ def signature(probe: Probe, case) -> str:
     v = probe.verdict
     if v.kind == "exception":
         where = probe.details.get("exception_at")
-        return f"exception:{probe.details['exception']}" + (f"@{where}" if where else "")
+        return f"exception:{probe.details.get('exception') or v.error.split(':', 1)[0]}" + (f"@{where}" if where else "")
     return f"{v.kind}:{v.name}[{','.join(structural(case)) or 'dense'}]"
 
 
