@@ -1,6 +1,7 @@
 import importlib
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,15 @@ from hypothesis import settings
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT]
 os.environ["PYTHONSAFEPATH"] = "1"     # the same for every Python the tests start (python -c ... in this checkout)
+
+
+def pytest_configure(config):
+    """The runs the tests start keep and reuse verdicts in this session's own cache, shared by its xdist workers,
+    never a user's (~/.triton/verify-verdicts); a test of the cache names its own folder."""
+    if "VERIFY_CACHE_DIR" not in os.environ:
+        base = config._tmp_path_factory.getbasetemp() if hasattr(config, "_tmp_path_factory") else None
+        root = Path(base).parent if base is not None and hasattr(config, "workerinput") else base
+        os.environ["VERIFY_CACHE_DIR"] = str(Path(root or tempfile.mkdtemp()) / "verify-verdicts")
 
 # CI: deterministic, no example database writes.
 settings.register_profile("ci", derandomize=True, database=None, deadline=None, print_blob=True)

@@ -138,16 +138,17 @@ def execute(check: Check, ctx: Context, debug: bool = False) -> Outcome:
 
 def _depends(check: Check, result: Result) -> dict | None:
     """{file: sha256} of what the check depended on, for the verdict cache (None: not cached): the files its
-    kernel's call graph reaches, all of the kernel package for an interpreter canary, none for an oracle or a
-    proof; details["depends_on"] names them."""
+    kernel's call graph reaches, all of the kernel package for a check that declares none (a canary, a plug-in's
+    op without `depends`), none for an oracle or a proof; details["depends_on"] names them."""
     if not cache.cacheable(check.id):
         return None
     try:
+        family = CheckId.parse(check.id).family
         if check.depends is not None:
             files = check.depends()
-        elif CheckId.parse(check.id).family == "env":
+        elif family in ("env", "kernel", "layer"):     # no call graph declared: the whole kernel package
             files = depends.fla_files()
-        else:
+        else:                                          # an oracle, a proof: the toolkit's own code alone
             files = set()
         pkg = _loaded_package()
         deps = cache.dependencies(files, Path(pkg["path"]).parent if pkg else None)
