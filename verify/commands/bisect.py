@@ -305,6 +305,7 @@ def summarize(plan: Plan, args, log: str, output: str, tmp: Path, wt: Path, spec
               "checks": spec["ids"], "replayed": spec["replay"], "profile": args.profile, "seed": args.seed,
               "device": spec["device"], "dirty_tree": plan.dirty, "first": None, "parent": None,
               "candidates": [], "skipped": [], "steps": steps, "log": log}
+    result["judged"] = judged(tmp)
     for sha in skipped:
         rec = load_record(tmp, sha)
         result["skipped"].append({**commit_info(plan.repo, sha), "reason": rec["reason"] if rec else "no record"})
@@ -317,7 +318,21 @@ def summarize(plan: Plan, args, log: str, output: str, tmp: Path, wt: Path, spec
     before = load_record(tmp, parent) or run_step(wt, parent, spec, tmp, "parent")
     result["first"] = {**commit_info(plan.repo, first), "checks": load_record(tmp, first)["checks"]}
     result["parent"] = {**commit_info(plan.repo, parent), "checks": before["checks"] if before else []}
+    result["judged"] = judged(tmp)
     return result
+
+
+def judged(tmp: Path) -> list[dict]:
+    """Every commit a step judged, in the order judged: its verdict and how many of its checks ran and how many
+    verdicts it reused from the verdict cache (those whose files equal a commit's already judged)."""
+    paths = sorted((tmp / "steps").glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
+    out = []
+    for p in paths:
+        rec = json.loads(p.read_text())
+        reused = sum(r.get("cached", False) for r in rec["checks"])
+        out.append({"commit": rec["commit"], "verdict": rec["verdict"], "ran": len(rec["checks"]) - reused,
+                    "reused": reused})
+    return out
 
 
 def report(result: dict, args, old_term: str, new_term: str) -> None:

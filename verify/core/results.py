@@ -33,8 +33,10 @@ class Outcome:
 
 
 def run_compilations(details: list[dict]) -> dict:
-    """Over a run's records (their details): compiled (Triton compilations), distinct (cache keys),
-    duplicates (compiled - distinct: should be 0), cache_loads, compile_seconds."""
+    """Over a run's records (their details; a verdict reused from the verdict cache compiled nothing in this run):
+    compiled (Triton compilations), distinct (cache keys), duplicates (compiled - distinct: should be 0),
+    cache_loads, compile_seconds."""
+    details = [d for d in details if "cached" not in d]
     keys = [k for d in details for k in d.get("seconds_in", {}).get("compiled", ())]
     return {"compiled": len(keys), "distinct": len(set(keys)), "duplicates": len(keys) - len(set(keys)),
             "cache_loads": sum(d.get("seconds_in", {}).get("cache_loads", 0) for d in details),

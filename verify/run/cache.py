@@ -46,18 +46,24 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def toolkit_hash() -> str:
-    """sha256 over the path and bytes of every source file of the toolkit, but the expected-failure list."""
+def toolkit_folders() -> list[Path]:
+    """The folders of the toolkit's sources: the package and its kernels and references."""
     import pathmdn_verify
     import pathmdn_verify.kernels
     import pathmdn_verify.references
+    return sorted({Path(m.__file__).resolve().parent for m in (pathmdn_verify, pathmdn_verify.kernels,
+                                                               pathmdn_verify.references)})
+
+
+def toolkit_hash(folders: list[Path] | None = None) -> str:
+    """sha256 over the path (in its folder) and bytes of every source and data file of the toolkit, but the
+    expected-failure list."""
     h = hashlib.sha256()
-    folders = {Path(m.__file__).resolve().parent for m in (pathmdn_verify, pathmdn_verify.kernels,
-                                                           pathmdn_verify.references)}
-    files = sorted({f for d in folders for f in d.rglob("*") if f.is_file() and "__pycache__" not in f.parts
-                    and f.suffix in (".py", ".json", ".toml") and f.name != "expected_failures.toml"})
-    for f in files:
-        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    for folder in folders or toolkit_folders():
+        h.update(folder.name.encode() + b"\0")
+        for f in sorted(f for f in folder.rglob("*") if f.is_file() and "__pycache__" not in f.parts
+                        and f.suffix in (".py", ".json", ".toml") and f.name != "expected_failures.toml"):
+            h.update(f.relative_to(folder).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()
 
 

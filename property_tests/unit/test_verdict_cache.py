@@ -1,0 +1,188 @@
+"""The verdict cache never replays a stale verdict: changing any one component of what a verdict depends on (a
+file the check depended on, the toolkit's sources, a run parameter, a package version, the device class) makes
+the lookup miss.  Each test has its negative control: the same change under a cache whose key leaves that
+component out replays the old verdict, so the test would fail without it."""
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pathmdn_verify.core.registry import Context, Result
+from pathmdn_verify.core.results import Outcome
+from pathmdn_verify.run import cache
+
+CHECK = "kernel.fla.gdn_chunk.fwd.fp32.typical"
+
+
+def _outcome(depends: dict, status="pass", message="within budget") -> Outcome:
+    return Outcome(CHECK, "a check", Result(status, 0.5, 1.0, message, {"tensors": []}, measure="normwise_relative"),
+                   1.25, f"verify run --id {CHECK}", 0.0, 0, depends)
+
+
+@pytest.fixture
+def root(tmp_path) -> Path:
+    """A kernel root with two files: one the check depended on, one it never reached."""
+    (tmp_path / "root" / "fla").mkdir(parents=True)
+    (tmp_path / "root" / "fla" / "chunk.py").write_text("SCALE = 1.0\n")
+    (tmp_path / "root" / "fla" / "unused.py").write_text("X = 0\n")
+    return tmp_path / "root"
+
+
+def _keep(tmp_path, root, ctx=Context(), files=("fla/chunk.py",), vc=None, **kw):
+    vc = vc or cache.VerdictCache(tmp_path / "c", "cpu")
+    vc.put(_outcome(cache.dependencies([root / f for f in files], root), **kw), ctx, "run-1")
+    return vc
+
+
+def test_an_unchanged_check_replays_its_verdict_with_the_run_it_came_from(tmp_path, root):
+    _keep(tmp_path, root)
+    hit = cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root)
+    assert hit is not None and hit.result.status == "pass" and hit.result.measured == 0.5
+    assert hit.result.details["cached"]["run"] == "run-1" and hit.result.details["cached"]["seconds"] == 1.25
+
+
+@pytest.mark.parametrize("status,message", [("fail", "o: normwise 3.1 > budget 1.0 [example (B=1, T=64)]"),
+                                            ("error", "RuntimeError: launch failed")])
+def test_a_failing_or_erroring_verdict_is_cached_and_replays_message_and_repro(tmp_path, root, status, message):
+    _keep(tmp_path, root, status=status, message=message)
+    hit = cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root)
+    assert (hit.result.status, hit.result.message, hit.repro) == (status, message, f"verify run --id {CHECK}")
+
+
+@pytest.mark.parametrize("kind", cache.NOT_KEPT)
+def test_a_verdict_of_the_machine_is_not_kept(tmp_path, root, kind):
+    vc = cache.VerdictCache(tmp_path / "c", "cpu")
+    out = _outcome(cache.dependencies([root / "fla/chunk.py"], root), status="error")
+    out.result.kind = kind
+    vc.put(out, Context(), "run-1")
+    assert vc.get(CHECK, Context(), root) is None
+    assert not list((tmp_path / "c").rglob("*.json"))
+
+
+def test_a_file_the_check_depended_on_changed_misses_and_its_control_replays(tmp_path, root):
+    _keep(tmp_path, root)
+    (root / "fla" / "chunk.py").write_text("SCALE = 1.01\n")
+    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is None
+    # control: a verdict kept without that file among its dependencies replays after the same change
+    _keep(tmp_path, root, files=("fla/unused.py",))
+    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is not None
+
+
+def test_a_file_the_check_never_reached_changes_nothing(tmp_path, root):
+    _keep(tmp_path, root)
+    (root / "fla" / "unused.py").write_text("X = 1\n")
+    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is not None
+
+
+def test_a_file_gone_misses(tmp_path, root):
+    _keep(tmp_path, root)
+    (root / "fla" / "chunk.py").unlink()
+    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is None
+
+
+def test_the_same_files_in_another_kernel_root_replay(tmp_path, root):
+    """Dependencies are named by their path in the kernel root: a bisect's worktree of the same code reuses."""
+    _keep(tmp_path, root)
+    other = shutil.copytree(root, tmp_path / "elsewhere")
+    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), other) is not None
+
+
+PARAMS = {"seed": 1, "profile": "quick", "examples": 3, "configs": "all", "fp32_dot": "ieee", "references": "cpu"}
+
+
+class _Without(cache.VerdictCache):
+    """A cache whose key leaves one run parameter out (the negative control)."""
+    left_out = ""
+
+    def key(self, check_id, ctx, extra=None):
+        return super().key(check_id, dataclasses.replace(ctx, **{self.left_out: getattr(Context(), self.left_out)}),
+                           extra)
+
+
+@pytest.mark.parametrize("param", sorted(PARAMS))
+def test_each_run_parameter_is_in_the_key(tmp_path, root, param):
+    _keep(tmp_path, root)
+    changed = dataclasses.replace(Context(), **{param: PARAMS[param]})
+    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, changed, root) is None
+    control = type("Control", (_Without,), {"left_out": param})(tmp_path / "c", "cpu")
+    assert control.get(CHECK, changed, root) is not None
+
+
+@pytest.mark.parametrize("component,changed", [("device", "cuda:H200"), ("toolkit", "0" * 64),
+                                               ("environment", "torch"), ("environment", "triton"),
+                                               ("environment", "transformers"), ("environment", "python")])
+def test_the_toolkit_versions_and_device_class_are_in_the_key(tmp_path, root, component, changed):
+    def verdicts(change: bool, control: bool) -> cache.VerdictCache:
+        vc = cache.VerdictCache(tmp_path / ("control" if control else "c"), "cpu")
+        if change and component == "environment":
+            vc.base["environment"] = {**vc.base["environment"], changed: "0.0.0-other"}
+        elif change:
+            vc.base[component] = changed
+        if control:                         # the negative control: a key without that component
+            del vc.base[component]
+        return vc
+
+    _keep(tmp_path, root, vc=verdicts(change=False, control=False))
+    assert verdicts(change=True, control=False).get(CHECK, Context(), root) is None
+    _keep(tmp_path, root, vc=verdicts(change=False, control=True))
+    assert verdicts(change=True, control=True).get(CHECK, Context(), root) is not None
+
+
+def test_a_bisect_steps_replayed_cases_are_in_the_key(tmp_path, root):
+    vc = cache.VerdictCache(tmp_path / "c", "cpu")
+    vc.put(_outcome(cache.dependencies([root / "fla/chunk.py"], root)), Context(), "abc", {"replay": ["B=1"]})
+    assert vc.get(CHECK, Context(), root, {"replay": ["B=2"]}) is None
+    assert vc.get(CHECK, Context(), root, {"replay": ["B=1"]}) is not None
+
+
+@pytest.fixture
+def toolkit(tmp_path_factory) -> list[Path]:
+    """A copy of the toolkit's source folders (their hash is the toolkit's component of the key; outside
+    tmp_path, whose JSON documents are held to the results schema)."""
+    out, tmp_path = [], tmp_path_factory.mktemp("copy")
+    for folder in cache.toolkit_folders():
+        out.append(Path(shutil.copytree(folder, tmp_path / "toolkit" / folder.name,
+                                        ignore=shutil.ignore_patterns("__pycache__"))))
+    return out
+
+
+def _file(folders, name):
+    return next(f for d in folders for f in d.rglob(name))
+
+
+@pytest.mark.parametrize("name", ["path_oracle.py", "budget.py", "search.py", "gdn_ops.py"])
+def test_a_reference_budget_or_search_change_changes_the_toolkit_hash(toolkit, name):
+    """A reference (an oracle), a budget, the search and an op record: each is a source of the toolkit."""
+    before = cache.toolkit_hash(toolkit)
+    f = _file(toolkit, name)
+    f.write_text(f.read_text() + "\n# one line more\n")
+    assert cache.toolkit_hash(toolkit) != before
+
+
+def test_a_file_moved_within_the_toolkit_changes_its_hash(toolkit):
+    before = cache.toolkit_hash(toolkit)
+    f = _file(toolkit, "path_oracle.py")
+    f.rename(f.parent.parent / f.name)
+    assert cache.toolkit_hash(toolkit) != before
+
+
+def test_the_expected_failure_list_is_not_in_the_toolkit_hash(toolkit):
+    """It is applied to the raw verdict after the lookup (an entry's edit needs no rerun): its control."""
+    before = cache.toolkit_hash(toolkit)
+    f = _file(toolkit, "expected_failures.toml")
+    f.write_text(f.read_text() + "\n# edited\n")
+    assert cache.toolkit_hash(toolkit) == before
+
+
+def test_a_corrupt_entry_is_ignored_with_a_warning(tmp_path, root, capsys):
+    vc = _keep(tmp_path, root)
+    [entry] = list((tmp_path / "c").rglob("*.json"))
+    entry.write_text('{"run": "run-1", "depends": {')
+    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is None
+    err = capsys.readouterr().err
+    assert "ignoring an unreadable verdict-cache entry" in err and entry.name in err
+    _keep(tmp_path, root, vc=vc)               # the next run's verdict replaces it
+    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is not None
