@@ -11,9 +11,17 @@ from hypothesis import settings
 # top-level packages: with the repository's top on sys.path (`python -m pytest` puts the current directory
 # first, and the check workers inherit this process's path) its kernels/ would shadow Hugging Face's `kernels`,
 # which transformers imports.
-ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT]
 os.environ["PYTHONSAFEPATH"] = "1"     # the same for every Python the tests start (python -c ... in this checkout)
+# The tiers, in the order their tests start (README.md).  helpers.py, planted_checks.py and every tier's folder are
+# importable from any test file, however pytest is started (a split file's parts import what they share from the
+# part that keeps its name): test file names are unique across the tiers.
+TIERS = ("slow", "cli", "unit")
+for folder in (*(HERE / t for t in TIERS), HERE):
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
 
 
 def pytest_configure(config):
@@ -31,9 +39,10 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
 def pytest_collection_modifyitems(items):
-    """Slow (end-to-end) tests first, the collection order otherwise: under pytest-xdist the longest tests
-    then start at once instead of ending the run alone on one worker."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """The slow tier first, then cli, then unit, the collection order otherwise: under pytest-xdist the longest
+    tests then start at once instead of ending the run alone on one worker."""
+    rank = {t: n for n, t in enumerate(TIERS)}
+    items.sort(key=lambda item: rank.get(item.path.parent.name, len(TIERS)))
 
 
 @pytest.fixture(scope="session")

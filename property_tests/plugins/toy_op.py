@@ -4,7 +4,7 @@ forget gate per head, the same at every token (g_t = s_h), built from the existi
 One record and one call (`declare`) give it every command: its checks (list, kernels), its inputs for
 `verify compare`, a stage for `verify localize`, its package for `verify coverage`, its family for
 `verify report` and a mutant for `verify mutants`.  The workers import this module through
-$VERIFY_EXTRA_CHECKS (property_tests/test_ops.py sets it).
+$VERIFY_EXTRA_CHECKS (property_tests/slow/test_ops_slow.py sets it).
 """
 import torch
 

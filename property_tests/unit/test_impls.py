@@ -15,6 +15,22 @@ from pathmdn_verify.references.path_oracle import path_attn as oracle
 from pathmdn_verify.run import xfail_list
 
 
+@pytest.fixture(autouse=True)
+def registrations_end_with_the_test():
+    """The implementations a test registers, and their checks, are gone after it: a later test in this process
+    that goes through the registry (test_ops.py: every searched check id) sees the built-in checks only."""
+    from pathmdn_verify.checks import kernel_checks
+    from pathmdn_verify.core.registry import REGISTRY
+    from pathmdn_verify.ops import impls
+    before = set(impls.IMPLS)
+    yield
+    for name, op in set(impls.IMPLS) - before:
+        del impls.IMPLS[name, op]
+        kernel_checks._DECLARED.discard((name, op))
+        for cid in [c for c in REGISTRY if c.startswith(f"kernel.{name}.{op}.")]:
+            del REGISTRY[cid]
+
+
 def exact(q, k, v, w, beta, g=None, scale=None):
     """A PaTH 'kernel' that is the float64 oracle (fla's gate convention), rounded to q's dtype; it takes no
     cu_seqlens (no varlen)."""

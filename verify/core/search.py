@@ -45,7 +45,7 @@ from pathmdn_verify.core.registry import DEVICE_LOST, Context, Result
 # A check's examples then depended on which modules its worker had loaded before it and on the literals of this
 # code (measured on the CPU at ci: kernel.fla.path_attn.fwd.bf16.saturated drew a case with seed=2048 in one full
 # run and seed=400 in another and alone, with the same --seed).  That pool is kept empty, so that the seed and the
-# check id alone decide the examples; property_tests/test_kernels.py plants a module of literals to show it.
+# check id alone decide the examples; property_tests/unit/test_kernels.py plants a module of literals to show it.
 HYPOTHESIS_LOCAL_CONSTANTS = getattr(_providers, "_get_local_constants", None)     # hypothesis's own, for that test
 if HYPOTHESIS_LOCAL_CONSTANTS is not None:
     _providers._get_local_constants = lambda: _providers.Constants()

@@ -178,7 +178,7 @@ def validate_inputs(x: dict) -> None:
 
 # GDN is MDN without momentum: with mu = 0 (log mu = -inf), p = alpha k and eta = 1 the MDN step is
 # S_t = alpha_t (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T, GDN's rule (proved by the check
-# symbolic.mdn.gdn_reduction; property_tests/test_kernels.py checks this composition against GDN's literal
+# symbolic.mdn.gdn_reduction; property_tests/unit/test_kernels.py checks this composition against GDN's literal
 # rule, with a negative control).  The MDN oracle and same-dtype
 # implementation run once per sequence of cu_seqlens.
 

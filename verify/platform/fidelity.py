@@ -384,7 +384,7 @@ def bf16_constant_bits(value: float):
     """The bf16 constant Triton 3.6 builds for a Python float (ir.cc get_bf16:
     APFloat(bf16, std::to_string(float(value)))): the value rounded to fp32, printed with six decimals
     ("%f"), that decimal rounded to nearest even bf16 -- so 1e-7 and 5e-7 become 0 and 1.5e-6 becomes
-    2e-6.  Measured against the compiled builder (property_tests/test_fidelity.py)."""
+    2e-6.  Measured against the compiled builder (property_tests/slow/test_fidelity_slow.py)."""
     import numpy as np
     decimal = "%f" % float(np.float32(value))
     return f64_to_bf16_bits(np.array([float(decimal)]))

@@ -1,5 +1,6 @@
-"""`--configs cover|all|autotune|first` (verify/platform/configs.py): which tile config each autotuned kernel runs,
-recorded per check, covered in aggregate, and a bug that lives in one non-first config caught by cover only."""
+"""`--configs cover|all|autotune|first` (verify/platform/configs.py): the context and repro line, the coverage of
+configs in aggregate, the autotune count, and autotune on the CPU a usage error.  GDN and _check serve
+test_configs_cli.py and test_configs_slow.py too."""
 from __future__ import annotations
 
 import pickle
@@ -7,12 +8,8 @@ import pickle
 import pytest
 from helpers import run_cli
 
+
 GDN = "kernel.fla.gdn_chunk.fwd.fp32.typical"
-# a planted bug that matters only under chunk_fwd_kernel_o's third config (BK=32): the inter-chunk term
-# q @ h dropped.  The initial_state check sees it on every example (its first chunk's h is S0).
-BK32 = {"path": "ops/common/chunk_o.py", "old": "        else:\n            b_o = tl.dot(b_q, b_h, b_o)\n",
-        "new": "        elif BK != 32:\n            b_o = tl.dot(b_q, b_h, b_o)\n"}
-BK32_KILLER = "kernel.fla.gdn_chunk.fwd.fp32.initial_state"
 
 
 def _check(doc, cid):
@@ -67,45 +64,3 @@ def test_autotune_on_the_cpu_exits_2_with_one_line(tmp_path):
     assert r.returncode == 2, r.stderr
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "needs a GPU" in lines[0], r.stderr
-
-
-def test_canary_passes(tmp_path):
-    r, doc = run_cli("kernels", "--id", "env.interpreter.configs_cover", "--profile", "quick", "--json",
-                     tmp_path / "c.json")
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert _check(doc, "env.interpreter.configs_cover")["status"] == "pass"
-
-
-@pytest.mark.slow
-def test_same_seed_same_configs_and_first_is_index_0(tmp_path):
-    got = []
-    for n, mode in enumerate(("cover", "cover", "first")):
-        r, doc = run_cli("kernels", "--id", GDN, "--profile", "quick", "--configs", mode, "--json",
-                         tmp_path / f"{n}.json")
-        assert r.returncode == 0, r.stdout + r.stderr
-        details = _check(doc, GDN)["details"]
-        assert set(details["configs"]) == set(details["configs_declared"]) and details["configs"]
-        assert all(0 <= i < details["configs_declared"][k] for k, v in details["configs"].items() for i in v)
-        assert doc["environment"]["configs"]["mode"] == mode
-        got.append(details["configs"])
-    assert got[0] == got[1]
-    assert all(v == [0] for v in got[2].values()), got[2]
-    assert got[0] != got[2]         # cover does not merely run the first config
-
-
-@pytest.mark.slow
-def test_a_bug_only_in_a_non_first_config_is_caught_by_cover_and_missed_by_first(tmp_path):
-    from pathmdn_verify.platform.mutation import Mutant, materialize
-    tree = materialize(Mutant("gdn_chunk_o_bk32", "test", killers=(BK32_KILLER,), **BK32), tmp_path / "tree")
-    status = {}
-    for mode in ("first", "cover"):
-        r, doc = run_cli("kernels", "--kernel-root", tree, "--id", BK32_KILLER, "--profile", "ci", "--configs", mode,
-                         "--json", tmp_path / f"{mode}.json")
-        c = _check(doc, BK32_KILLER)
-        status[mode] = (r.returncode, c["status"])
-        if mode == "cover":
-            assert "BK=32" in c["message"], c["message"]
-            assert any("BK=32" in s for s in c["details"]["configs_failing_example"]["chunk_fwd_kernel_o"])
-        else:
-            assert c["details"]["configs"]["chunk_fwd_kernel_o"] == [0]
-    assert status == {"first": (0, "pass"), "cover": (1, "fail")}

@@ -1,16 +1,12 @@
-"""The MomentumDeltaNet and GatedDeltaNet layer checks (verify/layers/mdn_layers.py): the literal layers of
-references/mdn_layer_literal.py against facts computed by hand, one check passing on fla, one finding failing, and a
-planted bug turning its killer red."""
+"""The MomentumDeltaNet and GatedDeltaNet literal layers (references/mdn_layer_literal.py) against facts computed by
+hand."""
 import math
 
-import pytest
 import torch
 import torch.nn.functional as F
-from helpers import load, run_cli
 
 from pathmdn_verify.references import mdn_layer_literal as L
-from pathmdn_verify.platform.mutation import materialize
-from pathmdn_verify.layers import mdn_layers as layers_mdn
+
 
 H, DK, DV, HIDDEN = 2, 2, 3, 4
 
@@ -77,27 +73,3 @@ def test_gdn_literal_is_the_gated_delta_rule():
             S = a * (torch.eye(DK, dtype=torch.float64) - b * torch.outer(kt, kt)) @ S + b * torch.outer(kt, out["v"][0, t, h])
             torch.testing.assert_close(out["core"][0, t, h], S.T @ q[0, t, h] / math.sqrt(DK), rtol=1e-12, atol=1e-14)
         torch.testing.assert_close(out["S"][0, h], S, rtol=1e-12, atol=1e-14)
-
-
-def test_a_convention_passes_and_the_fp32_refusal_is_a_listed_finding(tmp_path):
-    ok, bad = "layer.fla.mdn.neg-eig.fp32.convention-neg-eigval", "layer.fla.mdn.default.fp32.backward"
-    r, doc = run_cli("layers", "--id", ok, "--id", bad, "--profile", "quick", "--device", "cpu", "--workers", "1",
-                     "--json", tmp_path / "r.json")
-    assert doc is not None, r.stderr[-2000:]
-    got = {c["id"]: c for c in doc["checks"]}
-    assert got[ok]["status"] == "pass", got[ok]["message"]
-    assert got[ok]["details"]["alternative_ratio"] > 10
-    assert got[bad]["status"] == "xfail" and got[bad]["kind"] == "exception", got[bad]["message"]
-    assert "does not support float32" in got[bad]["message"]
-
-
-@pytest.mark.parametrize("name", ["layer_mdn_alpha_without_max"])
-def test_a_planted_gate_bug_turns_its_killer_red(name, tmp_path):
-    m = {m.name: m for m in layers_mdn.MDN_MUTANTS}[name]
-    root = materialize(m, tmp_path / "tree")
-    r, doc = run_cli("layers", "--id", m.killers[0], "--kernel-root", root, "--profile", "quick", "--device", "cpu",
-                     "--workers", "1", "--json", tmp_path / "m.json")
-    assert doc is not None, r.stderr[-2000:]
-    c = doc["checks"][0]
-    assert c["status"] == "fail" and c["kind"] == "over_budget", c["message"]
-    assert load(tmp_path / "m.json")["checks"][0]["id"] == m.killers[0]

@@ -30,8 +30,6 @@ from pathmdn_verify.ops import mutants as _mutants
 
 MUTANTS = _mutants()
 
-pytestmark = pytest.mark.slow     # end to end: subprocesses over copies of fla (the slow tier)
-
 MUTANT = MUTANTS["path_householder_reversed"]
 CHECK = MUTANT.killers[0]                     # kernel.fla.path_attn.fwd.fp32.beta_uniform
 BROKEN, API = "fla/ops/path_attn/__init__.py", "fla/ops/path_attn/parallel.py"
@@ -163,7 +161,7 @@ def test_a_bisect_in_progress_is_left_alone(history, capsys):
 # writes the marker (the step's pid) and then never returns, so that a test interrupts a bisect step that is
 # certainly running, whatever the machine's speed.
 BLOCKER = f"""import os as _os
-if _os.environ.get({MARKER_ENV!r}):     # planted by property_tests/test_bisect.py
+if _os.environ.get({MARKER_ENV!r}):     # planted by property_tests/slow/test_bisect.py
     import time as _time
     _tmp = _os.environ[{MARKER_ENV!r}] + ".tmp"
     with open(_tmp, "w") as _f:

@@ -1,5 +1,6 @@
-"""`verify report`: the report folder (report.md, PNGs, report.json valid against its schema), the bounds, and
-`--compare` (a worsened point is a regression, exit 1; an unchanged pair exits 0)."""
+"""`verify report` in this process: the plots, report.md and report.json on synthetic points (valid against the
+schema), the bounds, the sweeps, `--compare`'s diff, the known MDN chunk failure measured.  The synthetic points
+and run_cli serve test_report_cli.py and test_report_slow.py."""
 import copy
 import json
 import math
@@ -14,6 +15,7 @@ import pytest
 from pathmdn_verify.report import bounds, diff, document, plots
 from pathmdn_verify.report.sweeps import measured, points
 from pathmdn_verify.run import xfail_list as xfails
+
 
 SCHEMA = json.loads(document.SCHEMA_FILE.read_text())
 
@@ -109,22 +111,6 @@ def test_full_plot_set_on_synthetic_points(tmp_path):
     assert doc["bounds"]["gamma_n"]["source"].startswith("Higham")
 
 
-def test_quick_subset_writes_report(tmp_path):
-    """The real command on the CPU, on a -k subset that keeps the test short (the whole quick profile is the
-    same code over more points)."""
-    out = tmp_path / "rep"
-    r = run_cli("report", "--profile", "quick", "--device", "cpu", "--out", str(out), "-k", "T.forgetting_attn.fwd",
-                "-k", "mdn_map.stable_chunk16", "-k", "mdn_map.mdn_recurrent", "-k", "state.path_attn.fwd.fp32.16")
-    assert r.returncode == 0, r.stdout + r.stderr
-    doc = json.loads((out / "report.json").read_text())
-    jsonschema.validate(doc, SCHEMA)
-    assert {p["plot"] for p in doc["points"]} == {"T", "mdn_map", "state"}
-    assert {"T_forgetting_attn.png", "mdn_map.png", "state_tracking.png"} <= set(images_exist(out))
-    fox = [p for p in doc["points"] if p["plot"] == "T"]
-    assert all(p["status"] == "pass" and 0 < p["tensors"][0]["err_rel"] < 1e-2 for p in fox)
-    assert doc["environment"]["interpreter_fidelity"]["fp32_dot"] == "tf32"
-
-
 def test_measure_catches_the_known_mdn_chunk_failure():
     """The measurement is the checks' comparison: fla's chunk path at log mu = -2, chunk 64 (a listed expected
     failure) is non-finite, while the stable chunk form in fp32 on the same kind of input is accurate."""
@@ -134,36 +120,6 @@ def test_measure_catches_the_known_mdn_chunk_failure():
     good = measure(by_id["mdn_map.stable_chunk64.fwd.fp32.-2"], "cpu", "tf32")
     assert bad["status"] == "fail" and bad["kind"] in ("non_finite", "over_budget")
     assert good["tensors"][0]["err_rel"] < 1e-5
-
-
-def test_workers_give_the_same_records():
-    """Spawned workers measure exactly what the process itself measures, in the order of the points."""
-    from pathmdn_verify.report.measure import run_points
-    pts = [p for p in points("quick") if p.op in ("stable_chunk16", "log_chunk16")][:3]
-    seen = []
-    one, facts_one = run_points(pts, "cpu", "tf32", 1, lambda p, finished: seen.append((p.id, finished)))
-    two, facts_two = run_points(pts, "cpu", "tf32", 2, lambda p, finished: None)
-    assert seen == [(p.id, f) for p in pts for f in (False, True)]
-    assert facts_one["interpreter_fidelity"] == facts_two["interpreter_fidelity"] is not None   # from the workers
-    strip = lambda recs: [{k: v for k, v in r.items() if k != "seconds"} for r in recs]   # noqa: E731
-    assert strip(one) == strip(two) and [r["id"] for r in two] == [p.id for p in pts]
-
-
-def test_compare_reports_a_worsened_point(tmp_path):
-    write_synthetic(tmp_path / "old")
-    doc = json.loads((tmp_path / "old" / "report.json").read_text())
-    worse = copy.deepcopy(doc)
-    pt = next(p for p in worse["points"] if p["id"] == "T.path_attn.fwd.bf16.64")
-    pt["tensors"][0]["err_rel"] *= 3
-    new = tmp_path / "new.json"
-    new.write_text(json.dumps(worse))
-    r = run_cli("report", "--compare", str(tmp_path / "old" / "report.json"), str(new), "--out", str(tmp_path / "d"))
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert "REGRESSIONS: 1" in r.stdout and "T.path_attn.fwd.bf16.64: error grew 3.0x" in r.stdout
-    assert (tmp_path / "d" / "compare.png").is_file() and (tmp_path / "d" / "compare.md").is_file()
-    json.loads((tmp_path / "d" / "compare.json").read_text())
-    same = run_cli("report", "--compare", str(tmp_path / "old" / "report.json"), str(tmp_path / "old" / "report.json"))
-    assert same.returncode == 0 and "REGRESSIONS: 0" in same.stdout
 
 
 def test_compare_new_non_finite_and_status_change():
@@ -312,22 +268,12 @@ def test_report_md_is_tables_and_words(tmp_path):
     assert not [ln for ln in md.splitlines() if ln.startswith("- **")]
 
 
-@pytest.mark.parametrize("args,message", [
-    (("report", "--workers", "0"), "--workers 0"),
-    (("report", "-k", "no_such_point", "--out", "never_written"), "no report point matches"),
-    (("report", "--compare", "README.md", "README.md"), "not readable as JSON"),
-])
-def test_bad_input(args, message):
-    r = run_cli(*args)
-    assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1
-
-
 def test_compare_reads_the_committed_schema_1_reports():
     """The reports committed before the same-dtype rename (schema 1: ref_rel, fraction.reference) compare
     with a new one: the H200 report against itself has no change, and a worsened same-dtype number is
     read under its new name (else the comparison would see no same-dtype error at all)."""
     from pathlib import Path
-    old_path = Path(__file__).resolve().parents[1] / "reports/h200-2026-11-30/report-full/report.json"
+    old_path = Path(__file__).resolve().parents[2] / "reports/h200-2026-11-30/report-full/report.json"
     old = diff.load(str(old_path))
     assert old["schema_version"] == 2 and "ref_rel" not in json.dumps(old)
     with_dtype = [t for p in old["points"] for t in p.get("tensors") or [] if t.get("same_dtype_rel") is not None]

@@ -1,11 +1,13 @@
-"""The Triton-interpreter fidelity layer (verify/platform/fidelity.py) and its canaries.
+"""The Triton-interpreter fidelity layer (verify/platform/fidelity.py) and its canaries, in child processes.
 
 TRITON_INTERPRET and the patches are process-global, and another test module may already have
-imported triton, so everything that runs a kernel runs in a child process (three in all):
+imported triton, so everything that runs a kernel runs in a child process:
   1. every env.interpreter.* canary with the whole layer on (fp32_dot tf32 and ieee), then with each
      part switched off in turn (fidelity.restore() + activate(parts=...) in the same child);
-  2. fla's PaTH and FoX kernels end to end at a tiny size against the float64 references;
-  3. activation refused after triton was imported without the interpreter.
+  2. fla's PaTH, FoX and GDN kernels end to end at a tiny size against the float64 references;
+  3. activation refused after triton was imported without the interpreter; the bf16 constants of Triton's
+     own builder, the performance and lowering canaries' negative controls, interpreter gaps told from
+     kernel errors.
 """
 from __future__ import annotations
 
@@ -14,10 +16,9 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
-
+from test_fidelity import PARTS
 
 
 def run_child(code: str, timeout: float = 300) -> dict:
@@ -32,9 +33,6 @@ def run_child(code: str, timeout: float = 300) -> dict:
 # ------------------------------------------------------------------------------------------------
 # canaries, layer on and each part off
 
-PARTS = ("bf16_dot", "bf16_round", "autotune", "tf32", "dot_order", "numpy_index", "loop_index", "bf16_arith",
-         "bf16_scalar", "tl_alias", "torch_cpu_device", "lang_cache", "np_dtypes",
-         "lazy_types", "device_calls", "bounds", "bf16_guard")
 # which canaries must turn red when a part is off
 RED_WHEN_OFF = {
     "bf16_dot": ["env.interpreter.bf16_dot"],
@@ -131,11 +129,6 @@ def test_canary_turns_red_with_part_off(canaries, part):
         assert status == "pass", f"{cid} went {status} with only {part} off: {msg}"
 
 
-def test_parts_list_matches_layer():
-    from pathmdn_verify.platform import fidelity
-    assert fidelity.PARTS == PARTS
-
-
 def test_active_parts_recorded(canaries):
     on = canaries["on|active"]
     assert on["parts"] == list(PARTS) and on["fp32_dot"] == "tf32" and on["triton"].startswith("3.6.")
@@ -153,32 +146,6 @@ def test_activation_refused_after_triton_import():
             print(json.dumps({"raised": str(e)}))
     """)
     assert out["raised"] and "too late" in out["raised"] and "triton.language" in out["raised"]
-
-
-def test_bad_arguments_refused():
-    from pathmdn_verify.platform import fidelity
-    from pathmdn_verify.core.errors import UsageError
-    with pytest.raises(UsageError):
-        fidelity.activate(fp32_dot="fp16")
-    with pytest.raises(UsageError):
-        fidelity.activate(parts=("bf16_dot", "no_such_part"))
-
-
-def test_fixed_order_dot_is_the_once_rounded_sum():
-    """dot_order's accumulation: float64 in a fixed order, rounded once; equal to the correctly rounded
-    exact sum (math.fsum) on seeded data, so the same on every machine (elementwise IEEE, no BLAS)."""
-    import math
-
-    import numpy as np
-
-    from pathmdn_verify.platform.fidelity import fixed_order_dot
-    rng = np.random.default_rng(0)
-    a, b = (rng.standard_normal(s).astype(np.float32) for s in ((16, 64), (64, 8)))
-    d = rng.standard_normal((16, 8)).astype(np.float32)
-    got = fixed_order_dot(a, b, d)
-    want = np.array([[math.fsum([float(d[i, j])] + [float(a[i, k]) * float(b[k, j]) for k in range(64)])
-                      for j in range(8)] for i in range(16)]).astype(np.float32)
-    assert got.dtype == np.float32 and np.array_equal(got, want)
 
 
 BF16_CONSTANTS_CHILD = """
@@ -237,48 +204,6 @@ def test_performance_canaries_catch_a_wrong_answer():
         print(json.dumps({"good": good, "bad": bad}))
     """)
     assert out == {"good": ["pass", "pass"], "bad": ["fail", "fail"]}
-
-
-def test_bf16_fma_canary_discriminates():
-    """The canary's x*y + x and x - x*y data (seed 0) tell one rounding (the GPU's fma.rn.bf16) from two
-    (mul.bf16 then add.bf16): the emulation cannot pass it by rounding the product first."""
-    from fractions import Fraction
-
-    import torch
-
-    from pathmdn_verify.core.bits import bf16_rne
-    g = torch.Generator().manual_seed(2)
-    x, y = (torch.randn(16, generator=g).to(torch.bfloat16).double().tolist() for _ in range(2))
-    pairs = [(Fraction(a), Fraction(b)) for a, b in zip(x, y)]
-    once = [bf16_rne(a * b + a) for a, b in pairs] + [bf16_rne(a - a * b) for a, b in pairs]
-    twice = ([bf16_rne(Fraction(bf16_rne(a * b)) + a) for a, b in pairs]
-             + [bf16_rne(a - Fraction(bf16_rne(a * b))) for a, b in pairs])
-    assert sum(p != q for p, q in zip(once, twice)) >= 3
-
-
-def test_exact_bf16_conversions():
-    """The numpy helpers the patches use, against the rational RNE oracle of the canaries."""
-    import math
-
-    import numpy as np
-
-    from pathmdn_verify.checks.fidelity_canaries import _F32_CAST_CASES
-    from pathmdn_verify.core.bits import (
-        bf16_bits_to_f32,
-        bf16_rne,
-        f32_to_bf16_bits,
-        f64_to_bf16_bits,
-    )
-    xs = np.array(_F32_CAST_CASES, dtype=np.float32)
-    got = bf16_bits_to_f32(f32_to_bf16_bits(xs))
-    assert [float(g) for g in got] == [bf16_rne(float(x)) for x in xs]
-    rng = np.random.default_rng(0)
-    ys = rng.standard_normal(2000) * np.exp2(rng.integers(-140, 130, 2000))
-    ys = np.concatenate([ys, [1 + 2.0 ** -8 + 2.0 ** -40, 3.5e38, -1e-45]])
-    got64 = bf16_bits_to_f32(f64_to_bf16_bits(ys))
-    want = [bf16_rne(float(y)) for y in ys]
-    assert all(float(g) == w or (math.isinf(w) and math.isinf(g)) for g, w in zip(got64, want))
-    assert np.isnan(bf16_bits_to_f32(f32_to_bf16_bits(np.array([np.nan], np.float32))))[0]
 
 
 def test_bf16_lowering_canary_rejects_the_unfused_model():

@@ -1,9 +1,10 @@
-"""--kernel-root accepts any fla checkout (mid-2025 .. HEAD, the MDN authors' fork): entry points found by what
-the tree offers, fla/__init__.py's model zoo bypassed only when it cannot run, the H200 tile emulation reaching
-check_shared_mem wherever the tree defines it (and verified), a tree that cannot be imported one line and exit 2.
+"""--kernel-root accepts any fla checkout (mid-2025 .. HEAD): entry points found by what the tree offers,
+fla/__init__.py's model zoo bypassed only when it cannot run, the H200 tile emulation reaching check_shared_mem
+wherever the tree defines it (and verified), a tree that cannot be imported one line and exit 2, a package
+whose __init__ re-exports run lazily.
 
 The trees are built at test time from the installed fla-core (nothing third-party is committed): each test
-copies it and edits the copy the way an older version differs.
+copies it (test_kernel_root.tree) and edits the copy the way an older version differs.
 """
 import json
 import os
@@ -13,30 +14,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from pathmdn_verify.core.errors import VariantUnsupported
+from test_kernel_root import tree
 
 PATH_CHECK = "kernel.fla.path_attn.fwd.fp32.beta_uniform"
 TILES = ("env.interpreter.tiles.check_shared_mem", "env.interpreter.tiles.path_fwd", "env.interpreter.tiles.fox_fwd")
-
-
-def _installed_fla() -> Path:
-    import importlib.util
-    spec = importlib.util.find_spec("fla")
-    assert spec is not None and spec.origin, "these tests copy the installed fla-core"
-    return Path(spec.origin).parent
-
-
-def tree(tmp_path: Path, name: str = "tree") -> Path:
-    """A copy of the installed fla-core package under tmp_path/name (the --kernel-root): without the layers and
-    models that flash-linear-attention installs into the same fla directory, which import the ops these tests
-    edit (fla/__init__.py imports them when present)."""
-    root = tmp_path / name
-    shutil.copytree(_installed_fla(), root / "fla", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    for zoo in ("layers", "models"):
-        shutil.rmtree(root / "fla" / zoo, ignore_errors=True)
-    return root
 
 
 def edit(path: Path, old: str, new: str, count: int = 1, regex: bool = False) -> None:
@@ -69,32 +50,6 @@ def ids(*check_ids: str) -> list[str]:
     return [a for i in check_ids for a in ("--id", i)]
 
 
-# ------------------------------------------------------------------------------------------------ in process
-
-def test_init_obstacle_reads_fla_init_without_running_it(tmp_path, monkeypatch):
-    from pathmdn_verify.kernels import fla_import as kr
-    root = tree(tmp_path)
-    # fla-core 0.6.0: the model zoo is optional, found through extend_path in any fla directory on sys.path;
-    # a tree without one while the installed fla has one would import the installed layers on its ops
-    zoo_installed = (_installed_fla() / "layers").is_dir()
-    assert ("extends fla's path" in (kr.init_obstacle(root) or "")) == zoo_installed
-    if zoo_installed:
-        for zoo in ("layers", "models"):
-            shutil.copytree(_installed_fla() / zoo, root / "fla" / zoo)
-    assert kr.init_obstacle(root) is None                      # its own model zoo: nothing to rescue
-    init = root / "fla" / "__init__.py"
-    init.write_text(init.read_text() + "\nfrom fla.layers import ABCAttention\n")
-    assert ("model zoo" in (kr.init_obstacle(root) or "")) == (not kr._findable("transformers"))
-    init.write_text('__version__ = "0.4.0"\ntry:\n    import transformers_stand_in_missing\nexcept ImportError:\n'
-                    '    pass\n')
-    assert kr.init_obstacle(root) is None                      # a guarded import is the package's own business
-    init.write_text('__version__ = "0.4.0"\nimport transformers_stand_in_missing\n')
-    assert "transformers_stand_in_missing" in kr.init_obstacle(root)
-    assert kr.read_version(init) == "0.4.0"
-    shutil.rmtree(root / "fla" / "ops")                        # no kernels: nothing to rescue, the error names it
-    assert kr.init_obstacle(root) is None
-
-
 LAZY_PROBE = """
 import os, sys
 sys.path.insert(0, sys.argv[1])
@@ -125,29 +80,6 @@ def test_reexporting_packages_run_their_init_on_first_use_of_a_name(tmp_path):
     (ops / "__init__.py").write_text("import os\nos.environ['RAN'] = 'init'\nfrom .a import f\n")
     r = run()
     assert r.returncode == 0 and r.stdout.split("\n")[0].startswith("inita False"), r.stdout + r.stderr
-
-
-def test_keywords_only_when_named():
-    """A **kwargs is not a parameter: an old tree's swallows unknown keywords silently; the body reading it is."""
-    from pathmdn_verify.kernels import fla_ops
-
-    def old(q, k, scale=None, **kwargs):
-        return "ran"
-
-    def new(q, k, scale=None, **kwargs):
-        chunk_size = kwargs.get('chunk_size', 64)
-        return chunk_size
-
-    assert not fla_ops._accepts(old, "chunk_size") and fla_ops._accepts(new, "chunk_size")
-    with pytest.raises(VariantUnsupported, match="takes no chunk_size"):
-        fla_ops._call(old, 1, 2, chunk_size=16)
-    assert fla_ops._call(old, 1, 2, scale=0.5) == "ran"
-
-
-def test_fla_version_is_not_a_gate():
-    from pathmdn_verify.kernels import fla_ops
-    assert not hasattr(fla_ops, "SUPPORTED_FLA")
-    assert fla_ops.fla_version() == fla_ops.check_fla_version() == "0.6.0"
 
 
 # ------------------------------------------------------------------------------------------------ CLI, trees
@@ -236,50 +168,3 @@ def test_tile_emulation_follows_check_shared_mem_into_device_module(tmp_path):
     assert doc["environment"]["interpreter_fidelity"]["device_properties"].startswith("not emulated")
     path = next(c for c in doc["checks"] if c["id"] == TILES[1])
     assert "'BS': 32" in path["message"] and "'BT': 64" in path["message"]
-
-
-FORK_UTILS = '''"""As the MDN authors' fork's fla/utils.py: FLA_CACHE_RESULTS is read and never defined."""
-import inspect
-
-import triton
-
-SUPPORTS_AUTOTUNE_CACHE = "cache_results" in inspect.signature(triton.autotune).parameters
-autotune_cache_kwargs = {"cache_results": FLA_CACHE_RESULTS} if SUPPORTS_AUTOTUNE_CACHE else {}
-'''
-
-
-def test_import_fixes_apply_only_where_their_defect_is(monkeypatch):
-    """Each declared import fix (pathmdn_verify.kernels.fla_import.IMPORT_FIXES) changes a module only where its defect is: the
-    fork's undefined FLA_CACHE_RESULTS and its unused pandas import (pandas taken as not installed) are fixed; a
-    module that defines the name, reads it only inside a function, uses pandas, imports another missing module
-    unused, or imports an installed one unused, is left as it is (its own NameError or ImportError stays the
-    tree's)."""
-    import ast
-
-    from pathmdn_verify.kernels import fla_import
-    from pathmdn_verify.kernels.fla_import import IMPORT_FIXES, fix_module
-    findable = fla_import._findable
-    monkeypatch.setattr(fla_import, "_findable", lambda name: name != "pandas" and findable(name))
-
-    def fixed(source: str):
-        tree = ast.parse(source)
-        names = fix_module(tree)
-        namespace: dict = {}
-        exec(compile(tree, "<m>", "exec"), namespace)
-        return names, namespace
-
-    names, ns = fixed('"""doc"""\nfrom __future__ import annotations\nSUPPORTS_AUTOTUNE_CACHE = True\n'
-                      'autotune_cache_kwargs = {"cache_results": FLA_CACHE_RESULTS} if SUPPORTS_AUTOTUNE_CACHE else {}\n')
-    assert names == ["undefined_fla_cache_results"] and ns["autotune_cache_kwargs"] == {"cache_results": True}
-    names, ns = fixed("import pandas as pd\nimport os\nx = os.sep\n")
-    assert names == ["unused_missing_import"] and "pd" not in ns
-    assert set(IMPORT_FIXES) == {"undefined_fla_cache_results", "unused_missing_import"}
-    for untouched in ("FLA_CACHE_RESULTS = False\ny = FLA_CACHE_RESULTS\n",        # defined
-                      "def f():\n    return FLA_CACHE_RESULTS\n",                  # read only when called
-                      "import pandas as pd\nx = pd.DataFrame\n",                   # used: its ImportError stays
-                      "import verify_test_missing_module\n",                       # not a declared module
-                      "import json as unused\n"):                                   # installed
-        tree = ast.parse(untouched)
-        assert fix_module(tree) == [] and ast.dump(tree) == ast.dump(ast.parse(untouched)), untouched
-    with pytest.raises(ImportError):
-        exec(compile("import verify_test_missing_module\n", "<m>", "exec"), {})

@@ -1,13 +1,9 @@
 """Any fla checkout: an expected-failure entry measured on fla 0.6.0 applies to every tree whose fla says 0.6.0
 (the installed package, a copy or git checkout of it; narrowed by `commits` / `trees` where an entry names
-them) and to no other version; `--xfails FILE` replaces the built-in list (a malformed FILE is exit 2, one
-line); `verify compare` survives a kernel that kills its process (a crashed verdict, exit 1) and takes
---kernel-root; the repro line of `--save-failing` names the kernel root, so it reproduces the failure.
-
-Trees are built at test time from the installed fla (never committed)."""
-import json
+them) and to no other version; a malformed `--xfails FILE` is exit 2, one line.  Trees are built at test time
+from the installed fla (never committed); copy_fla and verify serve test_xfails_scope_cli.py and
+test_xfails_scope_slow.py."""
 import re
-import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,6 +15,7 @@ from pathmdn_verify import cli
 from pathmdn_verify.core.registry import Result
 from pathmdn_verify.run import xfail_list as xfails
 
+
 ENTRY = '''[[xfail]]
 id = "kernel.fla.op.fwd.bf16.r"
 packages = ["fla 0.6.0"]
@@ -28,7 +25,6 @@ regime = "r"
 measured = "m"
 cause = "c"
 '''
-PATH_CHECK = "kernel.fla.path_attn.fwd.bf16.beta_uniform"
 
 
 def installed_fla() -> Path:
@@ -144,60 +140,3 @@ def test_a_malformed_xfails_file_is_exit_2_in_one_line(tmp_path, capsys, planted
         assert cli.main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("verify: error:") and str(bad) in err[0] and says in err[0], err
-
-
-def test_xfails_file_turns_a_listed_failure_into_xfail(tmp_path, planted):
-    f = tmp_path / "mine.toml"
-    f.write_text('[[xfail]]\nid = "test.planted.xfail"\nkinds = ["over_budget"]\n'
-                 'regime = "r"\nmeasured = "m"\ncause = "planted"\n')
-    out = tmp_path / "run.json"
-    r = verify("all", "--id", "test.planted.xfail", "--device", "cpu", "--profile", "quick", "--xfails", str(f),
-               "--json", str(out))
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert json.loads(out.read_text())["checks"][0]["status"] == "xfail"
-    # --xfails adds to the built-in list (a maintainer keeps the known upstream defects); --xfails-only replaces it
-    assert re.search(rf"expected failures: \d+ of \d\d+ entries apply to .*\(from {re.escape(str(f))}, and the built-in "
-                     r"list\)", r.stdout) and f"listed in {f}" in r.stdout, r.stdout
-    only = verify("all", "--id", "test.planted.xfail", "--device", "cpu", "--profile", "quick", "--xfails-only", str(f))
-    assert only.returncode == 0 and "expected failures: 1 of 1 entries apply to" in only.stdout, only.stdout
-    plain = verify("all", "--id", "test.planted.xfail", "--device", "cpu", "--profile", "quick")
-    assert plain.returncode == 1                                              # the built-in list does not name it
-
-
-def test_compare_survives_a_kernel_that_aborts(tmp_path, registry):
-    import torch
-
-    from pathmdn_verify.ops import OPS
-    root = copy_fla(tmp_path / "abort")
-    target = root / "fla" / "ops" / "path_attn" / "parallel.py"
-    text = target.read_text()
-    head = re.search(r"(?ms)^def parallel_path_attn\(.*?^\) -> [^\n]*:\n", text)
-    assert head, "parallel_path_attn's signature changed"
-    target.write_text(text[:head.end()] + "    import os\n    os.abort()\n" + text[head.end():])
-    op = OPS["path_attn"]
-    x = {n: t for n, t in op.inputs(op.sample_case, torch.bfloat16).items() if t is not None}
-    torch.save(x, tmp_path / "x.pt")
-    out = tmp_path / "c.json"
-    r = verify("compare", "--op", "path_attn", "--inputs", str(tmp_path / "x.pt"), "--device", "cpu",
-               "--kernel-root", str(root), "--json", str(out))
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert re.search(r"^FAIL .*crashed \(signal 6\b", r.stdout, re.MULTILINE), r.stdout
-    doc = json.loads(out.read_text())
-    assert (doc["status"], doc["kind"], doc["signal"]) == ("fail", "crashed", 6)
-
-
-def test_save_failing_repro_names_the_kernel_root_and_reproduces(tmp_path):
-    from pathmdn_verify.platform.mutation import materialize
-    from pathmdn_verify.ops.attention_ops import PATH_MUTANTS
-    mutant = next(m for m in PATH_MUTANTS if m.name == "path_zero_mask")
-    root = materialize(mutant, tmp_path / "mutant")
-    out = tmp_path / "run.json"
-    r = verify("kernels", "--kernel-root", str(root), "--id", PATH_CHECK, "--profile", "quick", "--device", "cpu",
-               "--save-failing", str(tmp_path / "saved"), "--json", str(out))
-    assert r.returncode == 1, r.stdout + r.stderr
-    command = json.loads(out.read_text())["checks"][0]["details"]["compare_command"]
-    assert command in r.stdout
-    argv = shlex.split(command)
-    assert argv[:2] == ["verify", "compare"] and argv[argv.index("--kernel-root") + 1] == str(root)
-    replay = verify(*argv[1:])
-    assert replay.returncode == 1 and "EXCEEDS" in replay.stdout, replay.stdout + replay.stderr

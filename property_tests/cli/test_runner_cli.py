@@ -1,0 +1,86 @@
+"""The runner through the command: three shards merge to the unsharded run; --durations starts the checks
+longest first and keeps the report order; an unimportable --kernel-root is one error; --version; two GPUs, two
+pinned workers (skipped without)."""
+import json
+
+import pytest
+from helpers import RENDEZVOUS_ENV, id_args, ids, load, run_cli, statuses
+
+from pathmdn_verify import cli
+from pathmdn_verify.platform import timing
+
+
+def test_shards_merge_to_the_unsharded_run(planted, tmp_path):
+    """Three shards (balanced by the unsharded run's durations) merge to the unsharded run's ids and statuses
+    and exit status; two workers give the selection's order."""
+    sel = ["-k", "oracle.fox or oracle.path.ut or test.planted.pass or test.planted.fail", "--device", "cpu"]
+    whole = tmp_path / "whole.json"
+    assert cli.main(["all", *sel, "--workers", "2", "--json", str(whole)]) == 1
+    from pathmdn_verify.core.registry import select
+    expected = [c.id for c in select(sel[1:2])]
+    assert ids(load(whole)) == expected
+    parts = [str(tmp_path / f"s{k}.json") for k in (1, 2, 3)]
+    for k, part in enumerate(parts, 1):
+        cli.main(["all", *sel, "--shard", f"{k}/3", "--durations", str(whole), "--json", part])
+    shard_ids = [set(ids(load(p))) for p in parts]
+    assert all(shard_ids) and sum(map(len, shard_ids)) == len(set().union(*shard_ids)) == len(expected)
+    merged = tmp_path / "all.json"
+    assert cli.main(["merge", *parts, "--json", str(merged), "--junit", str(tmp_path / "all.xml")]) == 1
+    assert statuses(load(merged)) == statuses(load(whole))
+
+
+def test_durations_order_the_start_and_keep_the_report_order(planted, tmp_path, capsys):
+    """`--durations FILE` without --shard: with one worker the checks start longest first by the file's seconds
+    (the console's start lines say so: the planted checks start within one millisecond), and the results keep
+    the selection's order and statuses."""
+    sel = ["--id", "test.planted.pass", "--id", "test.planted.fail", "--id", "oracle.fox.vs_path_beta0",
+           "--device", "cpu", "--workers", "1"]
+    whole = tmp_path / "whole.json"
+    assert cli.main(["all", *sel, "--json", str(whole)]) == 1
+    doc = load(whole)
+    for c, seconds in zip(doc["checks"], (1.0, 2.0, 3.0)):       # the last selected is the "longest"
+        c["seconds"] = seconds
+    timing.reset()      # what a check records where Triton compiles (a GPU run): compile keys among its seconds
+    timing._spent["kernel"] += 0.5
+    timing._compiled.append("double:9ba1b98")
+    doc["checks"][0]["details"]["seconds_in"] = timing.spent()
+    timing.reset()
+    durations = tmp_path / "durations.json"
+    durations.write_text(json.dumps(doc))
+    ordered = tmp_path / "ordered.json"
+    capsys.readouterr()
+    assert cli.main(["all", *sel, "--durations", str(durations), "--json", str(ordered)]) == 1
+    started = [line.split()[-1] for line in capsys.readouterr().out.splitlines() if "] start " in line]
+    out = load(ordered)
+    assert ids(out) == ids(doc) and statuses(out) == statuses(doc)
+    assert started == [ids(doc)[2], ids(doc)[1], ids(doc)[0]], started
+    bad = tmp_path / "bad.json"       # valid JSON, not a result: a usage error (exit 2), not a traceback
+    bad.write_text("{}")
+    assert cli.main(["all", *sel, "--durations", str(bad)]) == 2
+
+
+def test_kernel_root_that_cannot_be_imported_is_one_error(tmp_path):
+    (tmp_path / "fla").mkdir()
+    (tmp_path / "fla" / "__init__.py").write_text('__version__ = "0.6.0"\nimport no_such_module_for_verify\n')
+    out = tmp_path / "out.json"
+    r, doc = run_cli("kernels", "-k", "convention", "--device", "cpu", "--kernel-root", tmp_path, "--json", out)
+    assert r.returncode == 2 and doc is None and not out.exists()
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(tmp_path) in lines[0] and "no_such_module_for_verify" in lines[0], r.stderr
+
+
+def test_version_names_toolkit_and_kernel_package():
+    r, _ = run_cli("--version")
+    assert r.returncode == 0 and "pathmdn-verify" in r.stdout and "kernel package: fla 0.6.0" in r.stdout
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.device_count() >= 2, reason="needs two GPUs")
+def test_two_gpus_two_workers_each_pinned(planted, tmp_path, monkeypatch):
+    """Each of the two checks waits for the other to start (planted_checks.py), so they run at once, in two
+    workers, whatever the timing."""
+    out, meet = tmp_path / "gpu.json", tmp_path / "meet"
+    meet.mkdir()
+    monkeypatch.setenv(RENDEZVOUS_ENV, str(meet))
+    assert cli.main(["all", *id_args("gpu.a", "gpu.b"), "--device", "cuda", "--workers", "auto", "--json", str(out)]) == 0
+    doc = load(out)
+    assert doc["environment"]["workers"] >= 2 and {c["message"] for c in doc["checks"]} == {"0", "1"}
