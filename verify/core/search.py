@@ -58,9 +58,8 @@ MAX_EXAMPLES = {"quick": 2, "ci": 2, "full": 5}     # drawn examples, after the 
 # 3 s an example, and an unbounded shrink of a listed fault spent 11 of them (46 s) without making the case
 # smaller; at quick and ci one try (the run's verdict does not depend on it, and --profile full shrinks
 # further).  At full a failure drawn at T = 4096 gets one try (16 units): hypothesis shrinks T toward the
-# profile's first size, 4096 there, so every try ran the references at T = 4096 (measured on the H200,
-# 2026-12-03, reports/h200-2026-12-03c/full_warm.json.gz: kernel.fla.path_attn.fwd.fp32.beta_two, a listed
-# OutOfResources, took 139.5 s, 13 of its 18 cases at T = 4096).  Past the limit a case already seen is
+# profile's first size, 4096 there, so every try ran the references at T = 4096 (a listed OutOfResources on
+# the H200 spent 13 of its 18 cases, over two minutes, at T = 4096).  Past the limit a case already seen is
 # answered from its first evaluation and a new one counts as passing, unevaluated (counted, so the run is
 # deterministic: the charge depends on the case alone).
 SHRINK_EVALUATIONS = {"quick": 1, "ci": 1, "full": 12}

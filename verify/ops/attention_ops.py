@@ -433,8 +433,8 @@ PATH_ATTN = _attention_op(
         "bwd.fp32.gate_weak": [PathCase(T=576, gate="weak", seed=1)],
         # coverage: the varlen path of the decode cache (prepare_k_cache), two sequences of two blocks each
         "decode.fp32.beta_uniform": [PathCase(T=160, cu_seqlens=(0, 70, 160), seed=2)],
-        # the report's magnitude sweep (H200, 2026-11-30): non-finite from |q| ~ 4.6e5; the queries of a later
-        # 128-token block are transformed by the earlier blocks' Householder factors in fp16 (T > 128 needed)
+        # non-finite on the H200 from |q| ~ 4.6e5 (the report's magnitude sweep): the queries of a later 128-token
+        # block are transformed by the earlier blocks' Householder factors in fp16 (T > 128 needed)
         **{f"{p}.{d}.magnitude": [PathCase(T=160, logit_gain=1e5, seed=0)] for p in ("fwd", "bwd")
            for d in ("bf16", "fp32")}},
     decode=Decode(
@@ -461,9 +461,8 @@ FORGETTING_ATTN = _attention_op(
     regression_cases={
         # passed only once the same-dtype implementation formed delta from the stored bf16 O; was 1.6x budget
         "bwd.bf16.saturated": [PathCase(T=23, gate="mixed", logit_gain=4.0, seed=0)],
-        # the report's magnitude sweep (H200, 2026-11-30, T = 1024, D = 64, no gate): non-finite from |q| ~ 4.6e5;
-        # on the H200 (2026-12-03, reports/h200-2026-12-03/fox_magnitude.json) the ungated path is NaN from the
-        # second 128-query block at this T, D and gain, the gated one finite
+        # on the H200 the ungated path is non-finite from |q| ~ 4.6e5 (the report's magnitude sweep, T = 1024,
+        # D = 64) and NaN from the second 128-query block at this T, D and gain; the gated one stays finite
         **{f"{p}.{d}.magnitude": [PathCase(T=160, gate="mixed", logit_gain=1e5, seed=0),
                                   PathCase(T=160, D=32, Dv=32, logit_gain=1e5, seed=0)]
            for p in ("fwd", "bwd") for d in ("bf16", "fp32")}},

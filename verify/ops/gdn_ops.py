@@ -147,10 +147,9 @@ GDN_RECURRENT_STRUCTURE = Structure(
     levels={"step": {p: ("2c+2",) for p in ("quick", "ci", "full")}})
 
 
-# The MDN recurrences (GDN's oracle and same-dtype implementation) run on the CPU under --references auto: on one
-# H200 (16 cores, 8 workers, full profile, 2026-12-01, reports/h200-2026-12-01e/refs_*.json) gdn_recurrent.fwd's
-# 14 checks spent 93.8 worker-s in them on the GPU and 41.0 on the CPU (2.3x), with the same statuses; and there the
-# same-dtype results differ from the CPU's in the last bits (verify/ops/mdn_ops.py).
+# The MDN recurrences (GDN's oracle and same-dtype implementation) run on the CPU under --references auto: they are
+# sequential (many small launches), about 2x slower on an H200 than on its host's CPU, and there the same-dtype
+# results differ from the CPU's in the last bits (verify/ops/mdn_ops.py).
 REFERENCES_ON = "cpu"
 GDN_NOT_REACHED = {
     r"^def \w*_npu\w*\(|^def _(g_contig_base|t_block_ptr)\(": (

@@ -296,14 +296,10 @@ MDN_RECURRENT_STRUCTURE = Structure(
 
 
 # The oracle and the same-dtype implementation (sequential recurrences: many small launches on a GPU) run on the
-# CPU under --references auto: on one H200 (16 cores, 8 workers, full profile, 2026-12-01,
-# reports/h200-2026-12-01e/refs_*.json) the 30 checks of mdn_chunk16.bwd and mdn_recurrent.bwd spent 755
-# worker-s in them on the GPU and 424 on the CPU (1.8x), with the same statuses.  Heads at once (torch.vmap) did
-# not make the GPU the place either: there the same-dtype results differ from the CPU's in the last bits (exp and
-# log; 1.1 of 1.7 million fp32 values in one check's forward and gradients, reports/h200-2026-12-03e), which the
-# budget would carry into the verdicts.  Nor the float64 oracle alone: 16 processes at once on the H200 took 2.35 s
-# on CUDA against 2.72 s on the CPU for its forward and backward at T = 1000, 8.87 s against 5.57 s at T = 4096
-# (reports/h200-2026-12-03f/bench_oracle.py).
+# CPU under --references auto: on an H200 they took about 1.8x the CPU's worker-seconds, with the same statuses.
+# Heads at once (torch.vmap) did not make the GPU the place either: there the same-dtype results differ from the
+# CPU's in the last bits (exp and log; most fp32 values of a check), which the budget would carry into the
+# verdicts.  Nor the float64 oracle alone: with 16 processes at once it was no faster on the GPU than on the CPU.
 REFERENCES_ON = "cpu"
 
 

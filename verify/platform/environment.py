@@ -65,8 +65,8 @@ def git_dirty(path: Path) -> bool | None:
 
 def toolkit() -> dict:
     """This toolkit's name, version, git commit (None outside a checkout) and whether its tracked files differ
-    from that commit (measured on the H200, 2026-12-03: a device's copy of a working tree kept an older
-    commit's .git, so the JSONs named a commit the code that ran was not)."""
+    from that commit (a copy of a working tree can keep an older commit's .git, and then names a commit the
+    code that ran is not)."""
     try:
         version = md.version(TOOLKIT)
     except md.PackageNotFoundError:

@@ -35,7 +35,7 @@ def load(path: str) -> dict:
 
 
 def from_schema_1(doc: dict) -> dict:
-    """Schema 1 (reports before 2026-11-30 21:00 UTC) named the same-dtype implementation's numbers
+    """Schema 1 (reports written before the same-dtype rename) named the same-dtype implementation's numbers
     tensors[].ref_rel and fraction.reference; schema 2 says same_dtype_rel and fraction.same_dtype."""
     for p in doc["points"]:
         for t in p.get("tensors") or []:

@@ -220,7 +220,7 @@ def run_one(check: Check, ctx: Context, scope: xfail_list.Scope, debug: bool = F
 # for the interpreter or for the GPU by TRITON_INTERPRET: the server is started with it set for CPU runs,
 # as the fidelity layer would set it, and without for GPU runs.  (Preloading more for GPU runs, the parts of torch
 # and transformers that fla imports, initialised CUDA in the server: every worker then failed with "Cannot
-# re-initialize CUDA in forked subprocess" on the H200, reports/h200-2026-12-03e.)
+# re-initialize CUDA in forked subprocess".)
 PRELOAD = ("torch", "torch._dynamo", "hypothesis")
 _server_device: list[str] = []        # the device the fork server was started for (it is one per process)
 
@@ -325,9 +325,8 @@ def _thread_limits(threads: int) -> dict[str, str]:
 
 
 # Workers per GPU for --workers auto on cuda, at most one per core.  A check's time on a GPU is mostly the
-# host's: hypothesis, the float64 oracle and Triton's compilation, so several workers share one GPU.  Measured on
-# one H200 with 16 cores at ci, cold Triton cache (reports/h200-2026-12-03): 16 workers 156.3 s, every check
-# measured; 8 workers (one per two cores, the earlier default) 210.8 s with 88 checks left by a 170 s time limit.
+# host's: hypothesis, the float64 oracle and Triton's compilation, so several workers share one GPU: on one H200
+# with 16 cores, a cold ci run with 16 workers took about three quarters of the time of one with 8.
 WORKERS_PER_GPU = 16
 
 
@@ -613,10 +612,10 @@ def next_startable(pending: list[int], checks: list[Check], warming: dict[str, i
 
 def tier(check_id: str) -> int:
     """A check's expected cost on a GPU, in tiers (0 the costliest): layer generation checks (one token at a time:
-    at full, 2048 decoded tokens, the longest checks of a warm run, 64-75 s, and 87-105 s cold on one H200,
-    reports/h200-2026-12-03e); kernel backward checks (the most kernels to compile: on one H200 at ci the fp32
-    ones of GDN chunk and PaTH took 30-70 s, reports/h200-2026-12-03), their fp32 before bf16; the other kernel
-    checks; the other layer checks; the rest (oracles, proofs, canaries: CPU seconds, no compilation)."""
+    at full, 2048 decoded tokens, the longest checks of a run on a GPU); kernel backward checks (the most
+    kernels to compile: on a GPU the fp32 ones of GDN chunk and PaTH are the longest at ci), their fp32 before
+    bf16; the other kernel checks; the other layer checks; the rest (oracles, proofs, canaries: CPU seconds, no
+    compilation)."""
     cid = CheckId.parse(check_id)
     if cid.is_kernel:
         return 1 if cid.pass_ == "bwd" and cid.dtype == "fp32" else 2 if cid.pass_ == "bwd" else 3

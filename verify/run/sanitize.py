@@ -158,7 +158,7 @@ def replay(check_id: str, example_file: str, device: str) -> NoReturn:
             _exit(FAULT_EXIT)
         print(f"{type(exc).__name__}: {exc}".splitlines()[0], flush=True)
         # with CUDA_LAUNCH_BLOCKING=1 Triton's launcher reports the fault itself: "Triton Error [CUDA]: an
-        # illegal memory access was encountered" (a RuntimeError, reports/h200-2026-11-29/repro_path_bwd_short.log)
+        # illegal memory access was encountered" (a RuntimeError)
         _exit(FAULT_EXIT if is_device_fatal(exc) or "Error [CUDA]" in str(exc) else 4)
     _exit(0)
 
