@@ -118,7 +118,7 @@ def _race(tmp_path, lock: str, entry: str) -> dict:
 def test_a_key_two_workers_need_at_once_is_compiled_once(tmp_path, entry):
     """timing.compile_once: the worker that takes the key's lock compiles; the other waits and loads it from the
     disk cache.  The control, without the lock, compiles it in both (a duplicate).  Through triton.compile too:
-    on the H200 (reports/h200-2026-12-03e) two layer checks started together compiled five of torch.compile's
+    on the H200 two layer checks started together compiled five of torch.compile's
     kernels twice while only triton.compiler.compile took the lock."""
     once = _race(tmp_path, "lock", entry)
     assert once == {**once, "compiled": 1, "distinct": 1, "duplicates": 0, "cache_loads": 1}
