@@ -131,6 +131,20 @@ def test_the_toolkit_versions_and_device_class_are_in_the_key(tmp_path, root, co
     assert verdicts(change=True, control=True).get(CHECK, Context(), root) is not None
 
 
+@pytest.mark.parametrize("variable", ["VERIFY_EMULATE_H200_OFF", "VERIFY_EMULATE_H200_TILES", "VERIFY_IMPLS",
+                                      "VERIFY_EXTRA_CHECKS"])
+def test_the_switches_of_the_environment_are_in_the_key(tmp_path, root, monkeypatch, variable):
+    """A $VERIFY_* variable (an emulation switched off, a plug-in module) is in the key; the cache's own folder
+    and the run folder are not (the control: a run elsewhere replays)."""
+    _keep(tmp_path, root)
+    monkeypatch.setenv(variable, "sm_count")
+    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is None
+    monkeypatch.delenv(variable)
+    for where_to in cache.NOT_KEYED:
+        monkeypatch.setenv(where_to, str(tmp_path / "elsewhere"))
+    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is not None
+
+
 def test_a_bisect_steps_replayed_cases_are_in_the_key(tmp_path, root):
     vc = cache.VerdictCache(tmp_path / "c", "cpu")
     vc.put(_outcome(cache.dependencies([root / "fla/chunk.py"], root)), Context(), "abc", {"replay": ["B=1"]})

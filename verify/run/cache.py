@@ -2,8 +2,9 @@
 
 An entry is found by a key over what is known before the check runs: the toolkit's own sources (all of them, but
 the expected-failure list, which is applied to the outcome afterwards), the check's id, the run's parameters (seed,
-profile, examples, configs, fp32 dot, where the references run, the device class) and the environment (Python,
-torch, triton, numpy, hypothesis, sympy, mpmath, transformers).  It holds the raw outcome (before the expected-
+profile, examples, configs, fp32 dot, where the references run, the device class), the environment (Python,
+torch, triton, numpy, hypothesis, sympy, mpmath, transformers) and every $VERIFY_* variable but the cache's and
+the run folder's (they switch emulations off, add plug-in checks and implementations).  It holds the raw outcome (before the expected-
 failure list) and the files the check depended on, each with its sha256: the kernel package's files its kernel's
 call graph reaches (pathmdn_verify.platform.depends; by their path in the package, so that another checkout or a
 bisect's worktree of the same code reuses them), or all of the package for the interpreter canaries.  A lookup
@@ -28,6 +29,7 @@ from pathmdn_verify.platform import environment
 FAMILIES = ("oracle", "symbolic", "kernel", "layer", "env")     # the checks whose verdicts are cached
 NOT_KEPT = ("crashed", "timeout", "not_run", "cuda_fatal")       # kinds of the machine, not of the code
 ENV = "VERIFY_CACHE_DIR"
+NOT_KEYED = (ENV, "VERIFY_RUN_DIR")       # where results go, not what they are
 
 
 def default_dir() -> Path:
@@ -77,6 +79,11 @@ def versions() -> dict:
     return out
 
 
+def switches() -> dict[str, str]:
+    """The $VERIFY_* variables that may change a verdict (all of them but NOT_KEYED)."""
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith("VERIFY_") and k not in NOT_KEYED}
+
+
 def where(path: str, root: Path | None) -> str:
     """A dependency's name in an entry: its path in the kernel root (the folder holding fla/), else absolute."""
     p = Path(path).resolve()
@@ -93,7 +100,8 @@ def dependencies(files, root: Path | None) -> dict[str, str]:
 class VerdictCache:
     def __init__(self, folder: Path, device_class: str):
         self.folder = Path(folder)
-        self.base = {"toolkit": toolkit_hash(), "environment": versions(), "device": device_class}
+        self.base = {"toolkit": toolkit_hash(), "environment": versions(), "device": device_class,
+                     "variables": switches()}
         self.warned = False
         self.digests: dict[Path, str | None] = {}     # a file's sha256 in this run (files do not change during it)
 
