@@ -25,6 +25,7 @@ from pathmdn_verify.core.search import Probe
 
 
 def call_kernel(fn, *args, **kwargs):
+    """fn(*args, **kwargs), an implementation's code: a kernel package it cannot use is a usage error."""
     try:
         return fn(*args, **kwargs)
     except KernelUnavailable as exc:
@@ -121,7 +122,7 @@ def kernel_grads(op: KernelOp, fn, leaves: dict, upstream) -> dict:
 def case_inputs(op: KernelOp, case, dtype, device: str) -> dict:
     """op's inputs of case; VariantUnsupported when the implementation does not take them (op.unsupported)."""
     x = op.inputs(case, dtype, device)
-    x = op.adapt_inputs(x) if op.adapt_inputs else x
+    x = call_kernel(op.adapt_inputs, x) if op.adapt_inputs else x     # it may import the kernel package
     why = op.unsupported(x) if op.unsupported else None
     if why:
         raise VariantUnsupported(why)
