@@ -268,8 +268,9 @@ class CheckSession:
             package = None
         root = Path(package["path"]).parent if package else None
         if self.cache is not None and all(cache.cacheable(c.id) and self.cache.get(c.id, ctx, root) is not None
-                                          for ctx in p.contexts for c in p.chosen):
-            return {"kernel_package": package, "interpreter_fidelity": None, "import_error": None}
+                                          for ctx in p.contexts for c in p.chosen):       # the header a worker gives:
+            return {"kernel_package": package if p.kernels else None,        # no package for a kernel-free run
+                    "interpreter_fidelity": None, "import_error": None}
         self.workers = runner.Workers(p.workers, p.contexts[0], p.kernels, p.args.debug, cache=self.cache,
                                       run_label=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
         return self.workers.wait_ready()
