@@ -5,9 +5,7 @@ import os
 import subprocess
 import sys
 
-import pytest
 
-pytestmark = pytest.mark.slow
 CANARIES = ("sm_count", "tf32", "hopper", "triton_guard")
 
 

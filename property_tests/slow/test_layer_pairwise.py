@@ -4,7 +4,6 @@ import dataclasses
 
 import pytest
 
-pytestmark = pytest.mark.slow
 
 
 def test_a_case_fails_when_the_literal_drops_one_of_its_options():

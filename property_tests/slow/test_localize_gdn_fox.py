@@ -18,7 +18,6 @@ from pathmdn_verify.ops.gdn_ops import GdnCase
 from pathmdn_verify.ops.mdn_ops import MdnCase
 from pathmdn_verify.platform.mutation import Mutant, materialize
 
-pytestmark = pytest.mark.slow     # end to end: subprocesses over copies of fla
 
 # GDN: two chunks (T = 70 > 64) and an initial state, so the state recurrence and dh have work.  FoX: three
 # 64-key blocks and two 128-query blocks, a gate (the gate cumsum and dg are judged), GQA.
