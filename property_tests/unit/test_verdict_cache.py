@@ -191,6 +191,23 @@ def test_the_expected_failure_list_is_not_in_the_toolkit_hash(toolkit):
     assert cache.toolkit_hash(toolkit) == before
 
 
+@pytest.mark.parametrize("keep", [cache.KEEP, 1])
+def test_an_edit_and_its_revert_each_replay_their_own_verdict(tmp_path, root, monkeypatch, keep):
+    """A key keeps an entry per set of dependency contents: after an edit's verdict is kept, the revert still
+    finds the first one (a bisect's steps, a branch switched back and forth).  The control: one entry per key
+    (KEEP = 1) loses it."""
+    monkeypatch.setattr(cache, "KEEP", keep)
+    _keep(tmp_path, root, status="pass")
+    chunk = root / "fla" / "chunk.py"
+    chunk.write_text("SCALE = 1.01\n")
+    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is None
+    _keep(tmp_path, root, status="fail")
+    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root).result.status == "fail"
+    chunk.write_text("SCALE = 1.0\n")
+    back = cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root)
+    assert (back.result.status == "pass") if keep > 1 else back is None
+
+
 def test_a_corrupt_entry_is_ignored_with_a_warning(tmp_path, root, capsys):
     vc = _keep(tmp_path, root)
     [entry] = list((tmp_path / "c").rglob("*.json"))

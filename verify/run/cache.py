@@ -4,12 +4,14 @@ An entry is found by a key over what is known before the check runs: the toolkit
 the expected-failure list, which is applied to the outcome afterwards), the check's id, the run's parameters (seed,
 profile, examples, configs, fp32 dot, where the references run, the device class), the environment (Python,
 torch, triton, numpy, hypothesis, sympy, mpmath, transformers) and every $VERIFY_* variable but the cache's and
-the run folder's (they switch emulations off, add plug-in checks and implementations).  It holds the raw outcome (before the expected-
-failure list) and the files the check depended on, each with its sha256: the kernel package's files its kernel's
-call graph reaches (pathmdn_verify.platform.depends; by their path in the package, so that another checkout or a
-bisect's worktree of the same code reuses them), or all of the package for the interpreter canaries.  A lookup
-hashes those files again where the run imports the kernel package from: any change, or a file gone, is a miss.
-Verdicts of every status are kept, but those of a dead or timed-out worker (the machine's, not the code's).
+the run folder's (they switch emulations off, add plug-in checks and implementations).  A key keeps one entry per
+set of dependency contents (the newest KEEP: a bisect's steps, an edit and its revert): the raw outcome (before
+the expected-failure list) and the files the check depended on, each with its sha256: the kernel package's files
+its kernel's call graph reaches (pathmdn_verify.platform.depends; by their path in the package, so that another
+checkout or a bisect's worktree of the same code reuses them), or all of the package for the interpreter
+canaries.  A lookup hashes those files again where the run imports the kernel package from and takes the newest
+entry whose files all match: any change, or a file gone, is a miss.  Verdicts of every status are kept, but those
+of a dead or timed-out worker (the machine's, not the code's).
 An unreadable entry is ignored with a warning.  The folder is safe to delete.
 """
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pathmdn_verify.platform import environment
 
 FAMILIES = ("oracle", "symbolic", "kernel", "layer", "env")     # the checks whose verdicts are cached
 NOT_KEPT = ("crashed", "timeout", "not_run", "cuda_fatal")       # kinds of the machine, not of the code
+KEEP = 16           # entries per key (a check's verdicts on different code: a bisect's steps, a reverted edit)
 ENV = "VERIFY_CACHE_DIR"
 NOT_KEYED = (ENV, "VERIFY_RUN_DIR")       # where results go, not what they are
 
@@ -116,31 +119,34 @@ class VerdictCache:
                   "fp32_dot": ctx.fp32_dot, "references": ctx.references, **(extra or {})}
         return _sha(json.dumps({**self.base, "check": check_id, "params": params}, sort_keys=True).encode())
 
-    def _path(self, key: str) -> Path:
-        return self.folder / key[:2] / f"{key}.json"
+    def _entries(self, key: str) -> Path:
+        """The folder of key's entries: one per set of dependency contents (a file named by their hash)."""
+        return self.folder / key[:2] / key
 
     def get(self, check_id: str, ctx: Context, root: Path | None, extra: dict | None = None) -> Outcome | None:
-        """The outcome kept for this check, when every file it depended on is unchanged; None otherwise."""
+        """The outcome kept for this check whose every dependency is unchanged (the newest such); None otherwise."""
         key = self.key(check_id, ctx, extra)
-        path = self._path(key)
-        if not path.exists():
-            return None
-        try:
-            entry = json.loads(path.read_text())
-            for name, sha in entry["depends"].items():
-                f = (root / name) if root is not None and not os.path.isabs(name) else Path(name)
-                if self._digest(f) != sha:
-                    return None
-            o = entry["outcome"]
-            result = Result(o["status"], o["measured"], o["budget"], o["message"], o["details"], o["kind"], o["measure"])
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            if not self.warned:
-                print(f"verify: warning: ignoring an unreadable verdict-cache entry {path} ({type(exc).__name__}: "
-                      f"{exc})".splitlines()[0], file=sys.stderr)
-                self.warned = True
-            return None
-        result.details["cached"] = {"key": key[:16], "run": entry["run"], "seconds": o["seconds"]}
-        return Outcome(check_id, o["description"], result, 0.0, o["repro"], time.time(), ctx.seed)
+        folder = self._entries(key)
+        paths = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True) if folder.is_dir() \
+            else []
+        for path in paths:
+            try:
+                entry = json.loads(path.read_text())
+                if any(self._digest((root / name) if root is not None and not os.path.isabs(name) else Path(name))
+                       != sha for name, sha in entry["depends"].items()):
+                    continue
+                o = entry["outcome"]
+                result = Result(o["status"], o["measured"], o["budget"], o["message"], o["details"], o["kind"],
+                                o["measure"])
+            except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+                if not self.warned:
+                    print(f"verify: warning: ignoring an unreadable verdict-cache entry {path} ({type(exc).__name__}: "
+                          f"{exc})".splitlines()[0], file=sys.stderr)
+                    self.warned = True
+                continue
+            result.details["cached"] = {"key": key[:16], "run": entry["run"], "seconds": o["seconds"]}
+            return Outcome(check_id, o["description"], result, 0.0, o["repro"], time.time(), ctx.seed)
+        return None
 
     def put(self, outcome: Outcome, ctx: Context, run: str, extra: dict | None = None) -> None:
         """Keep a raw outcome (before the expected-failure list) with the files its check depended on
@@ -150,14 +156,17 @@ class VerdictCache:
         if depends is None or r.kind in NOT_KEPT or "cached" in r.details:
             return
         key = self.key(outcome.id, ctx, extra)
-        path = self._path(key)
+        folder = self._entries(key)
+        path = folder / f"{_sha(json.dumps(depends, sort_keys=True).encode())[:32]}.json"
         entry = finite({"run": run, "depends": depends,
                         "outcome": {"status": r.status, "kind": r.kind, "measure": r.measure, "measured": r.measured,
                                     "budget": r.budget, "message": r.message, "details": r.details,
                                     "description": outcome.description, "repro": outcome.repro,
                                     "seconds": round(outcome.seconds, 3)}})
-        path.parent.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(entry))
         tmp.replace(path)
+        for old in sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime)[:-KEEP]:
+            old.unlink(missing_ok=True)
 

@@ -1,0 +1,101 @@
+"""The verdict cache end to end: real runs over a copy of the installed fla (--kernel-root), each with a cache
+folder of its own.  An unchanged rerun replays every verdict; a planted bug in one GDN kernel file reruns exactly
+the checks whose recorded dependencies hold that file, and they fail; an edit to a file no check reached changes
+nothing; a failing verdict replays its message and repro; an interrupted run keeps only what finished; a bisect
+step whose tree an earlier step judged reuses its verdicts."""
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+
+from helpers import MARKER_ENV, PATIENCE, id_args, load, run_cli, verify_command, wait_for_marker
+
+from pathmdn_verify.platform.mutation import fla_package_dir
+
+CHECKS = ("kernel.fla.gdn_chunk.fwd.fp32.typical", "kernel.fla.gdn_recurrent.fwd.fp32.typical",
+          "kernel.fla.path_attn.fwd.fp32.beta_uniform", "kernel.fla.mdn_recurrent.fwd.fp32.typical",
+          "oracle.fox.vs_path_beta0")
+PLANTED = "fla/ops/common/chunk_o.py"           # GDN chunk's output kernel: o scaled by 1.01
+OLD = "    b_o = b_o * scale + tl.dot(b_A.to(b_v.dtype), b_v) * scale\n"
+NEW = "    b_o = (b_o * scale + tl.dot(b_A.to(b_v.dtype), b_v) * scale) * 1.01\n"
+
+
+def _run(tmp_path, root, name, *extra):
+    out = tmp_path / f"{name}.json"
+    args = [a for c in CHECKS for a in ("--id", c)]
+    r, doc = run_cli("all", *args, "--profile", "quick", "--device", "cpu", "--kernel-root", root,
+                     "--cache-dir", tmp_path / "cache", "--json", out, *extra)
+    assert doc is not None, r.stdout[-3000:] + r.stderr[-3000:]
+    return r, {c["id"]: c for c in doc["checks"]}
+
+
+def _cached(checks: dict) -> set[str]:
+    return {i for i, c in checks.items() if "cached" in c["details"]}
+
+
+def test_only_what_a_change_reaches_reruns(tmp_path):
+    root = tmp_path / "tree"
+    shutil.copytree(fla_package_dir(), root / "fla", ignore=shutil.ignore_patterns("__pycache__"))
+    r, cold = _run(tmp_path, root, "cold")
+    assert r.returncode == 0 and not _cached(cold) and {c["status"] for c in cold.values()} == {"pass"}, r.stdout
+    run_label = None
+    _, warm = _run(tmp_path, root, "warm")
+    assert _cached(warm) == set(CHECKS)
+    for i, c in warm.items():
+        assert (c["status"], c["kind"], c["measured"]) == (cold[i]["status"], cold[i]["kind"], cold[i]["measured"])
+        run_label = run_label or c["details"]["cached"]["run"]
+        assert c["details"]["cached"]["run"] == run_label          # the cold run's
+    # the control: --no-cache runs them all again
+    _, fresh = _run(tmp_path, root, "fresh", "--no-cache")
+    assert not _cached(fresh)
+
+    reach = {i for i, c in cold.items() if PLANTED in c["details"].get("depends_on", [])}
+    assert reach and "kernel.fla.gdn_chunk.fwd.fp32.typical" in reach
+    assert not reach & {"kernel.fla.path_attn.fwd.fp32.beta_uniform", "oracle.fox.vs_path_beta0"}
+    target = root / PLANTED
+    source = target.read_text()
+    assert source.count(OLD) == 1
+    target.write_text(source.replace(OLD, NEW))
+    r, planted = _run(tmp_path, root, "planted")
+    assert r.returncode == 1 and set(CHECKS) - _cached(planted) == reach, r.stdout[-3000:]
+    assert all(planted[i]["status"] == "fail" for i in reach), {i: planted[i]["message"] for i in reach}
+    _, again = _run(tmp_path, root, "again")          # a failing verdict replays with its message and repro
+    assert _cached(again) == set(CHECKS)
+    for i in reach:
+        assert again[i]["status"] == "fail"
+        assert (again[i]["message"], again[i]["repro"]) == (planted[i]["message"], planted[i]["repro"])
+
+    target.write_text(source)             # back to the cold run's code: its verdicts again
+    _, back = _run(tmp_path, root, "back")
+    assert _cached(back) == set(CHECKS) and {c["status"] for c in back.values()} == {"pass"}
+    reached = {f for c in cold.values() for f in c["details"].get("depends_on", [])}
+    never = next(f.relative_to(root).as_posix() for f in sorted((root / "fla" / "ops").rglob("*.py"))
+                 if f.relative_to(root).as_posix() not in reached)
+    (root / never).write_text((root / never).read_text() + "\n# an edit no check reached\n")
+    _, unreached = _run(tmp_path, root, "unreached")
+    assert _cached(unreached) == set(CHECKS), never
+
+
+def test_an_interrupted_run_keeps_only_what_finished(planted, tmp_path, monkeypatch):
+    """One worker: the oracle check finishes, the hang is running when SIGINT comes, the last oracle check never
+    starts.  The rerun replays the first and runs the last."""
+    first, last = "oracle.fox.vs_path_beta0", "oracle.path.literal_vs_mpmath.beta2"
+    marker = tmp_path / "hang.started"
+    monkeypatch.setenv(MARKER_ENV, str(marker))
+    cache_args = ["--cache-dir", tmp_path / "cache", "--device", "cpu", "--workers", "1"]
+    proc = subprocess.Popen(verify_command("all", "--id", first, *id_args("hang"), "--id", last, *cache_args,
+                                           "--json", tmp_path / "cut.json"),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for_marker(marker, proc)
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=PATIENCE)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, rest
+    cut = {c["id"]: c for c in load(tmp_path / "cut.json")["checks"]}
+    assert cut[first]["status"] == "pass" and cut[last]["kind"] == "not_run"
+    r, doc = run_cli("all", "--id", first, "--id", last, *cache_args, "--json", tmp_path / "rerun.json")
+    again = {c["id"]: c for c in doc["checks"]}
+    assert "cached" in again[first]["details"] and "cached" not in again[last]["details"], r.stdout
