@@ -216,3 +216,38 @@ def test_interrupt_removes_the_worktree(blocking, tmp_path, monkeypatch, sig):
     assert "checking --good" in out                  # it got past the first two steps, into git bisect run
     wait_for(lambda: gone(step), "the blocked step was killed")
     assert snapshot(repo) == before
+
+
+def _tree(repo, sha) -> str:
+    return git(repo, "rev-parse", f"{sha}:fla")
+
+
+def test_a_step_reuses_the_verdicts_of_a_tree_already_judged(history, tmp_path, capsys):
+    """With a cache of its own: a step whose fla tree equals a commit judged before it reruns nothing (here plant's,
+    equal to mend's); an identical second bisect reruns nothing at any step and names the same commit.  The control: --no-cache reruns every
+    check at every step."""
+    repo, shas = history
+    cache_args = ["--cache-dir", str(tmp_path / "cache")]
+    docs = []
+    for name, extra in (("first", cache_args), ("second", cache_args), ("control", ["--no-cache"])):
+        out = tmp_path / f"{name}.json"
+        assert bisect(repo, shas["base"], shas["renamed"], *extra, json_path=out) == 0, capsys.readouterr().out
+        docs.append(json.loads(out.read_text()))
+    first, second, control = docs
+    assert first["first"]["commit"] == second["first"]["commit"] == control["first"]["commit"] == shas["plant"]
+    draw, *steps = first["judged"]              # --bad draws the inputs (a search); the steps replay them
+    assert draw["commit"] == shas["renamed"]
+    seen, repeats = set(), 0
+    for step in steps:
+        tree = _tree(repo, step["commit"])
+        if tree in seen:
+            repeats += 1
+            assert step["ran"] == 0 and step["reused"] > 0, step
+        elif step["verdict"] != "skip":
+            assert step["ran"] > 0, step
+        seen.add(tree)
+    assert repeats, first["judged"]            # plant's tree is mend's (the bisect judges mend first)
+    run = lambda doc: [s for s in doc["judged"] if s["verdict"] != "skip"]      # a skip (cannot import) runs none
+    assert all(step["ran"] == 0 and step["reused"] > 0 for step in run(second)), second["judged"]
+    assert all(step["ran"] > 0 and step["reused"] == 0 for step in run(control)), control["judged"]
+    assert [s["commit"] for s in second["judged"]] == [s["commit"] for s in first["judged"]]

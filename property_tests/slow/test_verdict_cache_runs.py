@@ -9,7 +9,7 @@ import shutil
 import signal
 import subprocess
 
-from helpers import MARKER_ENV, PATIENCE, id_args, load, run_cli, verify_command, wait_for_marker
+from helpers import PATIENCE, load, run_cli, verify_command, wait_for_marker
 
 from pathmdn_verify.platform.mutation import fla_package_dir
 
@@ -77,15 +77,39 @@ def test_only_what_a_change_reaches_reruns(tmp_path):
     assert _cached(unreached) == set(CHECKS), never
 
 
-def test_an_interrupted_run_keeps_only_what_finished(planted, tmp_path, monkeypatch):
-    """One worker: the oracle check finishes, the hang is running when SIGINT comes, the last oracle check never
-    starts.  The rerun replays the first and runs the last."""
-    first, last = "oracle.fox.vs_path_beta0", "oracle.path.literal_vs_mpmath.beta2"
+HANG = """
+import functools as _functools, os as _os, time as _time
+_entry = fused_recurrent_gated_delta_rule
+
+
+@_functools.wraps(_entry)
+def fused_recurrent_gated_delta_rule(*args, **kwargs):
+    marker = _os.environ.get("CACHE_TEST_HANG")       # not a $VERIFY_* variable: not in the cache key
+    if marker:
+        with open(marker + ".tmp", "w") as f:
+            f.write(str(_os.getpid()))
+        _os.replace(marker + ".tmp", marker)
+        while True:
+            _time.sleep(1)
+    return _entry(*args, **kwargs)
+"""
+
+
+def test_an_interrupted_run_keeps_only_what_finished(tmp_path, monkeypatch):
+    """One worker, the selection's order: the MDN check finishes; the GDN recurrent check's kernel hangs (while
+    CACHE_TEST_HANG is set) when SIGINT comes; the oracle check never starts.  The rerun, the same code without
+    the hang, replays the MDN check and runs the other two: neither the interrupted check nor the unstarted one
+    kept anything."""
+    root = tmp_path / "tree"
+    shutil.copytree(fla_package_dir(), root / "fla", ignore=shutil.ignore_patterns("__pycache__"))
+    with open(root / "fla" / "ops" / "gated_delta_rule" / "fused_recurrent.py", "a") as f:
+        f.write(HANG)
+    done, kernel, oracle = CHECKS[3], CHECKS[1], CHECKS[4]
+    args = ["--id", done, "--id", kernel, "--id", oracle, "--cache-dir", tmp_path / "cache", "--device", "cpu", "--workers", "1",
+            "--profile", "quick", "--kernel-root", root]
     marker = tmp_path / "hang.started"
-    monkeypatch.setenv(MARKER_ENV, str(marker))
-    cache_args = ["--cache-dir", tmp_path / "cache", "--device", "cpu", "--workers", "1"]
-    proc = subprocess.Popen(verify_command("all", "--id", first, *id_args("hang"), "--id", last, *cache_args,
-                                           "--json", tmp_path / "cut.json"),
+    monkeypatch.setenv("CACHE_TEST_HANG", str(marker))
+    proc = subprocess.Popen(verify_command("all", *args, "--json", tmp_path / "cut.json"),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         wait_for_marker(marker, proc)
@@ -95,7 +119,10 @@ def test_an_interrupted_run_keeps_only_what_finished(planted, tmp_path, monkeypa
         proc.kill()
     assert proc.returncode == 130, rest
     cut = {c["id"]: c for c in load(tmp_path / "cut.json")["checks"]}
-    assert cut[first]["status"] == "pass" and cut[last]["kind"] == "not_run"
-    r, doc = run_cli("all", "--id", first, "--id", last, *cache_args, "--json", tmp_path / "rerun.json")
+    assert [cut[i]["status"] for i in (done, kernel, oracle)] == ["pass", "skip", "skip"], cut
+    assert cut[kernel]["kind"] == cut[oracle]["kind"] == "not_run"
+    monkeypatch.delenv("CACHE_TEST_HANG")
+    r, doc = run_cli("all", *args, "--json", tmp_path / "rerun.json")
     again = {c["id"]: c for c in doc["checks"]}
-    assert "cached" in again[first]["details"] and "cached" not in again[last]["details"], r.stdout
+    assert {i for i, c in again.items() if "cached" in c["details"]} == {done}, r.stdout
+    assert {c["status"] for c in again.values()} == {"pass"}, r.stdout
