@@ -1,0 +1,100 @@
+"""The examples of README.md and docs/*.md cannot rot: every ```bash block after a `<!-- runnable -->` line runs
+here, in bash with `set -e`, in a fresh temporary folder that holds links to the repository's top-level entries
+(so `docs/examples/...` resolves as from a clone's top, and what a block writes stays in the folder), and must
+exit 0 (`<!-- runnable: exit N -->`: exit N). A block after `<!-- needs: RESOURCE -->` runs only when the
+resource is given: `fla-history`, a clone of fla's history named by $VERIFY_FLA_HISTORY (it stands for the
+block's `~/fla`); `gpu`, a CUDA device. A planted broken block fails (the negative control), and a marker that
+no bash block follows is refused."""
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+MARKER = re.compile(r"^<!-- (runnable|needs: [\w-]+)(?:: exit (\d+))? -->$", re.M)
+BLOCK = re.compile(r"```bash\n(.*?)\n```", re.S)
+
+
+def blocks(path: Path) -> list[dict]:
+    """The marked blocks of one document: {where, mark, exit, code}; a marker not followed by a bash block is an
+    error."""
+    text = path.read_text()
+    found = []
+    for m in MARKER.finditer(text):
+        where = f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name}:{text.count(chr(10), 0, m.start()) + 1}"
+        block = BLOCK.match(text, m.end() + 1)
+        if block is None:
+            raise ValueError(f"{where}: {m.group(0)} is not followed by a ```bash block")
+        found.append({"where": where, "mark": m.group(1), "exit": int(m.group(2) or 0), "code": block.group(1)})
+    return found
+
+
+def missing(mark: str) -> str | None:
+    """Why a block's resource is absent here, or None."""
+    if mark == "runnable":
+        return None
+    resource = mark.split(": ", 1)[1]
+    if resource == "fla-history":
+        return None if os.environ.get("VERIFY_FLA_HISTORY") else "needs a clone of fla's history: VERIFY_FLA_HISTORY=PATH"
+    if resource == "gpu":
+        import torch
+        return None if torch.cuda.is_available() else "needs a GPU"
+    return f"unknown resource {resource!r}"
+
+
+def run_block(block: dict, cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess:
+    for entry in ROOT.iterdir():
+        if entry.name not in (".git", ".venv") and not (cwd / entry.name).exists():
+            (cwd / entry.name).symlink_to(entry)
+    code = block["code"]
+    if os.environ.get("VERIFY_FLA_HISTORY"):
+        code = code.replace("~/fla", os.environ["VERIFY_FLA_HISTORY"])
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    return subprocess.run(["bash", "-e", "-o", "pipefail", "-c", code], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def verdict(block: dict, cwd: Path) -> str | None:
+    """None when the block exits as its marker says, else what it did."""
+    done = run_block(block, cwd)
+    if done.returncode == block["exit"]:
+        return None
+    return f"{block['where']}: exit {done.returncode}, not {block['exit']}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+
+
+ALL = [b for path in DOCUMENTS for b in blocks(path)]
+
+
+def test_the_readme_has_runnable_examples():
+    readme = [b for b in ALL if b["where"].startswith("README.md")]
+    assert sum(b["mark"] == "runnable" for b in readme) >= 6
+    assert any(b["mark"] == "needs: fla-history" and "verify bisect" in b["code"] for b in readme)
+
+
+@pytest.mark.parametrize("block", ALL, ids=[b["where"] for b in ALL])
+def test_example(block, tmp_path):
+    why = missing(block["mark"])
+    if why:
+        pytest.skip(why)
+    problem = verdict(block, tmp_path)
+    assert problem is None, problem
+
+
+def test_a_broken_block_fails(tmp_path):
+    doc = tmp_path / "planted.md"
+    doc.write_text("<!-- runnable -->\n```bash\nverify list -k path_attn\nverify all --no-such-option\n```\n"
+                   "<!-- runnable: exit 1 -->\n```bash\ntrue\n```\n")
+    broken, wrong_exit = blocks(doc)
+    assert "exit 2, not 0" in verdict(broken, tmp_path)
+    assert "exit 0, not 1" in verdict(wrong_exit, tmp_path)
+
+
+def test_a_marker_without_a_bash_block_is_refused(tmp_path):
+    doc = tmp_path / "planted.md"
+    doc.write_text("<!-- runnable -->\n```\nverify all\n```\n")
+    with pytest.raises(ValueError, match="not followed by a ```bash block"):
+        blocks(doc)
