@@ -98,3 +98,48 @@ def test_a_marker_without_a_bash_block_is_refused(tmp_path):
     doc.write_text("<!-- runnable -->\n```\nverify all\n```\n")
     with pytest.raises(ValueError, match="not followed by a ```bash block"):
         blocks(doc)
+
+
+# ------------------------------------------------------------------------------------------------ findings.md
+
+
+def named_checks(text: str) -> set[str]:
+    """The check ids and id patterns a document names: in backquotes or after --id; {a,b} expanded."""
+    found = set(re.findall(r"`((?:kernel|layer|oracle)\.[\w.{},*-]+)`", text)) | set(re.findall(r"--id ((?:kernel|layer|oracle)\.[\w.-]+)", text))
+    out, todo = set(), list(found)
+    while todo:
+        name = todo.pop()
+        m = re.search(r"\{([^}]*)\}", name)
+        if m:
+            todo += [name[:m.start()] + alt + name[m.end():] for alt in m.group(1).split(",")]
+        else:
+            out.add(name)
+    return out
+
+
+def listed_checks() -> set[str]:
+    import tomllib
+    entries = tomllib.loads((ROOT / "verify" / "run" / "expected_failures.toml").read_text())["xfail"]
+    return {i for e in entries for i in (e.get("ids") or [e["id"]])}
+
+
+def disagreements(text: str, listed: set[str]) -> tuple[list[str], list[str]]:
+    """(names in the text that match no listed check, listed checks that no name in the text covers)."""
+    from fnmatch import fnmatchcase
+    names = named_checks(text)
+    return (sorted(n for n in names if not any(fnmatchcase(i, n) for i in listed)),
+            sorted(i for i in listed if not any(fnmatchcase(i, n) for n in names)))
+
+
+def test_findings_and_the_expected_failure_list_agree():
+    unknown, unmentioned = disagreements((ROOT / "docs" / "findings.md").read_text(), listed_checks())
+    assert not unknown, f"docs/findings.md names checks that verify/run/expected_failures.toml does not list: {unknown}"
+    assert not unmentioned, f"listed checks that docs/findings.md does not name: {unmentioned}"
+
+
+def test_a_finding_that_is_not_listed_or_an_entry_not_described_is_caught():
+    listed = {"kernel.fla.path_attn.bwd.fp32.saturated", "layer.fla.mdn.default.fp32.padding"}
+    assert disagreements("`kernel.fla.path_attn.bwd.*` and `layer.fla.mdn.default.fp32.{padding,mask}`", listed) == (
+        ["layer.fla.mdn.default.fp32.mask"], [])
+    assert disagreements("verify all --id kernel.fla.path_attn.bwd.fp32.saturated", listed) == (
+        [], ["layer.fla.mdn.default.fp32.padding"])
