@@ -143,3 +143,23 @@ def test_a_finding_that_is_not_listed_or_an_entry_not_described_is_caught():
         ["layer.fla.mdn.default.fp32.mask"], [])
     assert disagreements("verify all --id kernel.fla.path_attn.bwd.fp32.saturated", listed) == (
         [], ["layer.fla.mdn.default.fp32.padding"])
+
+
+# ------------------------------------------------------------------------------------------------ .ci/run
+
+
+def commands_ci_lacks(readme: str, ci: str) -> list[str]:
+    """The steps of the README's set-up and test commands (the plain ``` block under "Set up" and under "Tests",
+    split at &&) that are no step of .ci/run (whose `-q` flags are ignored)."""
+    def steps(text: str) -> list[str]:
+        return [re.sub(r" -q\b", "", part).strip() for line in text.splitlines() for part in line.split(" && ")]
+    wanted = [re.search(r"```\n(.*?)\n```", readme[readme.index(h):], re.S).group(1) for h in ("## Set up", "## Tests")]
+    ran = set(steps(ci))
+    return [s for s in steps("\n".join(wanted)) if s not in ran]
+
+
+def test_ci_runs_the_readmes_set_up_and_test_commands():
+    readme, ci = (ROOT / "README.md").read_text(), (ROOT / ".ci" / "run").read_text()
+    assert "```\npython -m pytest -q -n auto property_tests\n```" in readme
+    assert not commands_ci_lacks(readme, ci)
+    assert commands_ci_lacks(readme, ci.replace("property_tests\n", "property_tests/unit\n"))
