@@ -4,7 +4,8 @@ here, in bash with `set -e`, in a fresh temporary folder that holds links to the
 exit 0 (`<!-- runnable: exit N -->`: exit N). A block after `<!-- needs: RESOURCE -->` runs only when the
 resource is given: `fla-history`, a clone of fla's history named by $VERIFY_FLA_HISTORY (it stands for the
 block's `~/fla`); `gpu`, a CUDA device. A planted broken block fails (the negative control), and a marker that
-no bash block follows is refused."""
+no bash block follows is refused. Also: docs/findings.md names exactly the checks of the expected-failure list,
+and .ci/run runs the README's set-up and test commands."""
 import os
 import re
 import subprocess
