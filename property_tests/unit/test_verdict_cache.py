@@ -136,6 +136,8 @@ def test_the_toolkit_versions_and_device_class_are_in_the_key(tmp_path, root, co
 def test_the_switches_of_the_environment_are_in_the_key(tmp_path, root, monkeypatch, variable):
     """A $VERIFY_* variable (an emulation switched off, a plug-in module) is in the key; the cache's own folder
     and the run folder are not (the control: a run elsewhere replays)."""
+    for name in cache.switches():         # what earlier in-process runs of this session left set
+        monkeypatch.delenv(name)
     _keep(tmp_path, root)
     monkeypatch.setenv(variable, "sm_count")
     assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is None
