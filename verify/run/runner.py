@@ -525,8 +525,10 @@ class Workers:
 
     @staticmethod
     def _died(slot: _Slot) -> str:
-        """How the slot's worker died (its future raised BrokenProcessPool)."""
-        slot.process.join(5)
+        """How the slot's worker died (its future raised BrokenProcessPool).  The pool's manager thread reaps it:
+        wait for that instead of joining beside it (two readers of a forkserver child's exit status race, and the
+        loser reads 255)."""
+        slot.executor.shutdown(wait=True)
         code = slot.process.exitcode
         how = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0
                else f"exit code {code}")
