@@ -11,7 +11,8 @@ from pathlib import Path
 
 from pathmdn_verify import layers
 from pathmdn_verify.core.registry import Context, Result, register
-from pathmdn_verify.layers import INSTALL, LayerCase, calls, history
+from pathmdn_verify.layers import calls, history
+from pathmdn_verify.layers.table import INSTALL, LayerCase
 from pathmdn_verify.layers.common import LayerMissing, LayerRaised, LayerUnsupported
 from pathmdn_verify.platform import depends, setup
 

@@ -36,7 +36,8 @@ import torch
 from allpairspy import AllPairs
 
 from pathmdn_verify.core.registry import Result
-from pathmdn_verify.layers import LayerCase, history
+from pathmdn_verify.layers import history
+from pathmdn_verify.layers.table import LayerCase
 from pathmdn_verify.layers.cache import new_cache
 from pathmdn_verify.layers.common import LayerUnsupported, build, call, combine, judge, params64, precision
 
@@ -91,6 +92,10 @@ class Calls:
     def factor_levels(self) -> list[tuple[str, tuple]]:
         ctor = [(n, v) for n, v in self.constructor.items() if not isinstance(v, Why) and len(v) > 1]
         return ctor + [(n, tuple(self.levels.get(n, lv))) for n, lv in CALL_FACTORS.items()]
+
+    def cases(self) -> tuple[dict, ...]:
+        """The record's cases (`covering`)."""
+        return covering(self)
 
 
 def _matches(named: dict, combo: dict) -> bool | None:

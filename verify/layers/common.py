@@ -13,7 +13,8 @@ from pathmdn_verify.core.budget import Verdict, verdict, worst
 from pathmdn_verify.core.errors import is_interpreter_gap
 from pathmdn_verify.core.precision import Precision
 from pathmdn_verify.core.registry import Result
-from pathmdn_verify.layers import INSTALL, LayerCase, history
+from pathmdn_verify.layers import history
+from pathmdn_verify.layers.table import INSTALL, LayerCase
 from pathmdn_verify.layers.cache import OPERATIONS, new_cache
 
 

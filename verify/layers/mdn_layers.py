@@ -27,7 +27,8 @@ from pathmdn_verify.core.metrics import rel_err
 from pathmdn_verify.platform.mutation import Mutant
 from pathmdn_verify.core.precision import Precision, fixed_order
 from pathmdn_verify.core.registry import Result
-from pathmdn_verify.layers import LayerCase, LayerRecord, add, history
+from pathmdn_verify.layers import history
+from pathmdn_verify.layers.table import LayerCase, LayerRecord, add
 from pathmdn_verify.layers.cache import new_cache
 from pathmdn_verify.layers.calls import Calls, Why, case_ids
 from pathmdn_verify.layers.common import (

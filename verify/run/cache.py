@@ -52,12 +52,13 @@ def _sha(data: bytes) -> str:
 
 
 def toolkit_folders() -> list[Path]:
-    """The folders of the toolkit's sources: the package and its kernels and references."""
-    import pathmdn_verify
+    """The folders of the toolkit's sources: the package (this file's grandparent) and its kernels and
+    references (folders of their own in a checkout)."""
     import pathmdn_verify.kernels
     import pathmdn_verify.references
-    return sorted({Path(m.__file__).resolve().parent for m in (pathmdn_verify, pathmdn_verify.kernels,
-                                                               pathmdn_verify.references)})
+    package = Path(__file__).resolve().parent.parent
+    return sorted({package, *(Path(m.__file__).resolve().parent for m in (pathmdn_verify.kernels,
+                                                                          pathmdn_verify.references))})
 
 
 def toolkit_hash(folders: list[Path] | None = None) -> str:
