@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from test_localize_slow import assert_localized
 
 from pathmdn_verify import cli, ops
 from pathmdn_verify.core import examples as example
@@ -75,12 +76,7 @@ def test_unmodified_kernels_localize_nothing(tmp_path, check_id, case, stages):
     (*FOX_BWD, "fox_dk_unscaled", "bwd: dk/dv kernel (dk, dv, dg_k)"),
 ], ids=lambda p: p if isinstance(p, str) and not p.startswith("kernel") and " " not in p else None)
 def test_planted_bug_is_localized_to_its_stage(tmp_path, check_id, case, mutant, stage):
-    proc, doc = localize(tmp_path, check_id, case, mutant)
-    assert proc.returncode == 1 and doc["status"] == "fail", proc.stdout + proc.stderr[-2000:]
-    assert doc["first_divergent"]["stage"] == stage, proc.stdout
-    first = [r["stage"] for r in doc["stages"]].index(stage)
-    assert all(r["verdict"] == "within" for r in doc["stages"][:first])
-    assert f"first divergent stage: {stage}" in proc.stdout
+    assert_localized(*localize(tmp_path, check_id, case, mutant), stage)
 
 
 def test_the_listed_gdn_dg_failure_is_localized_to_chunk_bwd_dqkwg(tmp_path):

@@ -51,7 +51,11 @@ def test_unmodified_kernels_localize_nothing(tmp_path, check_id, case):
     (*BWD, DELTA_DROPPED, "bwd: in-block dA, dv, dg"),
 ], ids=lambda p: p.name if isinstance(p, Mutant) else p if isinstance(p, str) and not p.startswith("kernel") else None)
 def test_planted_bug_is_localized_to_its_stage(tmp_path, check_id, case, mutant, stage):
-    proc, doc = localize(tmp_path, check_id, case, mutant)
+    assert_localized(*localize(tmp_path, check_id, case, mutant), stage)
+
+
+def assert_localized(proc, doc, stage: str) -> None:
+    """localize failed at `stage`, every stage before it within its budget."""
     assert proc.returncode == 1 and doc["status"] == "fail", proc.stdout + proc.stderr[-2000:]
     assert doc["first_divergent"]["stage"] == stage, proc.stdout
     first = [r["stage"] for r in doc["stages"]].index(stage)
