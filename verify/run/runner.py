@@ -467,10 +467,7 @@ class Workers:
                     slot.future = slot.executor.submit(_worker_run, checks[i].id, ctx, self.debug)
                     slot.index, slot.t0 = i, time.monotonic()
                     on_start(i, checks[i])
-            busy = [s for s in self.slots if s.future is not None]
-            wait_for = min((s.t0 + timeout - time.monotonic() for s in busy if s.index is not None), default=None)
-            done, _ = cf.wait([s.future for s in busy], timeout=None if wait_for is None else max(wait_for, 0),
-                              return_when=cf.FIRST_COMPLETED)
+            busy, done = self._wait_any(timeout)
             for slot in busy:
                 i = slot.index
                 if slot.future in done and i is None:
@@ -523,6 +520,15 @@ class Workers:
         return Outcome(check.id, check.description, Result("fail", message=lost.message, kind=kind),
                       lost.seconds, repro_command(check.id, ctx), time.time() - lost.seconds, ctx.seed)
 
+    def _wait_any(self, timeout: float) -> tuple[list[_Slot], set]:
+        """The busy slots and their futures that are done, after waiting for the first to end, at most until the
+        earliest running task reaches `timeout` seconds."""
+        busy = [s for s in self.slots if s.future is not None]
+        wait_for = min((s.t0 + timeout - time.monotonic() for s in busy if s.index is not None), default=None)
+        done, _ = cf.wait([s.future for s in busy], timeout=None if wait_for is None else max(wait_for, 0),
+                          return_when=cf.FIRST_COMPLETED)
+        return busy, done
+
     @staticmethod
     def _died(slot: _Slot) -> str:
         """How the slot's worker died (its future raised BrokenProcessPool).  The pool's manager thread reaps it:
@@ -558,10 +564,7 @@ class Workers:
                     slot.future = slot.executor.submit(function, *args)
                     slot.index, slot.t0 = i, time.monotonic()
                     on_start(i)
-            busy = [s for s in self.slots if s.future is not None]
-            wait_for = min((s.t0 + timeout - time.monotonic() for s in busy if s.index is not None), default=None)
-            done, _ = cf.wait([s.future for s in busy], timeout=None if wait_for is None else max(wait_for, 0),
-                              return_when=cf.FIRST_COMPLETED)
+            busy, done = self._wait_any(timeout)
             for slot in busy:
                 i = slot.index
                 if slot.future in done and i is None:
