@@ -147,6 +147,26 @@ def test_the_switches_of_the_environment_are_in_the_key(tmp_path, root, monkeypa
     assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is not None
 
 
+def test_a_plug_in_modules_source_is_in_the_key(tmp_path, root, monkeypatch):
+    """An op of a $VERIFY_EXTRA_CHECKS module depends on that module's code: an edit to it misses, the same bytes
+    replay.  The control: an edit to a file beside a plain module (not a package) changes nothing."""
+    for name in cache.switches():
+        monkeypatch.delenv(name)
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "my_op.py").write_text("GAIN = 1.0\n")
+    (plugins / "notes.py").write_text("X = 0\n")
+    monkeypatch.syspath_prepend(str(plugins))
+    monkeypatch.setenv("VERIFY_EXTRA_CHECKS", "my_op")
+    _keep(tmp_path, root)
+    (plugins / "notes.py").write_text("X = 1\n")
+    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is not None
+    (plugins / "my_op.py").write_text("GAIN = 1.01\n")
+    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is None
+    (plugins / "my_op.py").write_text("GAIN = 1.0\n")
+    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is not None
+
+
 def test_a_bisect_steps_replayed_cases_are_in_the_key(tmp_path, root):
     vc = cache.VerdictCache(tmp_path / "c", "cpu")
     vc.put(_outcome(cache.dependencies([root / "fla/chunk.py"], root)), Context(), "abc", {"replay": ["B=1"]})

@@ -4,7 +4,8 @@ An entry is found by a key over what is known before the check runs: the toolkit
 the expected-failure list, which is applied to the outcome afterwards), the check's id, the run's parameters (seed,
 profile, examples, configs, fp32 dot, where the references run, the device class), the environment (Python,
 torch, triton, numpy, hypothesis, sympy, mpmath, transformers) and every $VERIFY_* variable but the cache's and
-the run folder's (they switch emulations off, add plug-in checks and implementations).  A key keeps one entry per
+the run folder's (they switch emulations off, add plug-in checks and implementations), and the sources of the
+plug-in modules $VERIFY_EXTRA_CHECKS names.  A key keeps one entry per
 set of dependency contents (the newest KEEP: a bisect's steps, an edit and its revert): the raw outcome (before
 the expected-failure list) and the files the check depended on, each with its sha256: the kernel package's files
 its kernel's call graph reaches (pathmdn_verify.platform.depends; by their path in the package, so that another
@@ -88,6 +89,22 @@ def switches() -> dict[str, str]:
     return {k: v for k, v in sorted(os.environ.items()) if k.startswith("VERIFY_") and k not in NOT_KEYED}
 
 
+def plug_in_sources() -> dict[str, str]:
+    """{file: sha256} of the modules $VERIFY_EXTRA_CHECKS names (a plug-in op's code, which no call graph of the
+    kernel package reaches): a package's every .py file, a module's own file."""
+    import importlib.util
+    from pathmdn_verify.run import EXTRA_CHECKS_ENV
+    out = {}
+    for name in filter(None, os.environ.get(EXTRA_CHECKS_ENV, "").split(",")):
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            continue
+        origin = Path(spec.origin)
+        files = sorted(origin.parent.rglob("*.py")) if spec.submodule_search_locations else [origin]
+        out.update({str(f): _sha(f.read_bytes()) for f in files if "__pycache__" not in f.parts})
+    return out
+
+
 def where(path: str, root: Path | None) -> str:
     """A dependency's name in an entry: its path in the kernel root (the folder holding fla/), else absolute."""
     p = Path(path).resolve()
@@ -105,7 +122,7 @@ class VerdictCache:
     def __init__(self, folder: Path, device_class: str):
         self.folder = Path(folder)
         self.base = {"toolkit": toolkit_hash(), "environment": versions(), "device": device_class,
-                     "variables": switches()}
+                     "variables": switches(), "plug_ins": plug_in_sources()}
         self.warned = False
         self.digests: dict[Path, str | None] = {}     # a file's sha256 in this run (files do not change during it)
 
