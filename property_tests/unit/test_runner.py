@@ -40,3 +40,21 @@ def test_autotune_warm_up_holds_back_an_ops_other_checks():
     assert next_startable([1, 2], checks, {path: 0, mdn: 3}) is None         # nothing else: wait
     assert next_startable([0, 1], checks, {path: 0}) == 0                    # a rerun of the first check itself
     assert next_startable([1, 2], checks, {mdn: 3}) == 1
+
+
+def test_a_workers_reads_add_up_and_a_missed_report_makes_them_unknown():
+    """The verdict cache keeps a check with everything its worker read so far (pathmdn_verify.platform.reads): the
+    reports add up in order; one missed (a result that did not come back) leaves the slot's reads unknown, so no
+    later verdict of that worker is kept with a partial list, until a fresh worker starts over."""
+    from pathmdn_verify.run.runner import Workers, _Slot
+    slot = _Slot(env={})
+    Workers._add_reads(slot, (1, ["/a.py"]))
+    Workers._add_reads(slot, (2, ["/b.py"]))
+    assert slot.reads == {"/a.py", "/b.py"}
+    Workers._add_reads(slot, (4, ["/d.py"]))          # the third report never arrived
+    Workers._add_reads(slot, (5, ["/e.py"]))
+    assert slot.reads is None
+    control = _Slot(env={})
+    Workers._add_reads(control, (1, ["/a.py"]))
+    Workers._add_reads(control, None)                 # a result without observed reads
+    assert control.reads is None

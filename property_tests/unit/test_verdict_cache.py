@@ -1,6 +1,6 @@
 """The verdict cache never replays a stale verdict: changing any one component of what a verdict depends on (a
-file the check depended on, the toolkit's sources, a run parameter, a package version, the device class) makes
-the lookup miss.  Each test has its negative control: the same change under a cache whose key leaves that
+file the check's worker read, the toolkit's sources, a run parameter, a package version, the device class, an
+environment variable, a named implementation's sources) makes the lookup miss.  Each test has its negative control: the same change under a cache whose key leaves that
 component out replays the old verdict, so the test would fail without it."""
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from pathmdn_verify.run import cache
 CHECK = "kernel.fla.gdn_chunk.fwd.fp32.typical"
 
 
-def _outcome(depends: dict, status="pass", message="within budget") -> Outcome:
+def _outcome(status="pass", message="within budget") -> Outcome:
     return Outcome(CHECK, "a check", Result(status, 0.5, 1.0, message, {"tensors": []}, measure="normwise_relative"),
-                   1.25, f"verify run --id {CHECK}", 0.0, 0, depends)
+                   1.25, f"verify run --id {CHECK}", 0.0, 0)
 
 
 @pytest.fixture
@@ -32,8 +32,15 @@ def root(tmp_path) -> Path:
 
 
 def _keep(tmp_path, root, ctx=Context(), files=("fla/chunk.py",), vc=None, **kw):
-    vc = vc or cache.VerdictCache(tmp_path / "c", "cpu")
-    vc.put(_outcome(cache.dependencies([root / f for f in files], root), **kw), ctx, "run-1")
+    vc = vc or _past(cache.VerdictCache(tmp_path / "c", "cpu"))
+    assert vc.put(_outcome(**kw), ctx, "run-1", {str(root / f) for f in files}, root)
+    return vc
+
+
+def _past(vc: cache.VerdictCache) -> cache.VerdictCache:
+    """A cache whose run started after the fixture's files were written (a file changed since the run started is
+    never kept: see test_a_file_changed_during_the_run_is_not_kept)."""
+    vc.reads.started = float("inf")
     return vc
 
 
@@ -54,10 +61,10 @@ def test_a_failing_or_erroring_verdict_is_cached_and_replays_message_and_repro(t
 
 @pytest.mark.parametrize("kind", cache.NOT_KEPT)
 def test_a_verdict_of_the_machine_is_not_kept(tmp_path, root, kind):
-    vc = cache.VerdictCache(tmp_path / "c", "cpu")
-    out = _outcome(cache.dependencies([root / "fla/chunk.py"], root), status="error")
+    vc = _past(cache.VerdictCache(tmp_path / "c", "cpu"))
+    out = _outcome(status="error")
     out.result.kind = kind
-    vc.put(out, Context(), "run-1")
+    assert not vc.put(out, Context(), "run-1", {str(root / "fla/chunk.py")}, root)
     assert vc.get(CHECK, Context(), root) is None
     assert not list((tmp_path / "c").rglob("*.json"))
 
@@ -116,7 +123,7 @@ def test_each_run_parameter_is_in_the_key(tmp_path, root, param):
                                                ("environment", "transformers"), ("environment", "python")])
 def test_the_toolkit_versions_and_device_class_are_in_the_key(tmp_path, root, component, changed):
     def verdicts(change: bool, control: bool) -> cache.VerdictCache:
-        vc = cache.VerdictCache(tmp_path / ("control" if control else "c"), "cpu")
+        vc = _past(cache.VerdictCache(tmp_path / ("control" if control else "c"), "cpu"))
         if change and component == "environment":
             vc.base["environment"] = {**vc.base["environment"], changed: "0.0.0-other"}
         elif change:
@@ -131,27 +138,25 @@ def test_the_toolkit_versions_and_device_class_are_in_the_key(tmp_path, root, co
     assert verdicts(change=True, control=True).get(CHECK, Context(), root) is not None
 
 
-@pytest.mark.parametrize("variable", ["VERIFY_EMULATE_H200_OFF", "VERIFY_EMULATE_H200_TILES", "VERIFY_IMPLS",
-                                      "VERIFY_EXTRA_CHECKS"])
-def test_the_switches_of_the_environment_are_in_the_key(tmp_path, root, monkeypatch, variable):
-    """A $VERIFY_* variable (an emulation switched off, a plug-in module) is in the key; the cache's own folder
-    and the run folder are not (the control: a run elsewhere replays)."""
-    for name in cache.switches():         # what earlier in-process runs of this session left set
-        monkeypatch.delenv(name)
+@pytest.mark.parametrize("variable", ["VERIFY_EMULATE_H200_OFF", "VERIFY_IMPLS", "VERIFY_EXTRA_CHECKS", "MY_GAIN",
+                                      "TRITON_F32_DEFAULT", "TORCH_BLAS_PREFER_CUBLASLT", "OMP_NUM_THREADS"])
+def test_every_environment_variable_is_in_the_key(tmp_path, root, monkeypatch, variable):
+    """Any variable (an emulation switched off, a plug-in module, one an implementation reads, Triton's or torch's
+    numerics) is in the key; those of NOT_KEYED are not (the control: a run in another terminal, temporary folder
+    or cache folder replays)."""
+    monkeypatch.delenv(variable, raising=False)
     _keep(tmp_path, root)
-    monkeypatch.setenv(variable, "sm_count")
+    monkeypatch.setenv(variable, "1")
     assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is None
     monkeypatch.delenv(variable)
-    for where_to in cache.NOT_KEYED:
-        monkeypatch.setenv(where_to, str(tmp_path / "elsewhere"))
+    for name in cache.NOT_KEYED:
+        monkeypatch.setenv(name, str(tmp_path / "elsewhere"))
     assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is not None
 
 
 def test_a_plug_in_modules_source_is_in_the_key(tmp_path, root, monkeypatch):
-    """An op of a $VERIFY_EXTRA_CHECKS module depends on that module's code: an edit to it misses, the same bytes
-    replay.  The control: an edit to a file beside a plain module (not a package) changes nothing."""
-    for name in cache.switches():
-        monkeypatch.delenv(name)
+    """An op of a $VERIFY_EXTRA_CHECKS module depends on that module's code, read or not: an edit to it misses, the
+    same bytes replay.  The control: an edit to a file beside a plain module (not a package) changes nothing."""
     plugins = tmp_path / "plugins"
     plugins.mkdir()
     (plugins / "my_op.py").write_text("GAIN = 1.0\n")
@@ -167,9 +172,50 @@ def test_a_plug_in_modules_source_is_in_the_key(tmp_path, root, monkeypatch):
     assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is not None
 
 
-def test_a_bisect_steps_replayed_cases_are_in_the_key(tmp_path, root):
+def test_every_source_of_an_implementations_package_is_in_the_key(tmp_path, root, monkeypatch):
+    """An implementation's package is in the key whole, every .py file of its top folder, imported or not (a
+    module it would load later, a sibling): an edit to any misses.  The control: a file outside the package."""
+    import sys
+
+    from pathmdn_verify.ops import impls
+    pkg = tmp_path / "mine" / "kern"
+    (pkg / "sub").mkdir(parents=True)
+    for f in ("__init__.py", "sub/__init__.py", "sub/attn.py", "sub/later.py"):
+        (pkg / f).write_text("def path(q, k, v, w, beta, scale=None):\n    return q\n" if f == "sub/attn.py" else "")
+    (tmp_path / "mine" / "notes.py").write_text("X = 0\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "mine"))
+    from kern.sub import attn
+    monkeypatch.setattr(impls, "IMPLS", {})
+    monkeypatch.setattr(sys, "modules", dict(sys.modules))
+    impls.implement(__import__("pathmdn_verify.ops", fromlist=["OPS"]).OPS["path_attn"], attn.path, name="mine",
+                    fp32_dot="ieee")
+    _keep(tmp_path, root)
+    (tmp_path / "mine" / "notes.py").write_text("X = 1\n")
+    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is not None
+    (pkg / "sub" / "later.py").write_text("Y = 2\n")
+    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is None
+
+
+def test_a_file_changed_during_the_run_is_not_kept(tmp_path, root):
+    """A file modified after the run started may have been read in either version: the verdict is not kept (the
+    control: the same put from a run that started after the edit keeps it)."""
     vc = cache.VerdictCache(tmp_path / "c", "cpu")
-    vc.put(_outcome(cache.dependencies([root / "fla/chunk.py"], root)), Context(), "abc", {"replay": ["B=1"]})
+    (root / "fla" / "chunk.py").write_text("SCALE = 1.02\n")
+    assert not vc.put(_outcome(), Context(), "run-1", {str(root / "fla/chunk.py")}, root)
+    assert _past(cache.VerdictCache(tmp_path / "c", "cpu")).put(_outcome(), Context(), "run-1",
+                                                                {str(root / "fla/chunk.py")}, root)
+
+
+def test_reads_not_observed_keep_nothing(tmp_path, root):
+    """A check whose reads are not known (run in the caller's process, a worker's report missed) is never kept."""
+    vc = _past(cache.VerdictCache(tmp_path / "c", "cpu"))
+    assert not vc.put(_outcome(), Context(), "run-1", None, root)
+    assert vc.get(CHECK, Context(), root) is None
+
+
+def test_a_bisect_steps_replayed_cases_are_in_the_key(tmp_path, root):
+    vc = _past(cache.VerdictCache(tmp_path / "c", "cpu"))
+    vc.put(_outcome(), Context(), "abc", {str(root / "fla/chunk.py")}, root, {"replay": ["B=1"]})
     assert vc.get(CHECK, Context(), root, {"replay": ["B=2"]}) is None
     assert vc.get(CHECK, Context(), root, {"replay": ["B=1"]}) is not None
 
@@ -232,8 +278,8 @@ def test_an_edit_and_its_revert_each_replay_their_own_verdict(tmp_path, root, mo
 
 def test_a_corrupt_entry_is_ignored_with_a_warning(tmp_path, root, capsys):
     vc = _keep(tmp_path, root)
-    [entry] = list((tmp_path / "c").rglob("*.json"))
-    entry.write_text('{"run": "run-1", "depends": {')
+    [entry] = [e for e in (tmp_path / "c").rglob("*.json") if "reads" not in e.parts]
+    entry.write_text('{"run": "run-1", "reads": {')
     assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is None
     err = capsys.readouterr().err
     assert "ignoring an unreadable verdict-cache entry" in err and entry.name in err

@@ -81,7 +81,7 @@ def _declare_pass(op: KernelOp, pass_: str, dtype: str, regime: str, fields: dic
                       saved=lambda case: _saved(op, case, dtype, pass_))
     what = ("output and final states" if len(op.outputs) > 1 else "forward output") if pass_ == "fwd" else "gradients"
     register(cid, f"{op.impl} {op.title} {what} in {dtype}, regime {regime}, within c={op.budget_factor[pass_]:g} x "
-                  f"the same-dtype implementation's error", _with_dot(op, run), depends=op.depends)
+                  f"the same-dtype implementation's error", _with_dot(op, run))
 
 
 def _declare_decode(op: KernelOp, dtype: str, regime: str) -> None:
@@ -94,8 +94,7 @@ def _declare_decode(op: KernelOp, dtype: str, regime: str) -> None:
         return search(op.decode.cases(op.regimes[regime], ctx.profile),
                       lambda case: engine.decode_probe(op, case, dtype, ctx), ctx, cid,
                       explicit=ops.explicit_cases(cid, ctx.profile))
-    register(cid, f"{op.impl} {op.name} decode cache (use_cache=True) in {dtype}, regime {regime}", _with_dot(op, run),
-             depends=op.depends)
+    register(cid, f"{op.impl} {op.name} decode cache (use_cache=True) in {dtype}, regime {regime}", _with_dot(op, run))
 
 
 def _declare_probe(op: KernelOp, p) -> None:
@@ -112,7 +111,7 @@ def _declare_probe(op: KernelOp, p) -> None:
                 return Result("skip", message=f"not verifiable on the CPU interpreter: {innermost_error(exc)}",
                               kind="interpreter_gap")
             raise
-    register(op.convention_id(p.name), p.description, _with_dot(op, run), depends=op.depends)
+    register(op.convention_id(p.name), p.description, _with_dot(op, run))
 
 
 for _op in ops.BUILT_IN:

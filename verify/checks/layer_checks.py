@@ -4,8 +4,6 @@ when it runs, after the interpreter fidelity layer is installed.  Without flash-
 a skip whose message says how to install it."""
 from __future__ import annotations
 
-import functools
-import importlib
 import importlib.util
 from pathlib import Path
 
@@ -14,7 +12,7 @@ from pathmdn_verify.core.registry import Context, Result, register
 from pathmdn_verify.layers import calls, history
 from pathmdn_verify.layers.table import INSTALL, LayerCase
 from pathmdn_verify.layers.common import LayerMissing, LayerRaised, LayerUnsupported
-from pathmdn_verify.platform import depends, setup
+from pathmdn_verify.platform import setup
 
 
 def run_layer(rec, variant: str, dtype: str, comparison: str, ctx: Context) -> Result:
@@ -46,22 +44,11 @@ def _missing_package() -> str | None:
     return None
 
 
-def _layer_files(rec) -> set:
-    """The files of the kernel package that the call graphs of its layer and of the tree's Cache reach (its ops,
-    modules and cache)."""
-    import fla
-
-    from pathmdn_verify.layers.cache import tree_cache_class
-    layer = getattr(importlib.import_module(rec.module), rec.cls)
-    return depends.reach([layer, tree_cache_class()[0]], [Path(fla.__file__).parent])
-
-
 def declare(rec) -> None:
     for cid, variant, dtype, comparison in rec.ids():
         desc = (f"{rec.cls} ({dtype}) called as: {calls.describe(calls.covering(rec.calls)[int(comparison)])}"
                 if variant == "pairwise" else f"{rec.cls} ({variant}, {dtype}): {rec.comparisons[comparison][0]}")
-        register(cid, desc, lambda ctx, r=rec, v=variant, d=dtype, c=comparison: run_layer(r, v, d, c, ctx),
-                 depends=functools.partial(_layer_files, rec))
+        register(cid, desc, lambda ctx, r=rec, v=variant, d=dtype, c=comparison: run_layer(r, v, d, c, ctx))
 
 
 for _rec in layers.load().values():

@@ -105,4 +105,4 @@ def _run(dtype: str):
 for _dtype in ("bf16", "fp32"):
     register(f"kernel.fla.path_attn.state_tracking.{_dtype}",
              f"fla path_attn in {_dtype} tells the identity permutation from the others (paper Thm 2.1 construction)",
-             _run(_dtype), depends=PATH_ATTN.depends)
+             _run(_dtype))

@@ -400,6 +400,8 @@ def case_from_label(check_id: str, label: str):
 def step(spec_path: str) -> int:
     """Run the spec's checks on the fla package of the current checkout; write its record; return
     0/1/125 in git bisect run's terms."""
+    from pathmdn_verify.platform import reads
+    reads.install()                   # what the step's checks read: the verdict cache's inputs
     spec = json.loads(Path(spec_path).read_text())
     sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     spec["commit"] = sha
@@ -444,7 +446,7 @@ def _step(spec: dict) -> tuple[str, str, list[dict]]:
     for cid, labels in spec["replay"].items():   # the cases drawn at the reference commit run first
         ops.REPLAY[cid] = [case_from_label(cid, lb) for lb in labels]
     verdicts = cache.VerdictCache(Path(spec["cache"]), spec["device"]) if spec.get("cache") else None
-    records = []
+    records, read = [], set()           # every file this process read, so far
     for cid in spec["ids"]:
         extra = {"replay": spec["replay"].get(cid, [])}     # what the step runs first decides its verdict too
         rec = verdicts and verdicts.get(cid, ctx, Path(root), extra)   # the same files as a commit already judged
@@ -453,8 +455,9 @@ def _step(spec: dict) -> tuple[str, str, list[dict]]:
                 rec = runner.execute(REGISTRY[cid], ctx)        # raw verdicts: no expected-failure list
             except UsageError as exc:                            # an entry point the package does not offer
                 return "skip", str(exc), records
+            read.update(rec.reads[1])
             if verdicts is not None:
-                verdicts.put(rec, ctx, spec["commit"], extra)
+                verdicts.put(rec, ctx, spec["commit"], read, Path(root), extra)
         records.append({"id": cid, "status": rec.result.status, "measured": _num(rec.result.measured),
                         "budget": _num(rec.result.budget), "message": rec.result.message,
                         "failures": failures(rec), "cached": "cached" in rec.result.details})

@@ -107,10 +107,10 @@ def run_options(p: argparse.ArgumentParser) -> None:
                    help="read the expected failures from FILE alone, not the built-in list; repeatable")
     options.examples(p)
     p.add_argument("--cache-dir", metavar="DIR",
-                   help="where verdicts are kept and reused while a check and everything it depended on (the toolkit, "
-                        "the run's options, the environment, the kernel files its call graph reaches) are unchanged "
-                        "(default: $VERIFY_CACHE_DIR, else beside Triton's cache, ~/.triton/verify-verdicts); safe to "
-                        "delete")
+                   help="where verdicts are kept and reused while nothing a check read changed (every file its "
+                        "worker read, the toolkit, the run's options, the environment, the named implementations' "
+                        "sources) (default: $VERIFY_CACHE_DIR, else beside Triton's cache, ~/.triton/verify-verdicts); "
+                        "safe to delete")
     p.add_argument("--no-cache", action="store_true", help="run every check, reusing and keeping no verdict")
     p.add_argument("-v", "--verbose", action="store_true", help="print every check's message, not only failures'")
     options.debug(p)

@@ -136,7 +136,6 @@ class KernelOp:
     offered: Callable | None = None     # (pass, dtype) -> why the implementation does not offer it, else None
     unsupported: Callable | None = None   # (inputs) -> why the implementation does not take them, else None
     layout: str = ""                    # the canonical call in words: each input's shape, dtype and meaning; outputs
-    depends: Callable | None = None     # () -> the source files its kernel's call graph reaches (the verdict cache)
     adapt_inputs: Callable | None = None   # (canonical inputs) -> the inputs as the implementation takes them (a
     #                                     convention that changed across its versions), before anything sees them
 

@@ -87,21 +87,20 @@ class Check:
     description: str
     run: Callable[[Context], Result]
     devices: tuple[str, ...] = ("cpu", "cuda")
-    depends: Callable[[], set] | None = None   # () -> the source files the check's kernel depends on (after a run)
 
 
 REGISTRY: dict[str, Check] = {}
 
 
 def register(check_id: str, description: str, run: Callable[[Context], Result],
-             devices: tuple[str, ...] = ("cpu", "cuda"), depends: Callable[[], set] | None = None) -> None:
+             devices: tuple[str, ...] = ("cpu", "cuda")) -> None:
     if check_id in REGISTRY:
         raise ValueError(f"duplicate check id {check_id!r}")
     if str(CheckId.parse(check_id)) != check_id:     # the one grammar (pathmdn_verify.core.ids); UsageError if malformed
         raise ValueError(f"check id {check_id!r} does not round-trip")
     if not description or "\n" in description:
         raise ValueError(f"{check_id}: description must be one line")
-    REGISTRY[check_id] = Check(check_id, description, run, devices, depends)
+    REGISTRY[check_id] = Check(check_id, description, run, devices)
 
 
 def check(check_id: str, description: str, devices: tuple[str, ...] = ("cpu", "cuda")):

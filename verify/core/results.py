@@ -29,7 +29,7 @@ class Outcome:
     repro: str
     started: float = 0.0     # time.time() when the check started (0: it never started)
     seed: int = 0
-    depends: dict | None = None   # {file: sha256} the check depended on (pathmdn_verify.run.cache), from its worker
+    reads: tuple | None = None   # (n, files its worker read since its (n-1)-th check: pathmdn_verify.platform.reads)
 
 
 def run_compilations(details: list[dict]) -> dict:

@@ -6,7 +6,6 @@ fixed seeds and the kernel checks draw the case fields through `path_cases`.
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import torch
@@ -19,7 +18,6 @@ from pathmdn_verify import same_dtype
 from pathmdn_verify.core import validate
 from pathmdn_verify.core.errors import UsageError
 from pathmdn_verify.core.inputs import case_label, cu_seqlens_tensor, on_device, patterned
-from pathmdn_verify.platform import depends
 from pathmdn_verify.platform.mutation import Mutant
 from pathmdn_verify.core.records import (
     BUDGET_FACTOR_BLOCKWISE,
@@ -414,7 +412,6 @@ def _attention_op(name, title, fla_fn, conv, oracle_fn, same_dtype_fn, names, gr
         sample_case=PathCase(T=8, HQ=2, H=1, gate="mixed", seed=1), query_inputs=("q", "g"),
         examples=BOUNDED_EXAMPLES,
         probes=(gate_probe, scale_default_probe(name, probe_case)), refusal=fla_ops.missing_backward,
-        depends=functools.partial(depends.fla_reach, entry),
         layout=PATH_LAYOUT if name == "path_attn" else FOX_LAYOUT, **extra)
 
 

@@ -5,7 +5,6 @@ it runs the MDN oracle and same-dtype implementation with no momentum (`gdn_as_m
 from __future__ import annotations
 
 import math
-import functools
 from dataclasses import dataclass
 
 import torch
@@ -18,7 +17,6 @@ from pathmdn_verify import same_dtype
 from pathmdn_verify.core import validate
 from pathmdn_verify.core.ids import op_of
 from pathmdn_verify.core.inputs import case_label, cu_seqlens_tensor, linear_draws, on_device
-from pathmdn_verify.platform import depends
 from pathmdn_verify.platform.mutation import Mutant
 from pathmdn_verify.core.records import (
     BUDGET_FACTOR_BLOCKWISE,
@@ -322,7 +320,6 @@ def _gdn_op(name, chunk, budget_factor, passes, stages, dot=None, device_cases=(
         examples={"quick": 1, "ci": 2, "full": 5},     # the CPU interpreter runs GDN token by token: few draws
         device_cases=device_cases, package=("fla.ops.gated_delta_rule",), not_reached=GDN_NOT_REACHED,
         refusal=fla_ops.missing_backward, layout=GDN_LAYOUT, unsupported=fla_ops.gdn_unsupported(chunk),
-        depends=functools.partial(depends.fla_reach, functools.partial(fla_ops.gdn_entry, chunk)),
         references=REFERENCES_ON, regression_cases=regression_cases or {},
         mutants=tuple(m for m in GDN_MUTANTS if op_of(m.killers[0]) == name), structure=structure, stages=stages)
 

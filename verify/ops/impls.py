@@ -24,7 +24,6 @@ from typing import Callable
 
 from pathmdn_verify.core.ids import DTYPES, PASSES
 from pathmdn_verify.core.records import KernelOp
-from pathmdn_verify.platform import depends
 
 BUILT_IN = "fla"
 DOTS = ("ieee", "tf32")
@@ -137,8 +136,7 @@ def bind(base: KernelOp, impl: Implementation) -> KernelOp:
         base, impl=impl.name, kernel=kernel, dot=impl.fp32_dot, decode=decode,
         conventions=dataclasses.replace(base.conventions, dtypes=DTYPES),
         offered=lambda pass_, dtype: _offered(impl, pass_, dtype), unsupported=impl.unsupported,
-        stages={}, mutants=(), not_reached={}, package=(), refusal=None, report=None, adapt_inputs=None,
-        depends=lambda: depends.reach([impl.fn, impl.decode], [depends.top_folder(impl.fn)]))
+        stages={}, mutants=(), not_reached={}, package=(), refusal=None, report=None, adapt_inputs=None)
 
 
 def _offered(impl: Implementation, pass_: str, dtype: str) -> str | None:

@@ -3,7 +3,6 @@ the records of fla's chunk (chunk sizes 16, 32, 64) and fused recurrent MDN (doc
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, replace
 
 import torch
@@ -16,7 +15,6 @@ from pathmdn_verify.core import validate
 from pathmdn_verify.core.errors import UsageError
 from pathmdn_verify.core.ids import op_of
 from pathmdn_verify.core.inputs import case_label, linear_draws, on_device
-from pathmdn_verify.platform import depends
 from pathmdn_verify.platform.mutation import Mutant
 from pathmdn_verify.core.records import (
     BUDGET_FACTOR_BLOCKWISE,
@@ -328,8 +326,7 @@ def _mdn_op(name, chunk, conv, budget_factor, regression_cases=None, probes=(), 
         terms=_mdn_terms, grad_terms=grad_terms, regression_cases=regression_cases or {}, probes=probes,
         stages=_mdn_stages(chunk),
         package=("fla.ops.momentum_delta_rule",), report="mdn", not_reached=MDN_NOT_REACHED, refusal=fla_ops.missing_backward,
-        layout=MDN_LAYOUT, depends=functools.partial(depends.fla_reach, functools.partial(
-            fla_ops._mdn_entry, "fused_recurrent" if chunk is None else "chunk")),
+        layout=MDN_LAYOUT,
         references=REFERENCES_ON,
         mutants=tuple(m for m in MDN_MUTANTS if op_of(m.killers[0]) == name),
         structure=MDN_RECURRENT_STRUCTURE if chunk is None else _mdn_structure(chunk))

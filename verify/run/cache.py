@@ -1,23 +1,32 @@
-"""The verdict cache: a check's outcome reused while nothing it depends on changed.
+"""The verdict cache: a check's outcome reused while nothing it read changed.
 
 An entry is found by a key over what is known before the check runs: the toolkit's own sources (all of them, but
-the expected-failure list, which is applied to the outcome afterwards), the check's id, the run's parameters (seed,
-profile, examples, configs, fp32 dot, where the references run, the device class), the environment (Python,
-torch, triton, numpy, hypothesis, sympy, mpmath, transformers) and every $VERIFY_* variable but the cache's and
-the run folder's (they switch emulations off, add plug-in checks and implementations), and the sources of the
-plug-in modules $VERIFY_EXTRA_CHECKS names.  A key keeps one entry per
-set of dependency contents (the newest KEEP: a bisect's steps, an edit and its revert): the raw outcome (before
-the expected-failure list) and the files the check depended on, each with its sha256: the kernel package's files
-its kernel's call graph reaches (pathmdn_verify.platform.depends; by their path in the package, so that another
-checkout or a bisect's worktree of the same code reuses them), or all of the package for the interpreter
-canaries.  A lookup hashes those files again where the run imports the kernel package from and takes the newest
-entry whose files all match: any change, or a file gone, is a miss.  Verdicts of every status are kept, but those
-of a dead or timed-out worker (the machine's, not the code's).
-An unreadable entry is ignored with a warning.  The folder is safe to delete.
+the expected-failure list, which is applied to the outcome afterwards), the check's id, the run's options (every
+field of the check's Context but where the kernel package lies and where failing examples go), the device class,
+the library versions (Python, torch, triton, numpy, hypothesis, sympy, mpmath, transformers; CUDA's on a GPU), the
+whole environment but the variables of NOT_KEYED (known not to change a result: the terminal, the shell, where
+temporary files, caches and results go), and every source of the named implementations and plug-ins (the --impl
+files and their packages, the modules $VERIFY_EXTRA_CHECKS names, an entry point's package).
+
+Under the key, an entry per set of inputs (the newest KEEP: a bisect's steps, an edit and its revert) holds the raw
+outcome (before the expected-failure list) and the files its worker read up to the check's end, each with its
+sha256 (pathmdn_verify.platform.reads: observed by the interpreter's audit hook, every module loaded included).
+A file in the kernel root is named by its path there, so that another checkout or a bisect's worktree of the same
+code reuses it.  A lookup hashes those files again and takes the newest entry whose files all match: any change,
+or a file gone, is a miss.  The file lists are kept once each (`reads/`, by the hash of their contents), grouped
+by folder, since the checks of a run share most of what they read.  A file changed after the run started may have
+been read in either version: such a verdict is not kept.  Verdicts of every status are kept, but those of a dead
+or timed-out worker (the machine's, not the code's).  An unreadable entry is ignored with a warning.  The folder
+is safe to delete.
+
+Triton's compiled kernels need no entry of their own: Triton names them by the hash of their source, its version,
+its TRITON_* variables and the device, each of which is in the key or among the files read.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import inspect
 import json
 import os
 import sys
@@ -33,7 +42,16 @@ FAMILIES = ("oracle", "symbolic", "kernel", "layer", "env")     # the checks who
 NOT_KEPT = ("crashed", "timeout", "not_run", "cuda_fatal")       # kinds of the machine, not of the code
 KEEP = 16           # entries per key (a check's verdicts on different code: a bisect's steps, a reverted edit)
 ENV = "VERIFY_CACHE_DIR"
-NOT_KEYED = (ENV, "VERIFY_RUN_DIR")       # where results go, not what they are
+# The environment variables known not to change a verdict: the terminal and the shell session, who and where the
+# user is, where temporary files, caches (content-addressed) and results go, and what pytest sets per test.
+NOT_KEYED = (ENV, "VERIFY_RUN_DIR", "TRITON_CACHE_DIR", "HYPOTHESIS_STORAGE_DIRECTORY", "TMPDIR", "TEMP", "TMP",
+             "TERM", "COLORTERM", "COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR", "PWD", "OLDPWD", "SHLVL", "_",
+             "PS1", "PS2", "PROMPT_COMMAND", "LS_COLORS", "LESS", "PAGER", "EDITOR", "VISUAL", "DISPLAY", "HOSTNAME",
+             "USER", "LOGNAME", "MAIL", "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY", "SSH_AUTH_SOCK", "TMUX",
+             "TMUX_PANE", "XDG_RUNTIME_DIR", "XDG_SESSION_ID", "DBUS_SESSION_BUS_ADDRESS", "PYTEST_CURRENT_TEST",
+             "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
+UNKEYED_FIELDS = ("kernel_root", "save_failing")    # where the kernel package lies (its files are read) and where
+# failing examples are saved: the only fields of a Context that do not decide a verdict
 
 
 def default_dir() -> Path:
@@ -74,75 +92,158 @@ def toolkit_hash(folders: list[Path] | None = None) -> str:
     return h.hexdigest()
 
 
-def versions() -> dict:
+def versions(device_class: str = "cpu") -> dict:
     import importlib.metadata as md
     out = environment.versions()
     try:
         out["transformers"] = md.version("transformers")
     except md.PackageNotFoundError:
         out["transformers"] = None
+    if device_class.startswith("cuda"):
+        import torch
+        out["cuda"] = torch.version.cuda
     return out
 
 
-def switches() -> dict[str, str]:
-    """The $VERIFY_* variables that may change a verdict (all of them but NOT_KEYED)."""
-    return {k: v for k, v in sorted(os.environ.items()) if k.startswith("VERIFY_") and k not in NOT_KEYED}
+def variables() -> dict[str, str]:
+    """The environment that may change a verdict: every variable but NOT_KEYED."""
+    return {k: v for k, v in sorted(os.environ.items()) if k not in NOT_KEYED}
 
 
-def plug_in_sources() -> dict[str, str]:
-    """{file: sha256} of the modules $VERIFY_EXTRA_CHECKS names (a plug-in op's code, which no call graph of the
-    kernel package reaches): a package's every .py file, a module's own file."""
+def named_sources() -> dict[str, str]:
+    """{file: sha256} of every source of the implementations and plug-ins a run names, read or not: the package
+    (every .py file of its top folder) or lone file of each registered implementation's function, and of each
+    module $VERIFY_EXTRA_CHECKS names."""
     import importlib.util
+    from pathmdn_verify.ops.impls import BUILT_IN, registered
     from pathmdn_verify.run import EXTRA_CHECKS_ENV
-    out = {}
+    files: set[Path] = set()
+    for impl in registered():
+        if impl.name != BUILT_IN and (own := _source_file(impl.fn)) is not None:
+            files |= _sources(own.parent, own)
     for name in filter(None, os.environ.get(EXTRA_CHECKS_ENV, "").split(",")):
         spec = importlib.util.find_spec(name)
-        if spec is None or spec.origin is None:
-            continue
-        origin = Path(spec.origin)
-        files = sorted(origin.parent.rglob("*.py")) if spec.submodule_search_locations else [origin]
-        out.update({str(f): _sha(f.read_bytes()) for f in files if "__pycache__" not in f.parts})
-    return out
+        if spec is not None and spec.origin is not None:
+            origin = Path(spec.origin)
+            files |= _sources(origin.parent, origin) if spec.submodule_search_locations else {origin}
+    return {str(f): _sha(f.read_bytes()) for f in sorted(files)}
+
+
+def _source_file(fn) -> Path | None:
+    """The file defining fn (under decorators: functools.wraps' __wrapped__), None when it has none."""
+    try:
+        return Path(inspect.getsourcefile(inspect.unwrap(fn))).resolve()
+    except (TypeError, OSError):
+        return None
+
+
+def _sources(folder: Path, own: Path) -> set[Path]:
+    """Every .py file of the top package holding `own` (folders with __init__.py), else the lone file."""
+    if not (folder / "__init__.py").is_file():
+        return {own.resolve()}
+    while (folder.parent / "__init__.py").is_file():
+        folder = folder.parent
+    return {f.resolve() for f in folder.rglob("*.py") if "__pycache__" not in f.parts}
 
 
 def where(path: str, root: Path | None) -> str:
-    """A dependency's name in an entry: its path in the kernel root (the folder holding fla/), else absolute."""
-    p = Path(path).resolve()
+    """A file's name in an entry: its path in the kernel root (the folder holding fla/), else absolute."""
+    p = Path(path)
     if root is not None and p.is_relative_to(root):
         return p.relative_to(root).as_posix()
     return str(p)
 
 
-def dependencies(files, root: Path | None) -> dict[str, str]:
-    """{name: sha256} of the files a check depended on."""
-    return {where(f, root): _sha(Path(f).read_bytes()) for f in sorted(files)}
+def _group(name: str) -> str:
+    """The list a read file is kept in: its top folder in the kernel root, an installed distribution's top folder,
+    else the file's folder."""
+    parts = Path(name).parts
+    if not os.path.isabs(name):
+        return parts[0]
+    for marker in ("site-packages", "dist-packages"):
+        if marker in parts[:-1]:
+            i = parts.index(marker)
+            return str(Path(*parts[:i + 2]))
+    return str(Path(name).parent)
+
+
+class ReadLists:
+    """The kept lists of files read, {name: sha256} (None: no such file), each once under `folder`, named by the
+    hash of its contents; and the digests of files here, once per run."""
+
+    def __init__(self, folder: Path, started: float):
+        self.folder = Path(folder)
+        self.started = started          # a file changed since then may have been read in either version
+        self.digests: dict[Path, str | None] = {}
+        self.changed: set[Path] = set()               # files modified since the run started
+        self.verified: dict[str, bool] = {}           # a list's id -> whether its files all match here
+
+    def digest(self, f: Path) -> str | None:
+        if f not in self.digests:
+            try:
+                if f.stat().st_mtime >= self.started:
+                    self.changed.add(f)
+                self.digests[f] = _sha(f.read_bytes())
+            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                self.digests[f] = None
+        return self.digests[f]
+
+    def _path(self, list_id: str) -> Path:
+        return self.folder / list_id[:2] / f"{list_id}.json"
+
+    def files(self, list_id: str) -> dict[str, str | None]:
+        return json.loads(self._path(list_id).read_text())
+
+    def keep(self, reads, root: Path | None) -> dict[str, str] | None:
+        """Keep the lists of the files `reads` (absolute paths), grouped by folder: {group: list id}; None when a
+        file changed during the run."""
+        digests = {where(f, root): self.digest(Path(f)) for f in sorted(reads)}
+        if self.changed & {Path(f) for f in reads}:
+            return None
+        lists: dict[str, dict] = {}
+        for name, sha in digests.items():
+            lists.setdefault(_group(name), {})[name] = sha
+        out = {}
+        for group, files in sorted(lists.items()):
+            text = json.dumps(files, sort_keys=True)
+            out[group] = _sha(text.encode())
+            if not self._path(out[group]).exists():
+                _write(self._path(out[group]), text)
+        return out
+
+    def match(self, ids: dict[str, str], root: Path | None) -> bool:
+        """Whether every file of the kept lists has its kept contents here (a file of the kernel root looked up
+        in `root`)."""
+        for list_id in ids.values():
+            if list_id not in self.verified:
+                self.verified[list_id] = all(
+                    self.digest(root / name if root is not None and not os.path.isabs(name) else Path(name)) == sha
+                    for name, sha in self.files(list_id).items())
+            if not self.verified[list_id]:
+                return False
+        return True
 
 
 class VerdictCache:
     def __init__(self, folder: Path, device_class: str):
         self.folder = Path(folder)
-        self.base = {"toolkit": toolkit_hash(), "environment": versions(), "device": device_class,
-                     "variables": switches(), "plug_ins": plug_in_sources()}
+        self.base = {"toolkit": toolkit_hash(), "environment": versions(device_class), "device": device_class,
+                     "variables": variables(), "sources": named_sources()}
+        self.reads = ReadLists(self.folder / "reads", time.time())
         self.warned = False
-        self.digests: dict[Path, str | None] = {}     # a file's sha256 in this run (files do not change during it)
-
-    def _digest(self, f: Path) -> str | None:
-        if f not in self.digests:
-            self.digests[f] = _sha(f.read_bytes()) if f.is_file() else None
-        return self.digests[f]
 
     def key(self, check_id: str, ctx: Context, extra: dict | None = None) -> str:
         """extra: whatever else decides the verdict (a bisect step's replayed cases)."""
-        params = {"seed": ctx.seed, "profile": ctx.profile, "examples": ctx.examples, "configs": ctx.configs,
-                  "fp32_dot": ctx.fp32_dot, "references": ctx.references, **(extra or {})}
-        return _sha(json.dumps({**self.base, "check": check_id, "params": params}, sort_keys=True).encode())
+        params = {k: v for k, v in dataclasses.asdict(ctx).items() if k not in UNKEYED_FIELDS}
+        return _sha(json.dumps({**self.base, "check": check_id, "params": {**params, **(extra or {})}},
+                               sort_keys=True).encode())
 
     def _entries(self, key: str) -> Path:
-        """The folder of key's entries: one per set of dependency contents (a file named by their hash)."""
+        """The folder of key's entries: one per set of inputs (a file named by the hash of their lists)."""
         return self.folder / key[:2] / key
 
     def get(self, check_id: str, ctx: Context, root: Path | None, extra: dict | None = None) -> Outcome | None:
-        """The outcome kept for this check whose every dependency is unchanged (the newest such); None otherwise."""
+        """The outcome kept for this check whose every input is unchanged (the newest such); None otherwise."""
         key = self.key(check_id, ctx, extra)
         folder = self._entries(key)
         paths = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True) if folder.is_dir() \
@@ -150,8 +251,7 @@ class VerdictCache:
         for path in paths:
             try:
                 entry = json.loads(path.read_text())
-                if any(self._digest((root / name) if root is not None and not os.path.isabs(name) else Path(name))
-                       != sha for name, sha in entry["depends"].items()):
+                if not self.reads.match(entry["reads"], root):
                     continue
                 o = entry["outcome"]
                 result = Result(o["status"], o["measured"], o["budget"], o["message"], o["details"], o["kind"],
@@ -166,25 +266,45 @@ class VerdictCache:
             return Outcome(check_id, o["description"], result, 0.0, o["repro"], time.time(), ctx.seed)
         return None
 
-    def put(self, outcome: Outcome, ctx: Context, run: str, extra: dict | None = None) -> None:
-        """Keep a raw outcome (before the expected-failure list) with the files its check depended on
-        (outcome.depends, from the worker)."""
+    def put(self, outcome: Outcome, ctx: Context, run: str, reads, root: Path | None,
+            extra: dict | None = None) -> bool:
+        """Keep a raw outcome (before the expected-failure list) with the files its process read (`reads`, absolute
+        paths; None: not observed, nothing kept).  Whether it was kept."""
         r = outcome.result
-        depends = outcome.depends
-        if depends is None or r.kind in NOT_KEPT or "cached" in r.details:
-            return
-        key = self.key(outcome.id, ctx, extra)
-        folder = self._entries(key)
-        path = folder / f"{_sha(json.dumps(depends, sort_keys=True).encode())[:32]}.json"
-        entry = finite({"run": run, "depends": depends,
+        if reads is None or r.kind in NOT_KEPT or "cached" in r.details or not cacheable(outcome.id):
+            return False
+        ids = self.reads.keep(reads, root)
+        if ids is None:
+            return False
+        folder = self._entries(self.key(outcome.id, ctx, extra))
+        path = folder / f"{_sha(json.dumps(ids, sort_keys=True).encode())[:32]}.json"
+        entry = finite({"run": run, "check": outcome.id, "reads": ids,
                         "outcome": {"status": r.status, "kind": r.kind, "measure": r.measure, "measured": r.measured,
                                     "budget": r.budget, "message": r.message, "details": r.details,
                                     "description": outcome.description, "repro": outcome.repro,
                                     "seconds": round(outcome.seconds, 3)}})
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(entry))
-        tmp.replace(path)
+        _write(path, json.dumps(entry))
         for old in sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime)[:-KEEP]:
             old.unlink(missing_ok=True)
+        return True
 
+
+def kept_entry(folder: Path, check_id: str) -> dict | None:
+    """The newest entry kept for check_id (under any key), None when there is none."""
+    entries = [e for e in Path(folder).glob("??/*/*.json") if json.loads(e.read_text()).get("check") == check_id]
+    return json.loads(max(entries, key=lambda e: e.stat().st_mtime).read_text()) if entries else None
+
+
+def kept_reads(folder: Path, check_id: str) -> set[str]:
+    """The files the newest verdict kept for check_id was read with, by their names in the entry."""
+    entry = kept_entry(folder, check_id)
+    lists = ReadLists(Path(folder) / "reads", 0.0)
+    return {name for i in (entry or {"reads": {}})["reads"].values() for name in lists.files(i)}
+
+
+def _write(path: Path, text: str) -> None:
+    """Through a temporary file, so that a reader never sees a partial entry."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable
 from unittest import mock
 
-from pathmdn_verify.platform import configs, depends, environment, timing
+from pathmdn_verify.platform import configs, environment, reads, timing
 from pathmdn_verify.core.errors import (
     Incompatible,
     UsageError,
@@ -133,31 +133,7 @@ def execute(check: Check, ctx: Context, debug: bool = False) -> Outcome:
         finite = result.measured is None or math.isfinite(result.measured)
         result.kind = "over_budget" if finite else "non_finite"
     return Outcome(check.id, check.description, result, time.perf_counter() - t0, repro_command(check.id, ctx),
-                  started, ctx.seed, _depends(check, result))
-
-
-def _depends(check: Check, result: Result) -> dict | None:
-    """{file: sha256} of what the check depended on, for the verdict cache (None: not cached): the files its
-    kernel's call graph reaches, all of the kernel package for a check that declares none (a canary, a plug-in's
-    op without `depends`), none for an oracle or a proof; details["depends_on"] names them."""
-    if not cache.cacheable(check.id):
-        return None
-    try:
-        family = CheckId.parse(check.id).family
-        if check.depends is not None:
-            files = check.depends()
-        elif family in ("env", "kernel", "layer"):     # no call graph declared: the whole kernel package
-            files = depends.fla_files()
-        else:                                          # an oracle, a proof: the toolkit's own code alone
-            files = set()
-        pkg = _loaded_package()
-        deps = cache.dependencies(files, Path(pkg["path"]).parent if pkg else None)
-    except Exception as exc:        # not cached, and said so: never a verdict kept without what it depended on
-        result.details["depends_on"] = f"unknown: {type(exc).__name__}: {exc}".splitlines()[0]
-        return None
-    if deps:
-        result.details["depends_on"] = sorted(deps)
-    return deps
+                  started, ctx.seed, reads.take())
 
 
 def _sanitize(check: Check, result: Result, ctx: Context) -> None:
@@ -239,8 +215,9 @@ def _process_context(device: str):
 def _worker_init(debug: bool, environ: dict[str, str], path: list[str]) -> None:
     """In each fresh worker: the environment and import path of the process that started it now (a forked
     worker would otherwise have the fork server's, fixed when that started), its thread limits applied to
-    torch and OpenMP, already loaded in the server; Ctrl-C is the reporting process's to handle; register
-    the checks."""
+    torch and OpenMP, already loaded in the server; Ctrl-C is the reporting process's to handle; what it reads
+    observed (pathmdn_verify.platform.reads, for the verdict cache); register the checks."""
+    reads.install()
     os.environ.clear()
     os.environ.update(environ)
     sys.path[:] = path
@@ -313,6 +290,8 @@ class _Slot:
     index: int | None = None       # position in the selection of the check it runs; None while starting
     t0: float = 0.0
     ready: bool = False
+    reads: set[str] | None = field(default_factory=set)   # every file its worker read so far (None: not known)
+    taken: int = 0                 # the worker's reads reported so far (pathmdn_verify.platform.reads.take)
 
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -379,6 +358,7 @@ class Workers:
             slot.future = slot.executor.submit(_worker_start, self.ctx, self.kernels)
         slot.process = next(iter(slot.executor._processes.values()))   # started by submit
         slot.index, slot.ready = None, False
+        slot.reads, slot.taken = set(), 0
 
     def _replace(self, slot: _Slot) -> None:
         self._kill(slot)
@@ -434,11 +414,9 @@ class Workers:
         errored (the expected failures applied)."""
         listed = scope(ctx, self.info and self.info["kernel_package"])
         pending = start_order(checks, ctx.device, durations)
-        if self.cache is not None:          # a verdict whose check and everything it depended on are unchanged
-            pkg = self.info and self.info["kernel_package"]
-            root = Path(pkg["path"]).parent if pkg else None
+        if self.cache is not None:          # a verdict whose check and everything it read are unchanged
             for i in list(pending):
-                if cache.cacheable(checks[i].id) and (hit := self.cache.get(checks[i].id, ctx, root)) is not None:
+                if cache.cacheable(checks[i].id) and (hit := self.cache.get(checks[i].id, ctx, self._root())) is not None:
                     finished[i] = apply_xfails(hit, listed)
                     pending.remove(i)
         # under --configs autotune on a GPU, an op's first kernel check runs alone: it times the op's kernels'
@@ -475,7 +453,7 @@ class Workers:
                 elif slot.future in done:
                     outcome = self._collect(slot, checks[i], ctx)
                     if self.cache is not None:     # the raw outcome, before the expected-failure list
-                        self.cache.put(outcome, ctx, self.run_label)
+                        self.cache.put(outcome, ctx, self.run_label, slot.reads, self._root())
                     if outcome.result.kind == "crashed" and i not in crashed:   # once more, in a fresh worker
                         crashed[i] = outcome
                         pending.insert(0, i)
@@ -498,9 +476,25 @@ class Workers:
             reported += 1
         return [finished[i] for i in range(len(checks))]
 
+    @staticmethod
+    def _add_reads(slot: _Slot, taken: tuple | None) -> None:
+        """Add what the worker read (n, files) to the slot's; a take missed (a task's result that did not come
+        back, a take outside a check) leaves the slot's reads unknown until its worker is replaced."""
+        if taken is None or slot.reads is None or taken[0] != slot.taken + 1:
+            slot.reads = None
+            return
+        slot.taken = taken[0]
+        slot.reads.update(taken[1])
+
+    def _root(self) -> Path | None:
+        """The folder holding the workers' kernel package (files there are kept by their path in it)."""
+        pkg = self.info and self.info["kernel_package"]
+        return Path(pkg["path"]).parent if pkg else None
+
     def _collect(self, slot: _Slot, check: Check, ctx: Context) -> Outcome:
         try:
             outcome = slot.future.result()
+            self._add_reads(slot, outcome.reads)
         except cf.process.BrokenProcessPool:
             return self._failed(slot, check, ctx, "crashed", self._died(slot))
         except UsageError:

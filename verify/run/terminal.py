@@ -144,7 +144,7 @@ def print_summary(outcomes: list[Outcome], console: Console, wall_seconds: float
     cached = sum("cached" in r.result.details for r in outcomes)
     if cached:
         console.print(f"{cached} of {len(outcomes)} verdicts reused from the verdict cache (their checks and everything "
-                      "they depended on unchanged; --no-cache runs them)", highlight=False)
+                      "they read unchanged; --no-cache runs them)", highlight=False)
     console.print(f"{'interrupted after' if interrupted else 'total wall time'} {wall_seconds:.1f} s", highlight=False)
 
 
