@@ -29,7 +29,9 @@ class OpSpec:
     title: str
     required: tuple[str, ...]         # inputs always given, by name
     optional: tuple[str, ...]         # inputs that may be None; a function that does not take one declares that
-    outputs: tuple[str, ...]          # what the function returns (a tuple when several)
+    outputs: tuple[str, ...]          # what the function returns (a tuple when several), each of the oracle's
+    #                                   shape on the inputs' device, in the dtype checked but the fp32_outputs
+    fp32_outputs: tuple[str, ...]     # the outputs always in float32 (final states)
     grad_inputs: tuple[str, ...]      # the backward pass judges the gradient of each present one
     passes: tuple[str, ...]
     dtypes: tuple[str, ...]
@@ -57,8 +59,8 @@ class CheckResult:
 def op_specs() -> dict[str, OpSpec]:
     """name -> OpSpec of every op an implementation can implement."""
     from pathmdn_verify.ops import OPS
-    return {n: OpSpec(n, r.title, r.required, r.optional, r.outputs, r.grad_inputs, r.passes, ("bf16", "fp32"),
-                      r.layout) for n, r in OPS.items()}
+    return {n: OpSpec(n, r.title, r.required, r.optional, r.outputs, r.fp32_outputs, r.grad_inputs, r.passes,
+                      ("bf16", "fp32"), r.layout) for n, r in OPS.items()}
 
 
 def implement(op: str, fn, *, name: str, fp32_dot: str, passes=None, dtypes=None, gqa: bool = True,

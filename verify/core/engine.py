@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from pathmdn_verify.core import hooks
+from pathmdn_verify.core import contract, hooks
 from pathmdn_verify.core.budget import OracleFailed, Verdict, verdict, worst
 from pathmdn_verify.core.errors import KernelUnavailable, UsageError, VariantUnsupported
 from pathmdn_verify.core.inputs import as_oracle, floats_as, on_device
@@ -32,10 +32,11 @@ def call_kernel(fn, *args, **kwargs):
         raise UsageError(str(exc)) from exc
 
 
-def grads_of(fn, leaves: dict, upstream) -> dict:
-    """Gradients of sum_i <out_i, u_i> with respect to every leaf, u = upstream(outputs of fn)."""
+def grads_of(fn, leaves: dict, upstream, returned=as_tuple) -> dict:
+    """Gradients of sum_i <out_i, u_i> with respect to every leaf, u = upstream(outputs of fn); returned(what fn
+    returns) -> the outputs (the return contract, for a kernel)."""
     live = {n: t.detach().clone().requires_grad_() for n, t in leaves.items()}
-    outs = as_tuple(fn(**live))
+    outs = returned(fn(**live))
     torch.autograd.backward(list(outs), [u.to(o.dtype) for o, u in zip(outs, upstream(outs))])
     return {n: torch.zeros_like(t) if t.grad is None else t.grad for n, t in live.items()}   # unused: zero
 
@@ -69,23 +70,29 @@ def measure(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int, ref: 
     x64 = on_device(as_oracle(x), ref)
     x32 = on_device(floats_as(x, torch.float32), ref)
     there = lambda t: t.to(ref)      # a kernel tensor, judged where the references are
+    returned = []        # the kernel's outputs, held to the op's return contract (pathmdn_verify.core.contract)
+    check = lambda raw: returned.append(contract.outputs(op, raw, prec.torch_dtype, dev)) or returned[-1]  # noqa: E731
     if pass_ == "fwd":
         with torch.no_grad():
             with hooks.phase("kernel", dev):
-                outs = as_tuple(call_kernel(kernel, **x))
+                outs = check(call_kernel(kernel, **x))
             with hooks.phase("oracle", ref):      # and the summed |terms| of the budget's floor, where the op has them
                 expected, terms = oracle_terms(**x64) if op.terms else (as_tuple(oracle(**x64)), {})
             with hooks.phase("same_dtype", ref):
                 same = as_tuple(same_dtype(**x32))
+        contract.shapes(op, outs, expected, prec.torch_dtype, dev)
         scale = max(float(o.abs().max()) if o.numel() else 0.0 for o in expected)
         return [verdict(n, there(o), r64, r, prec, c, scale, terms.get(n))
-                for n, o, r64, r in zip(op.outputs, outs, expected, same)]
+                for n, o, r64, r in zip(op.outputs, outs, expected, same, strict=True)]
     ups = lambda outs: [_upstream(o, prec.torch_dtype, seed + i) for i, o in enumerate(outs)]
     leaves = [n for n in op.grad_inputs if x.get(n) is not None]
     with hooks.phase("kernel", dev):
-        g_k = call_kernel(kernel_grads, op, lambda **kw: kernel(**{**x, **kw}), {n: x[n] for n in leaves}, ups)
+        g_k = call_kernel(kernel_grads, op, lambda **kw: kernel(**{**x, **kw}), {n: x[n] for n in leaves}, ups, check)
     with hooks.phase("oracle", ref):
-        g_o = grads_of(lambda **kw: oracle(**{**x64, **kw}), {n: x64[n] for n in leaves}, ups)
+        expected = []
+        g_o = grads_of(lambda **kw: oracle(**{**x64, **kw}), {n: x64[n] for n in leaves}, ups,
+                       lambda raw: expected.append(as_tuple(raw)) or expected[-1])
+        contract.shapes(op, returned[-1], expected[-1], prec.torch_dtype, dev)
         terms = op.grad_terms(ups, scale=s, **x64) if op.grad_terms else {}
     with hooks.phase("same_dtype", ref):
         g_r = grads_of(lambda **kw: same_dtype(**{**x32, **kw}), {n: x32[n] for n in leaves}, ups)
@@ -107,11 +114,13 @@ def _guarded(what: str, fn):
     return call
 
 
-def kernel_grads(op: KernelOp, fn, leaves: dict, upstream) -> dict:
+def kernel_grads(op: KernelOp, fn, leaves: dict, upstream, returned=as_tuple) -> dict:
     """grads_of for the kernel; what the implementation's record calls its own refusal (`op.refusal`: fla's
     missing backward) is a variant it does not offer."""
     try:
-        return grads_of(fn, leaves, upstream)
+        return grads_of(fn, leaves, upstream, returned)
+    except UsageError:
+        raise
     except Exception as exc:
         reason = op.refusal(exc) if op.refusal else None
         if reason:
@@ -144,11 +153,12 @@ def measure_decode(op: KernelOp, x: dict, prec: Precision, ref: str | None = Non
     dev = x[op.required[0]].device.type
     ref = ref or dev
     with hooks.phase("kernel", dev):
-        out = call_kernel(d.kernel, **x, scale=scale_of(x))
+        [out] = contract.outputs(op, call_kernel(d.kernel, **x, scale=scale_of(x)), prec.torch_dtype, dev, (d.output,))
     with hooks.phase("oracle", ref):
         expected = d.oracle(**on_device(as_oracle(x), ref))
     with hooks.phase("same_dtype", ref):
         same = d.same_dtype(**on_device(floats_as(x, torch.float32), ref), prec=prec)
+    contract.shapes(op, (out,), (expected,), prec.torch_dtype, dev, (d.output,))
     return [verdict(d.output, out.to(ref), expected, same, prec, op.budget_factor["decode"])]
 
 
@@ -190,8 +200,11 @@ def convention_result(op: KernelOp, p, ctx: Context) -> Result:
     x = case_inputs(op, p.case, prec.torch_dtype, ctx.device)
     x64, s = as_oracle(x), scale_of(x)
     i = op.outputs.index(p.output)
-    out = as_tuple(call_kernel(op.kernel, **x, scale=None if p.kernel_scale_none else s))[i]
-    declared = as_tuple(op.oracle(**x64, scale=s))[i]
+    outs = contract.outputs(op, call_kernel(op.kernel, **x, scale=None if p.kernel_scale_none else s), prec.torch_dtype,
+                            ctx.device)
+    expected = as_tuple(op.oracle(**x64, scale=s))
+    contract.shapes(op, outs, expected, prec.torch_dtype, ctx.device)
+    out, declared = outs[i], expected[i]
     other = as_tuple(p.alternative(op, x64, s))[i]
     same = as_tuple(op.same_dtype(**floats_as(x, torch.float32), prec=prec, scale=s))[i]
     v = verdict(p.output, out, declared, same, prec, op.budget_factor["fwd"])

@@ -102,13 +102,14 @@ class KernelOp:
     required: tuple[str, ...]
     optional: tuple[str, ...]
     grad_inputs: tuple[str, ...]        # the backward pass judges d<name> for each present one
-    outputs: tuple[str, ...]
+    outputs: tuple[str, ...]            # what the kernel returns: that tensor alone, or a tuple of them
     regimes: dict
     cases: Callable                     # (regime fields, profile, max_T) -> hypothesis strategy
     budget_factor: dict                 # pass -> c
     error_inputs: Callable              # validation: raises UsageError naming the tensor
     sample_case: object                 # a small valid input (OpInfo's sample inputs), for the bad-input tests
     passes: tuple[str, ...] = ("fwd", "bwd")
+    fp32_outputs: tuple[str, ...] = ()  # outputs always float32 (final states); the others are in the dtype checked
     dot: str | None = None              # fp32 dot format the kernel uses (None: the run's --fp32-dot)
     references: str = "device"          # where the oracle and same-dtype run under --references auto: "device"
     #                                     (the run's) or "cpu" (measured faster there on a GPU run)
@@ -152,6 +153,8 @@ class KernelOp:
                 bad(f"{field_} must be callable")
         if not self.required or not self.outputs:
             bad("required inputs and outputs must not be empty")
+        if not set(self.fp32_outputs) <= set(self.outputs):
+            bad(f"fp32_outputs {sorted(set(self.fp32_outputs) - set(self.outputs))} are not outputs")
         if set(self.required) & set(self.optional):
             bad(f"inputs both required and optional: {sorted(set(self.required) & set(self.optional))}")
         if not set(self.grad_inputs) <= set(self.required) | set(self.optional):

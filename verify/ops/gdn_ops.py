@@ -312,7 +312,7 @@ def _gdn_op(name, chunk, budget_factor, passes, stages, dot=None, device_cases=(
         oracle=lambda scale, **x: gdn_as_mdn(MDN.recurrence, **x, scale=scale),
         same_dtype=lambda prec, scale, **x: gdn_as_mdn(same_dtype.mdn, **x, scale=scale, prec=prec),
         make_inputs=gdn_inputs, required=("q", "k", "v", "g", "beta"), optional=("S0", "cu_seqlens"),
-        grad_inputs=("q", "k", "v", "g", "beta", "S0"), outputs=("o", "S_T"), regimes=GDN_REGIMES,
+        grad_inputs=("q", "k", "v", "g", "beta", "S0"), outputs=("o", "S_T"), fp32_outputs=("S_T",), regimes=GDN_REGIMES,
         cases=gdn_cases, budget_factor=budget_factor, error_inputs=validate_inputs, passes=passes, dot=dot,
         sample_case=GdnCase(T=8, seed=1, initial_state=True, cu_seqlens=(0, 3, 8)),
         terms=_gdn_terms,

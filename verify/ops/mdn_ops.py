@@ -319,6 +319,7 @@ def _mdn_op(name, chunk, conv, budget_factor, regression_cases=None, probes=(), 
         same_dtype=lambda prec, scale, **x: same_dtype.mdn(**x, prec=prec, scale=scale),
         make_inputs=mdn_inputs, required=("q", "k", "v") + MDN_GATES, optional=("S0", "M0", "p"),
         grad_inputs=("q", "k", "v") + MDN_GATES + ("S0", "M0", "p"), outputs=("o", "S_T", "M_T"),
+        fp32_outputs=("S_T", "M_T"),
         regimes=MDN_REGIMES, cases=mdn_cases, budget_factor=budget_factor, error_inputs=validate_inputs,
         sample_case=MdnCase(T=8, seed=1, initial_state=True),
         examples=None if chunk is None else {"quick": 2, "ci": 2, "full": 5},   # as BOUNDED_EXAMPLES (attention_ops.py)

@@ -1,0 +1,55 @@
+"""The return contract (pathmdn_verify.core.contract) on stand-in ops: the right outputs come back as a tuple of
+the op's outputs; a missing, extra or non-tensor output, a wrong dtype, device or shape is a UsageError naming what
+the op returns and what came back; float32 outputs (final states) are held to float32 whatever dtype is checked;
+the decode pass names its own output."""
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from pathmdn_verify.core import contract
+from pathmdn_verify.core.errors import UsageError
+
+ONE = SimpleNamespace(name="path_attn", impl="mine", outputs=("o",), fp32_outputs=())
+THREE = SimpleNamespace(name="mdn_recurrent", impl="mine", outputs=("o", "S_T", "M_T"), fp32_outputs=("S_T", "M_T"))
+o = torch.zeros(1, 8, 2, 16, dtype=torch.bfloat16)
+S = torch.zeros(1, 2, 16, 16)
+
+
+def test_what_the_op_returns_is_accepted():
+    assert contract.outputs(ONE, o, torch.bfloat16, "cpu") == (o,)
+    assert contract.outputs(THREE, (o, S, S), torch.bfloat16, "cpu") == (o, S, S)
+    assert contract.outputs(THREE, [o, S, S], torch.bfloat16, "cpu") == (o, S, S)       # a list is a sequence too
+    contract.shapes(THREE, (o, S, S), (o.double(), S.double(), S.double()), torch.bfloat16, "cpu")
+    assert contract.outputs(ONE, o, torch.bfloat16, "cpu", ("k_cache",)) == (o,)          # decode: its own output
+
+
+@pytest.mark.parametrize("op,raw,says", [
+    (ONE, (o, None), "a tuple of 2 (Tensor [1, 8, 2, 16] bfloat16 on cpu, None)"),
+    (ONE, (o, o), "a tuple of 2"),
+    (ONE, None, "returned a NoneType"),
+    (ONE, o.float(), "returned a Tensor [1, 8, 2, 16] float32 on cpu"),
+    (THREE, o, "mdn_recurrent returns a tuple (o bfloat16 on cpu, S_T float32 on cpu, M_T float32 on cpu); mine "
+               "returned a Tensor"),
+    (THREE, (o, S.bfloat16(), S), "a tuple of 3 (Tensor [1, 8, 2, 16] bfloat16 on cpu, Tensor [1, 2, 16, 16] "
+                                  "bfloat16 on cpu"),
+    (THREE, (o, S, S, S), "a tuple of 4"),
+    (THREE, (o, S), "a tuple of 2"),
+])
+def test_a_broken_return_is_a_usage_error_saying_both(op, raw, says):
+    with pytest.raises(UsageError) as err:
+        contract.outputs(op, raw, torch.bfloat16, "cpu")
+    assert says in str(err.value) and f"{op.name} returns" in str(err.value) and "mine returned" in str(err.value)
+
+
+def test_a_wrong_device_is_refused():
+    with pytest.raises(UsageError, match="o bfloat16 on cuda; mine returned a Tensor .* on cpu"):
+        contract.outputs(ONE, o, torch.bfloat16, "cuda")
+
+
+def test_a_wrong_shape_names_the_oracles():
+    with pytest.raises(UsageError, match=r"returns o \[1, 8, 2, 16\] bfloat16 on cpu; mine returned a Tensor "
+                                          r"\[1, 2, 8, 16\]"):
+        contract.shapes(ONE, (o.transpose(1, 2),), (o.double(),), torch.bfloat16, "cpu")
+    with pytest.raises(UsageError, match=r"S_T \[1, 2, 16, 16\] float32"):
+        contract.shapes(THREE, (o, S[:, :1], S), (o, S, S), torch.bfloat16, "cpu")

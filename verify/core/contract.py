@@ -1,0 +1,61 @@
+"""The return contract of an op's canonical call, checked before anything is judged: an implementation returns the
+op's outputs (op.outputs: the tensor itself for one output, else a tuple of that many tensors), each of the shape
+the float64 oracle gives it, in the dtype checked (the outputs op.fp32_outputs names: float32, as fla keeps its
+final states), on the inputs' device.  A mismatch is the implementation's call being wrong, not its numbers: a
+UsageError naming what the op returns and what came back, never a pass, never a kernel failure, and never an
+output left uncompared."""
+from __future__ import annotations
+
+import torch
+
+from pathmdn_verify.core.errors import UsageError
+
+
+def _tensor(t: torch.Tensor) -> str:
+    return f"Tensor {list(t.shape)} {str(t.dtype).removeprefix('torch.')} on {t.device.type}"
+
+
+def _returned(raw) -> str:
+    """What came back, in words: `a Tensor [..] dtype on device`, or `a tuple of 2 (Tensor [...] ..., None)`."""
+    if torch.is_tensor(raw):
+        return f"a {_tensor(raw)}"
+    if isinstance(raw, (tuple, list)):
+        inner = ", ".join(_tensor(t) if torch.is_tensor(t) else type(t).__name__ if t is not None else "None"
+                          for t in raw)
+        return f"a {type(raw).__name__} of {len(raw)} ({inner})"
+    return f"a {type(raw).__name__}"
+
+
+def _wanted(op, names, dtype: torch.dtype, device: str, shapes=None) -> str:
+    """What the op returns, in words: `o [1, 8, 2, 16] bfloat16 on cpu`, several as a tuple."""
+    parts = []
+    for i, n in enumerate(names):
+        want = torch.float32 if n in op.fp32_outputs else dtype
+        shape = f" {list(shapes[i])}" if shapes is not None else ""
+        parts.append(f"{n}{shape} {str(want).removeprefix('torch.')} on {device}")
+    return parts[0] if len(parts) == 1 else f"a tuple ({', '.join(parts)})"
+
+
+def _refuse(op, names, dtype, device, raw, shapes=None):
+    raise UsageError(f"{op.name} returns {_wanted(op, names, dtype, device, shapes)}; {op.impl} returned "
+                     f"{_returned(raw)} (the op's canonical call: pathmdn_verify.op_specs()[{op.name!r}])")
+
+
+def outputs(op, raw, dtype: torch.dtype, device: str, names: tuple[str, ...] | None = None) -> tuple:
+    """raw, the implementation's return value, as the tuple of the op's outputs (`names`, default op.outputs), each
+    a tensor in its dtype on `device`; a UsageError otherwise."""
+    names = names or op.outputs
+    got = (raw,) if len(names) == 1 and torch.is_tensor(raw) else raw
+    if not isinstance(got, (tuple, list)) or len(got) != len(names) or not all(torch.is_tensor(t) for t in got):
+        _refuse(op, names, dtype, device, raw)
+    for n, t in zip(names, got):
+        if t.dtype != (torch.float32 if n in op.fp32_outputs else dtype) or t.device.type != device:
+            _refuse(op, names, dtype, device, raw)
+    return tuple(got)
+
+
+def shapes(op, got, expected, dtype: torch.dtype, device: str, names: tuple[str, ...] | None = None) -> None:
+    """Each output's shape is the float64 oracle's; a UsageError otherwise."""
+    names = names or op.outputs
+    if [tuple(t.shape) for t in got] != [tuple(e.shape) for e in expected]:
+        _refuse(op, names, dtype, device, tuple(got) if len(got) > 1 else got[0], [e.shape for e in expected])
