@@ -41,9 +41,13 @@ def pytest_collection_modifyitems(session, config, items):
     if not specs:
         return
     from pathmdn_verify.commands.checks import implementations
+    from pathmdn_verify.core.errors import UsageError
     from pathmdn_verify.core.ids import CheckId
     from pathmdn_verify.core.registry import select
-    names = implementations(specs)
+    try:
+        names = implementations(specs)
+    except UsageError as exc:          # a plug-in that cannot be loaded: pytest's own usage error, one line
+        raise pytest.UsageError(str(exc)) from None
     expr = config.getoption("verify_k")
     chosen = [c.id for c in select([expr] if expr else None, None, tuple(f"kernel.{n}." for n in names))
               if CheckId.parse(c.id).impl in names]
@@ -99,8 +103,14 @@ class VerifyItem(pytest.Item):
 
 
 def _run(config, ids: list[str]) -> dict[str, dict]:
-    """Run the checks ids as `verify all` does (its workers, the expected-failure list); check id -> its JSON."""
+    """Run the checks ids as `verify all` does (its workers, the expected-failure list); check id -> its JSON.  A
+    usage error of the run (an implementation that breaks its op's return contract) ends the session as pytest's
+    usage error, its one line the message."""
+    import contextlib
+    import io
+
     from pathmdn_verify import cli
+    err = io.StringIO()
     with tempfile.TemporaryDirectory(prefix="pytest_verify_") as tmp:
         out = Path(tmp) / "run.json"
         argv = ["kernels", *(a for s in config.getoption("verify_impl") for a in ("--impl", s)),
@@ -109,7 +119,10 @@ def _run(config, ids: list[str]) -> dict[str, dict]:
                 "--json", str(out)]
         if config.getoption("verify_device"):
             argv += ["--device", config.getoption("verify_device")]
-        code = cli.main(argv)
+        with contextlib.redirect_stderr(err):
+            code = cli.main(argv)
+        if code == 2:
+            pytest.exit(err.getvalue().strip().removeprefix("verify: error: "), returncode=pytest.ExitCode.USAGE_ERROR)
         if not out.exists():
             raise VerifyFailed(f"`verify {shlex.join(argv)}` wrote no result (exit status {code})")
         return {c["id"]: c for c in json.loads(out.read_text())["checks"]}

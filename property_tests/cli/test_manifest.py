@@ -1,6 +1,7 @@
 """`verify manifest` (pathmdn_verify.commands.manifest): a run compared with the manifest written from it matches
 (exit 0); a planted change of one check's status, of its kind alone, a check missing or added, and another
-profile each fail the comparison (exit 1) with the difference printed; the committed manifests of .ci/ read."""
+profile each fail the comparison (exit 1) with the difference printed; with --all-cached a check that ran again
+does too; the committed manifests of .ci/ read."""
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,9 @@ PACKAGE = {"name": "fla", "version": "0.6.0", "path": "/site-packages/fla", "dis
            "git_commit": None}
 
 
-def _write_run(path, checks=CHECKS, profile="quick"):
-    records = [Outcome(cid, "d", Result(status, 0.5, 1.0, "m", kind=kind), 0.1, f"verify all --id {cid}")
+def _write_run(path, checks=CHECKS, profile="quick", cached=()):
+    records = [Outcome(cid, "d", Result(status, 0.5, 1.0, "m", kind=kind, details={"cached": {
+        "key": "0" * 16, "run": "r", "seconds": 1.0}} if cid in cached else {}), 0.1, f"verify all --id {cid}")
                for cid, (status, kind) in checks.items()]
     doc = results.document(records, command=["verify", "all"], toolkit={"name": "t", "version": None, "git_commit": None},
                            kernel_package=PACKAGE, environment={"device": "cpu", "profile": profile, "python": "3",
@@ -92,3 +94,14 @@ def test_the_committed_manifests_read_and_name_their_scope():
         assert len(checks) > 400 and not any(v.startswith(("fail", "error")) for v in checks.values())
     assert 'verify manifest check "$out/verify-$profile.json" ".ci/manifests/cpu-$profile.txt"' in (
         folder.parent / "run").read_text()
+
+
+def test_all_cached_requires_every_verdict_reused(tmp_path, capsys, written):
+    """--all-cached (CI's unchanged rerun): a check that ran again is a difference; the control: every verdict
+    reused matches."""
+    every = _write_run(tmp_path / "rerun.json", cached=set(CHECKS))
+    assert _manifest(tmp_path, capsys, "check", every, written, "--all-cached")[0] == 0
+    some = _write_run(tmp_path / "partial.json", cached=set(list(CHECKS)[1:]))
+    code, out = _manifest(tmp_path, capsys, "check", some, written, "--all-cached")
+    assert code == 1 and "kernel.fla.a.fwd.bf16.typical: ran again, not reused from the verdict cache" in out
+    assert _manifest(tmp_path, capsys, "check", some, written)[0] == 0       # without the flag: statuses alone

@@ -62,8 +62,11 @@ def add_parser(sub) -> None:
                        help="start no check after one failed or errored (an expected failure does not stop the run); "
                             "the ones left are skipped (kind not_run) and listed")
     lst = sub.add_parser("list", help="print every check id with its one-line description",
-                         description="Print every registered check id with its one-line description.")
+                         description="Print every registered check id with its one-line description (with --impl: the "
+                                     "checks `verify all --impl ...` runs).")
     options.select(lst)
+    options.impl(lst, "checks are listed beside the others that take no implementation (default: every registered "
+                      "one)")
     options.debug(lst)
 
 
@@ -95,10 +98,7 @@ def run_options(p: argparse.ArgumentParser) -> None:
                         "than as many small GPU launches), device (--device) or cpu; the kernel always runs on "
                         "--device, and the verdicts are the same (fixed-order same-dtype arithmetic)")
     options.kernel_root(p)
-    p.add_argument("--impl", action="append", metavar="SPEC",
-                   help="the implementation(s) whose kernel and layer checks run (default: fla, the installed package "
-                        "or --kernel-root): a registered name (an installed plug-in's), module[:attr] or "
-                        "path/to/file.py[:attr] registering one with pathmdn_verify.implement; repeatable, side by side")
+    options.impl(p)
     p.add_argument("--xfails", action="append", metavar="FILE",
                    help="add the expected failures of FILE (e.g. your own tree's defects) to the built-in list "
                         "(verify/run/expected_failures.toml, whose header documents the format); repeatable; a "
@@ -127,9 +127,12 @@ def run(args, command: list[str]) -> int:
 
 def _list(args) -> int:
     from pathmdn_verify.core.registry import select
+    names = implementations(args.impl) if args.impl else None
     chosen = select(args.patterns, args.ids)
+    if names is not None:
+        chosen = [c for c in chosen if CheckId.parse(c.id).impl in (None, *names)]
     if not chosen:
-        raise UsageError(f"no check id matches {args.patterns or args.ids}")
+        raise UsageError(f"no check id matches {args.patterns or args.ids or 'the selection'}")
     width = max(len(c.id) for c in chosen)
     for c in chosen:
         print(f"{c.id:<{width}}  {c.description}")
@@ -405,7 +408,8 @@ def _report(plan: Plan, session, runs: dict, info: dict, console, started: float
     outcomes = [r for rs in runs.values() for r in rs]
     terminal.print_summary(outcomes, console, wall, interrupted is not None)
     configs_doc = configs.summary(args.configs, outcomes)     # per kernel: configs run / declared
-    if line := configs.summary_line(configs_doc):
+    asked = args.verbose or any(a == "--configs" or a.startswith("--configs=") for a in plan.command)
+    if asked and (line := configs.summary_line(configs_doc)):      # a note only for who asked about configs
         console.print(line, highlight=False, soft_wrap=True)
     if len(runs) > 1:
         terminal.print_repeat_summary(runs, console)

@@ -30,6 +30,9 @@ def add_parser(sub) -> None:
                    help="check: compare RUN.json with MANIFEST (exit 1 on a difference); write: (re)write MANIFEST")
     p.add_argument("run_json", metavar="RUN.json", help="a result written by `verify ... --json`")
     p.add_argument("manifest", metavar="MANIFEST", help="the manifest file")
+    p.add_argument("--all-cached", action="store_true",
+                   help="check: also require that RUN.json reused every verdict from the verdict cache (an unchanged "
+                        "rerun: the cache's own end-to-end test in CI); each check that ran again is a difference")
     p.add_argument("--debug", action="store_true", help="print a traceback on a usage error")
 
 
@@ -42,6 +45,8 @@ def run(args) -> int:
         print(f"verify manifest: {len(checks)} checks of {args.run_json} written to {args.manifest}")
         return 0
     found = differences(read(args.manifest), (scope, checks))
+    if args.all_cached:
+        found += [f"{cid}: ran again, not reused from the verdict cache" for cid in ran(args.run_json)]
     for line in found:
         print(line)
     print(f"verify manifest: {args.run_json} " + (f"differs from {args.manifest}: {len(found)} difference(s)"
@@ -63,6 +68,11 @@ def of_run(path: str) -> tuple[dict, dict]:
     if doc["interrupted"]:
         scope["interrupted"] = "true"
     return scope, checks
+
+
+def ran(path: str) -> list[str]:
+    """The checks of a --json result whose verdict was computed in that run (not reused from the verdict cache)."""
+    return [c["id"] for c in results.load(path)["checks"] if "cached" not in c["details"]]
 
 
 def render(scope: dict, checks: dict) -> str:

@@ -49,3 +49,10 @@ def json_out(p: argparse.ArgumentParser, what: str = "the result") -> None:
 def debug(p: argparse.ArgumentParser) -> None:
     p.add_argument("--debug", action="store_true",
                    help="print tracebacks (of a usage error too) and the third-party warnings the toolkit filters")
+
+
+def impl(p: argparse.ArgumentParser, what: str = "kernel and layer checks run") -> None:
+    p.add_argument("--impl", action="append", metavar="SPEC",
+                   help=f"the implementation(s) whose {what} (default: fla, the installed package or --kernel-root): a "
+                        "registered name (an installed plug-in's), module[:attr] or path/to/file.py[:attr] registering "
+                        "one with pathmdn_verify.implement; repeatable, side by side")

@@ -385,12 +385,12 @@ def summary(mode: str, checks) -> dict:
 
 
 def summary_line(s: dict) -> str | None:
-    """One line for the console when a cover run left configs unrun (None when complete or no autotuned
-    kernel ran)."""
+    """A note for the console: under autotune the configs Triton timed; under cover the kernels this run launched
+    whose configs it left unrun (None when there is none)."""
     if s["mode"] == "autotune":
-        return f"--configs autotune: Triton timed {s['timed']} configs in this run (its choices are kept in " \
+        return f"note: --configs autotune: Triton timed {s['timed']} configs in this run (its choices are kept in " \
                "TRITON_CACHE_DIR for the next run)"
-    if not s["kernels"] or s["complete"] or s["mode"] != "cover":
-        return None
     left = [f"{k} {v['ran']} (unrun: {v['unrun']})" for k, v in s["kernels"].items() if v["unrun"]]
-    return f"--configs cover left configs unrun in this run: {'; '.join(left)}"
+    if s["mode"] != "cover" or not left:
+        return None
+    return f"note: --configs cover left configs unrun in this run: {'; '.join(left)}"

@@ -16,6 +16,7 @@ import dataclasses
 import json
 import os
 import sys
+import traceback
 import types
 from pathlib import Path
 
@@ -39,7 +40,8 @@ def load_checks() -> None:
     for name in filter(None, os.environ.get(EXTRA_CHECKS_ENV, "").split(",")):
         importlib.import_module(name)
     for ep in importlib.metadata.entry_points(group=ENTRY_POINTS):
-        _load(ep.value, lambda ep=ep: ep.load(), default_spec=ep.name)
+        _load(ep.value, lambda ep=ep: ep.load(), default_spec=ep.name,
+              where=f"the installed plug-in {ep.name} (entry point {ENTRY_POINTS}: {ep.value})")
     for spec in json.loads(os.environ.get(IMPLS_ENV, "[]")):
         load_impl(spec)
     for impl in impls.registered():
@@ -57,10 +59,16 @@ def load_impl(spec: str) -> tuple[str, ...]:
         path = Path(module).expanduser().resolve()
         if not path.is_file():
             raise UsageError(f"--impl {spec}: no such file {path}")
-        return _load(spec, lambda: _from_file(path, attr), default_spec=f"{path}{':' + attr if attr else ''}")
-    if not module.replace(".", "").replace("_", "").isalnum():
+        names = _load(spec, lambda: _from_file(path, attr), default_spec=f"{path}{':' + attr if attr else ''}",
+                      where=f"--impl {spec}")
+    elif not module.replace(".", "").replace("_", "").isalnum():
         raise UsageError(f"--impl {spec}: neither a registered implementation nor module[:attr] nor file.py[:attr]")
-    return _load(spec, lambda: _from_module(module, attr, spec), default_spec=spec)
+    else:
+        names = _load(spec, lambda: _from_module(module, attr, spec), default_spec=spec, where=f"--impl {spec}")
+    if not names:
+        raise UsageError(f"--impl {spec}: registers no implementation (call pathmdn_verify.implement(op, fn, "
+                         "name=..., fp32_dot=...) in it, or name an object that is one: file.py:attr)")
+    return names
 
 
 def _windows_drive(spec: str) -> bool:
@@ -100,13 +108,20 @@ def _attribute(mod, attr: str, spec: str):
     return getattr(mod, attr)
 
 
-def _load(key: str, load, default_spec: str) -> tuple[str, ...]:
-    """Load a plug-in once per process; the names of the implementations it registered or names."""
+def _load(key: str, load, default_spec: str, where: str) -> tuple[str, ...]:
+    """Load a plug-in once per process; the names of the implementations it registered or names.  Whatever goes
+    wrong in its code (a syntax error, a bad declaration, an import that fails) is a UsageError: one line saying
+    where (`where`, then the file and line of the plug-in's own code that raised) and what."""
     from pathmdn_verify.ops import impls
     if key in _loaded:
         return _loaded[key]
     before = set(impls.IMPLS)
-    named = _implementations(load(), default_spec)
+    try:
+        named = _implementations(load(), default_spec)
+    except UsageError:
+        raise
+    except Exception as exc:
+        raise UsageError(f"{where}: {_plug_in_error(exc)}") from exc
     for i in named:
         impls.IMPLS.setdefault((i.name, i.op), i)
     for k in [k for k in impls.IMPLS if k not in before]:    # how a fresh process finds it again: where it came from
@@ -115,6 +130,19 @@ def _load(key: str, load, default_spec: str) -> tuple[str, ...]:
     names = tuple(dict.fromkeys([k[0] for k in impls.IMPLS if k not in before] + [i.name for i in named]))
     _loaded[key] = names
     return names
+
+
+def _plug_in_error(exc: BaseException) -> str:
+    """An exception raised by a plug-in's code, in one line: what, and the last place in code that is not this
+    toolkit's (a syntax error: the offending line)."""
+    if isinstance(exc, SyntaxError):
+        return f"{type(exc).__name__} at {exc.filename}:{exc.lineno}: {exc.msg}"
+    toolkit = str(Path(__file__).resolve().parent.parent)
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(toolkit)
+              and "importlib" not in f.filename]
+    at = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}{at}"
 
 
 def _implementations(obj, where: str) -> list:
