@@ -21,6 +21,7 @@ def fresh(monkeypatch, tmp_path):
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.setenv("VERIFY_CACHE_DIR", str(tmp_path / "verdicts"))
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     return tmp_path
 
 
@@ -41,6 +42,7 @@ def test_reads_are_inputs_writes_and_caches_are_not(fresh):
     reads._hook("open", (str(fresh / "both.txt"), None, os.O_WRONLY | os.O_TRUNC))    # os.open: by its flags
     reads._hook("open", (str(fresh / "verdicts" / "ab" / "entry.json"), "r", 0))
     reads._hook("open", (str(fresh / "triton" / "kernel.cubin"), "rb", 0))
+    reads._hook("open", (str(fresh / "inductor" / "52" / "graph.py"), "r", 0))
     reads._hook("open", ("/proc/self/status", "r", 0))
     reads._hook("open", (3, "r", 0))                                      # a descriptor: no path
     reads._hook("import", ("json", None, [], [], []))                     # other events are not reads

@@ -7,14 +7,16 @@ Observed, not guessed: no call graph decides what counts.  A worker's checks sha
 check's reads are everything its worker read up to its end, a superset of what the check itself needed (a cached
 verdict may miss more often than strictly needed, never replay after an input changed).  Not inputs: a file the
 worker wrote (an output), the machine's pseudo-files (/proc, /sys, /dev), and the folders of caches whose entries
-are named by the hash of what made them (Triton's kernel cache, this toolkit's verdict cache, the run folder,
-hypothesis' example database, which the searches never read).  A compiled module's .pyc stands for its source.
+are named by the hash of what made them (Triton's kernel cache, torch inductor's compiled graphs, this toolkit's
+verdict cache, the run folder, hypothesis' example database, which the searches never read).  A compiled module's .pyc stands for its source.
 Not seen: a file whose existence alone is tested (os.stat), and what C code opens without Python's `open`.
 """
 from __future__ import annotations
 
+import getpass
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 _read: set[str] = set()          # absolute paths opened for reading, as opened
@@ -26,7 +28,8 @@ _takes = [0]                     # how many times `take` returned
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 PSEUDO = ("/proc/", "/sys/", "/dev/")
 # the variables naming folders whose files are not inputs (content-addressed caches, the run's scratch folder)
-CACHE_FOLDERS = ("TRITON_CACHE_DIR", "VERIFY_CACHE_DIR", "VERIFY_RUN_DIR", "HYPOTHESIS_STORAGE_DIRECTORY")
+CACHE_FOLDERS = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "VERIFY_CACHE_DIR", "VERIFY_RUN_DIR",
+                 "HYPOTHESIS_STORAGE_DIRECTORY")
 
 
 def _hook(event: str, args: tuple) -> None:
@@ -64,9 +67,14 @@ def _source(path: str) -> str:
 
 
 def not_inputs() -> tuple[str, ...]:
-    """Folder prefixes whose files are never inputs: pseudo-files and the content-addressed caches."""
+    """Folder prefixes whose files are never inputs: pseudo-files and the content-addressed caches (where their
+    variables put them, else where Triton and torch's inductor keep them by default)."""
     folders = [os.environ.get(v) for v in CACHE_FOLDERS]
-    folders.append(os.environ.get("TRITON_CACHE_DIR") or str(Path.home() / ".triton" / "cache"))
+    folders.append(str(Path(os.environ.get("TRITON_HOME") or Path.home()) / ".triton" / "cache"))
+    try:
+        folders.append(os.path.join(tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}"))
+    except (KeyError, OSError):       # no user name to be had: then only $TORCHINDUCTOR_CACHE_DIR
+        pass
     return PSEUDO + tuple(os.path.realpath(f).rstrip("/") + "/" for f in folders if f)
 
 

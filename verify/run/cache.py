@@ -44,7 +44,8 @@ KEEP = 16           # entries per key (a check's verdicts on different code: a b
 ENV = "VERIFY_CACHE_DIR"
 # The environment variables known not to change a verdict: the terminal and the shell session, who and where the
 # user is, where temporary files, caches (content-addressed) and results go, and what pytest sets per test.
-NOT_KEYED = (ENV, "VERIFY_RUN_DIR", "TRITON_CACHE_DIR", "HYPOTHESIS_STORAGE_DIRECTORY", "TMPDIR", "TEMP", "TMP",
+NOT_KEYED = (ENV, "VERIFY_RUN_DIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "HYPOTHESIS_STORAGE_DIRECTORY",
+             "TMPDIR", "TEMP", "TMP",
              "TERM", "COLORTERM", "COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR", "PWD", "OLDPWD", "SHLVL", "_",
              "PS1", "PS2", "PROMPT_COMMAND", "LS_COLORS", "LESS", "PAGER", "EDITOR", "VISUAL", "DISPLAY", "HOSTNAME",
              "USER", "LOGNAME", "MAIL", "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY", "SSH_AUTH_SOCK", "TMUX",
