@@ -7,6 +7,7 @@ once it runs and then never returns, so that a test signals a run only while the
 two GPU checks meet in the folder named by $VERIFY_TEST_RENDEZVOUS, so that one worker cannot take both."""
 import math
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -52,6 +53,29 @@ def _gpu(name):
     return check
 
 
+def _fork_server() -> int | None:
+    """The fork server this worker was forked from (its parent), None for a worker spawned otherwise."""
+    parent = os.getppid()
+    try:
+        command = Path(f"/proc/{parent}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return parent if b"multiprocessing.forkserver" in command else None
+
+
+def _kills_server(sig):
+    """Send the fork server `sig` (SIGKILL: it is dead; SIGSTOP: it never answers again), say so (the marker), then
+    die hard: the worker's replacement must come from a fork server that works, or another way."""
+    def check(ctx):
+        server = _fork_server()
+        if server is not None:
+            os.kill(server, sig)
+        if os.environ.get(MARKER_ENV):
+            write_marker(os.environ[MARKER_ENV])
+        os._exit(1)
+    return check
+
+
 def _hypothesis(ctx):
     """A hypothesis search that writes hypothesis' storage directory (text strategies cache unicode data there;
     by default that is .hypothesis/ in the current directory)."""
@@ -74,6 +98,11 @@ register("test.planted.xfail", "fails; the tests list it as an expected failure"
 register("test.planted.nonfinite", "fails with a non-finite error",
          lambda ctx: Result("fail", math.inf, 1.0, "output is inf", details={"worst_ratio": math.nan}))
 register("test.planted.abort", "the worker process aborts (a segfaulting kernel)", lambda ctx: os.abort())
+register("test.planted.exit", "the worker process exits at once (os._exit)", lambda ctx: os._exit(3))
+register("test.planted.sigkill", "the worker process is killed (SIGKILL)", lambda ctx: os.kill(os.getpid(), signal.SIGKILL))
+register("test.planted.kill_server", "kills the fork server, then its worker exits", _kills_server(signal.SIGKILL))
+register("test.planted.stop_server", "stops the fork server (SIGSTOP: it never answers), then its worker exits",
+         _kills_server(signal.SIGSTOP))
 register("test.planted.cuda_fatal", "raises a fatal CUDA error (illegal memory access)", _fatal)
 register("test.planted.after_fatal", "passes unless run in a worker poisoned by the fatal error", _after_fatal)
 register("test.planted.hang", "writes its marker, then never returns", _hang)

@@ -13,7 +13,6 @@ import argparse
 import json
 import os
 import re
-import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -275,7 +274,8 @@ class CheckSession:
             return {"kernel_package": package if p.kernels else None,        # no package for a kernel-free run
                     "interpreter_fidelity": None, "import_error": None}
         self.workers = runner.Workers(p.workers, p.contexts[0], p.kernels, p.args.debug, cache=self.cache,
-                                      run_label=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+                                      run_label=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                                      start_timeout=min(runner.START_TIMEOUT, p.timeout))
         return self.workers.wait_ready()
 
     def run(self, ctx: Context, finished: dict, progress, deadline: float | None) -> None:
@@ -306,28 +306,11 @@ def verdict_cache(plan: Plan):
     return cache.VerdictCache(folder, xfail_list.device_class(plan.device, name))
 
 
-def _interrupt(signum, frame):
-    """The first SIGINT / SIGTERM stops the run; later ones are ignored until the results are written (GNU
-    timeout signals the command and then its process group: two TERMs at once, and the second, arriving
-    after the first's handler, used to kill the run before it wrote its JSON)."""
-    from pathmdn_verify.run.runner import Interrupted
-    if _stopping:          # a second signal that arrived before the first handler ignored them: already stopping
-        return
-    _stopping.append(signum)
-    for s in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(s, signal.SIG_IGN)
-    raise Interrupted(128 + signum)
-
-
-_stopping: list[int] = []       # the signal that stopped this run (the handler raises once per process)
-
-
 def execute(plan: Plan, session) -> int:
     """Run a plan through a session (start, run per context, close, report), with the console, Ctrl-C handling,
     the summary and the result files every check-running command shares; the exit status."""
     from pathmdn_verify.run import runner, terminal
     args = plan.args
-    deadline = None if getattr(args, "time_limit", None) is None else time.monotonic() + args.time_limit
     for path in (args.json, args.junit):      # never leave a stale result in place
         if path:
             Path(path).unlink(missing_ok=True)
@@ -335,36 +318,41 @@ def execute(plan: Plan, session) -> int:
     started, t0 = time.time(), time.monotonic()
     finished: dict[int, dict] = {ctx.seed: {} for ctx in plan.contexts}
     interrupted, info = None, {}
-    _stopping.clear()
-    handlers = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
     listed_before = xfails.use(xfails.chosen(args.xfails or (), args.xfails_only or ()))   # what the runner applies
-    try:     # the user's handlers come back once the results are written
+    with runner.stopped_by_signals():        # the user's handlers come back once the results are written
         try:
-            info = session.start()
-            _header(plan, info, console)
-            progress = terminal.Progress(console, len(plan.chosen), args.verbose, args.debug)
             try:
-                for n, ctx in enumerate(plan.contexts, 1):
-                    if len(plan.contexts) > 1:
-                        console.rule(f"run {n}/{len(plan.contexts)}: seed {ctx.seed}")
-                    if getattr(args, "exitfirst", False) and runner.any_failed(
-                            r for done in finished.values() for r in done.values()):
-                        finished[ctx.seed] = {i: runner.not_run(c, ctx, runner.EXITFIRST) for i, c in enumerate(plan.chosen)}
-                        continue
-                    session.run(ctx, finished[ctx.seed], progress, deadline)
+                info = session.start()
+                _header(plan, info, console)
+                _run_contexts(plan, session, console, finished)
+            except runner.Interrupted as exc:
+                interrupted = exc.code
             finally:
-                progress.close()
-        except runner.Interrupted as exc:
-            interrupted = exc.code
+                session.close()
+            runs = {ctx.seed: [finished[ctx.seed].get(i) or runner.not_run(c, ctx, runner.INTERRUPTED)
+                               for i, c in enumerate(plan.chosen)] for ctx in plan.contexts}
+            return _report(plan, session, runs, info, console, started, time.monotonic() - t0, interrupted)
         finally:
-            session.close()
-        runs = {ctx.seed: [finished[ctx.seed].get(i) or runner.not_run(c, ctx, runner.INTERRUPTED)
-                           for i, c in enumerate(plan.chosen)] for ctx in plan.contexts}
-        return _report(plan, session, runs, info, console, started, time.monotonic() - t0, interrupted)
+            xfails.use(listed_before)
+
+
+def _run_contexts(plan: Plan, session, console, finished: dict) -> None:
+    """Each context (seed) of the plan in turn, with the progress lines; --exitfirst stops between them."""
+    from pathmdn_verify.run import runner, terminal
+    args = plan.args
+    deadline = None if getattr(args, "time_limit", None) is None else time.monotonic() + args.time_limit
+    progress = terminal.Progress(console, len(plan.chosen), args.verbose, args.debug)
+    try:
+        for n, ctx in enumerate(plan.contexts, 1):
+            if len(plan.contexts) > 1:
+                console.rule(f"run {n}/{len(plan.contexts)}: seed {ctx.seed}")
+            if getattr(args, "exitfirst", False) and runner.any_failed(
+                    r for done in finished.values() for r in done.values()):
+                finished[ctx.seed] = {i: runner.not_run(c, ctx, runner.EXITFIRST) for i, c in enumerate(plan.chosen)}
+                continue
+            session.run(ctx, finished[ctx.seed], progress, deadline)
     finally:
-        xfails.use(listed_before)
-        for s, h in handlers.items():
-            signal.signal(s, h)
+        progress.close()
 
 
 def _header(plan: Plan, info: dict, console) -> None:

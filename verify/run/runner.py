@@ -11,6 +11,7 @@ reporting process, by :func:`apply_xfails` (the one place that calls pathmdn_ver
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import functools
 import math
 import multiprocessing
@@ -19,6 +20,7 @@ import shlex
 import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import warnings
@@ -53,6 +55,10 @@ from pathmdn_verify.run import xfail_list
 # --check-timeout default per profile (seconds): above the slowest check of the profile on a 2-core CPU
 # (a mutant check, which runs its killers in workers of its own, takes up to a minute), below a CI job's patience.
 CHECK_TIMEOUT = {"quick": 300.0, "ci": 600.0, "full": 1800.0}
+START_TIMEOUT = 300.0     # a worker's start (the kernel package's import, a GPU's first use) takes seconds
+SPAWN_TIMEOUT = 30.0      # the fork server's answer to a new worker takes milliseconds
+MAX_STARTS = 3            # workers of a slot that die or hang while starting, in a row, before it retires
+CLOSE_SECONDS = 2.0       # how long idle workers get to exit before they are killed
 TIME_LIMIT = "not run: --time-limit reached"
 INTERRUPTED = "not run: the run was interrupted"
 EXITFIRST = "not run: --exitfirst stopped the run at the first failure"
@@ -64,6 +70,80 @@ class Interrupted(BaseException):
     def __init__(self, code: int):
         super().__init__(code)
         self.code = code
+
+
+_pending_interrupt: list[int] = []    # the exit code of the signal that stops this run, once one came
+
+
+def _interrupt(signum, frame):
+    """The first SIGINT / SIGTERM stops the run; later ones are ignored until the results are written (GNU
+    timeout signals the command and then its process group: two TERMs at once, and the second, arriving after
+    the first's handler, used to kill the run before it wrote its JSON)."""
+    if _pending_interrupt:     # a second signal that arrived before the first handler ignored them: stopping
+        return
+    _pending_interrupt.append(128 + signum)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+    raise Interrupted(128 + signum)
+
+
+@contextlib.contextmanager
+def stopped_by_signals():
+    """Within: SIGINT and SIGTERM raise Interrupted (once); the caller's handlers come back after."""
+    _pending_interrupt.clear()
+    handlers = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+
+
+class _Stalled(Exception):
+    """A step that must take a moment took longer than its deadline."""
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float):
+    """Raise _Stalled in this thread once `seconds` pass (SIGALRM; nothing where that cannot be had: a thread
+    other than the main one, or a timer already set)."""
+    if threading.current_thread() is not threading.main_thread() or signal.getitimer(signal.ITIMER_REAL)[0]:
+        yield
+        return
+
+    def stalled(signum, frame):
+        raise _Stalled(f"no answer within {seconds:g} s")
+    previous = signal.signal(signal.SIGALRM, stalled)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _kill_fork_server() -> None:
+    """Kill this process's fork server (multiprocessing starts another on its next use)."""
+    from multiprocessing import forkserver
+    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
+    if pid:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _reaped(threads: list[threading.Thread], until: float) -> bool:
+    """Whether the executors' manager threads ended (their workers' ends reported) by `until`: the interpreter
+    joins them as it exits."""
+    for t in threads:
+        t.join(max(0.0, until - time.monotonic()))
+    return not any(t.is_alive() for t in threads)
+
+
+def _shutdown(executor: cf.ProcessPoolExecutor | None, cancel: bool = False) -> None:
+    """Shut an executor down without waiting; what a broken one raises on the way is of no use any more."""
+    if executor is not None:
+        with contextlib.suppress(Exception):
+            executor.shutdown(wait=False, cancel_futures=cancel)
 
 
 def repro_command(check_id: str, ctx: Context) -> str:
@@ -288,10 +368,12 @@ class _Slot:
     process: multiprocessing.Process | None = None
     future: cf.Future | None = None
     index: int | None = None       # position in the selection of the check it runs; None while starting
-    t0: float = 0.0
+    t0: float = 0.0                # when its check, or its worker's start, began
     ready: bool = False
     reads: set[str] | None = field(default_factory=set)   # every file its worker read so far (None: not known)
     taken: int = 0                 # the worker's reads reported so far (pathmdn_verify.platform.reads.take)
+    failed_starts: int = 0         # its workers that died or hung while starting, one after the other
+    retired: str | None = None     # why it takes no more checks: no worker of its would start
 
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -324,7 +406,11 @@ def worker_count(spec: str, device: str) -> int:
 
 @dataclass
 class Workers:
-    """N worker slots; on cuda with several visible GPUs, slot i sees only the i-th (mod count) of them."""
+    """N worker slots; on cuda with several visible GPUs, slot i sees only the i-th (mod count) of them.
+
+    A slot's worker that dies or hangs while it starts (past `start_timeout`, its import of the kernel package
+    included) is replaced, up to MAX_STARTS times in a row; then the slot is retired, and when every slot is, the
+    checks left fail as crashed with the reason: a run never waits on a worker that will not come."""
     n: int
     ctx: Context
     kernels: bool                  # import the kernel package in each worker at start
@@ -332,6 +418,7 @@ class Workers:
     info: dict | None = None       # what the first worker reported at start (kernel package, fidelity)
     cache: object = None           # a VerdictCache (pathmdn_verify.run.cache) to reuse and keep verdicts, or None
     run_label: str = ""            # the run a kept verdict comes from, for a later run's record of it
+    start_timeout: float = START_TIMEOUT
     slots: list[_Slot] = field(default_factory=list)
 
     def __post_init__(self):
@@ -341,6 +428,8 @@ class Workers:
         # runs, do not each re-time every configuration of every kernel
         autotune = {"TRITON_CACHE_AUTOTUNING": os.environ.get("TRITON_CACHE_AUTOTUNING", "1")} if gpus else {}
         self.run_dir = tempfile.TemporaryDirectory(prefix="verify_run_")
+        self.context = _process_context(self.ctx.device)
+        self.managers: list[threading.Thread] = []     # every executor's manager thread (close waits for them)
         self.slots = [_Slot({**threads, **autotune, RUN_DIR_ENV: self.run_dir.name,
                              **({"CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)]} if len(gpus) > 1 else {})})
                       for i in range(self.n)]
@@ -348,17 +437,39 @@ class Workers:
             self._start(slot)
 
     def _start(self, slot: _Slot) -> None:
-        slot.executor = cf.ProcessPoolExecutor(1, mp_context=_process_context(self.ctx.device),
-                                               initializer=_worker_init,
+        """A fresh worker in the slot, its first task the start (`_worker_start`)."""
+        slot.executor = cf.ProcessPoolExecutor(1, mp_context=self.context, initializer=_worker_init,
                                                initargs=(self.debug, {**os.environ, **slot.env}, list(sys.path)))
         server = {"TRITON_INTERPRET": "1"} if self.ctx.device == "cpu" else {}   # for a fork server started here
         with mock.patch.dict(os.environ, {**slot.env, **server}):
             if not server:
                 os.environ.pop("TRITON_INTERPRET", None)
-            slot.future = slot.executor.submit(_worker_start, self.ctx, self.kernels)
+            slot.future = self._spawn(slot)
         slot.process = next(iter(slot.executor._processes.values()))   # started by submit
-        slot.index, slot.ready = None, False
+        self.managers.append(slot.executor._executor_manager_thread)    # so is its manager thread
+        slot.index, slot.ready, slot.t0 = None, False, time.monotonic()
         slot.reads, slot.taken = set(), 0
+
+    def _spawn(self, slot: _Slot) -> cf.Future:
+        """Submit the start task, which starts the worker process: through the fork server, which must answer
+        within SPAWN_TIMEOUT.  One that does not (stopped, hung) or dies while answering is killed, and the
+        worker spawned instead, from a fresh interpreter (multiprocessing's spawn)."""
+        forked = self.context.get_start_method() == "forkserver"
+        try:
+            with _deadline(min(SPAWN_TIMEOUT, self.start_timeout)):
+                return slot.executor.submit(_worker_start, self.ctx, self.kernels)
+        except (_Stalled, EOFError, ConnectionError, cf.process.BrokenProcessPool, Interrupted) as exc:
+            if forked:
+                _kill_fork_server()          # it did not answer: of no use any more (a stopped one never exits)
+            if _pending_interrupt:
+                raise Interrupted(_pending_interrupt[0]) from None
+            if not forked:
+                raise UsageError(f"a worker process could not be started: {type(exc).__name__}: {exc}") from None
+            self.context = multiprocessing.get_context("spawn")
+            _shutdown(slot.executor)
+            slot.executor = cf.ProcessPoolExecutor(1, mp_context=self.context, initializer=_worker_init,
+                                                   initargs=(self.debug, {**os.environ, **slot.env}, list(sys.path)))
+            return slot.executor.submit(_worker_start, self.ctx, self.kernels)
 
     def _replace(self, slot: _Slot) -> None:
         self._kill(slot)
@@ -368,40 +479,71 @@ class Workers:
     def _kill(slot: _Slot) -> None:
         if slot.process is not None and slot.process.is_alive():
             slot.process.kill()
-        slot.executor.shutdown(wait=False, cancel_futures=True)
+        _shutdown(slot.executor, cancel=True)
 
     def close(self) -> None:
         """Idle workers exit on their own (their exit handlers run: a mutant check's worker releases the
-        semaphores of its own workers' queues), within seconds; the others, and any that lingers, are killed."""
+        semaphores of its own workers' queues), within CLOSE_SECONDS in all; the others, and any that lingers,
+        are killed.  Never raises: it runs as a run ends, an interrupted one too."""
+        until = time.monotonic() + CLOSE_SECONDS
         for slot in self.slots:
             if slot.future is None:
-                slot.executor.shutdown(wait=False)
+                _shutdown(slot.executor)
         for slot in self.slots:
             if slot.future is None and slot.process is not None:
-                slot.process.join(5)
+                slot.process.join(max(0.0, until - time.monotonic()))
             self._kill(slot)
+        if not _reaped(self.managers, time.monotonic() + 1):   # a fork server that does not report its workers'
+            _kill_fork_server()                                 # ends (stopped, hung) holds the process's exit
+            _reaped(self.managers, time.monotonic() + 1)
         self.run_dir.cleanup()
 
     def _started(self, slot: _Slot) -> None:
-        """A worker's start task finished: the slot takes checks, or the kernel package cannot be imported."""
+        """A worker's start task ended: the slot takes checks; or the kernel package cannot be imported (a usage
+        error); or the worker died while starting (`_failed_start`)."""
         try:
             info = slot.future.result()
-        except cf.process.BrokenProcessPool as exc:
-            raise UsageError(f"a worker process died while starting (exit code {slot.process.exitcode})") from exc
+        except cf.process.BrokenProcessPool:
+            return self._failed_start(slot, f"its worker died while starting (exit code {slot.process.exitcode})")
         if info["import_error"]:
             where = f"--kernel-root {self.ctx.kernel_root}" if self.ctx.kernel_root else "the installed fla"
             raise UsageError(f"{where}: the kernel package cannot be imported: {info['import_error']}")
         if self.info is None:
             self.info = info
-        slot.future, slot.ready = None, True
+        slot.future, slot.ready, slot.failed_starts = None, True, 0
+
+    def _failed_start(self, slot: _Slot, why: str) -> None:
+        """A worker that died or hung while starting: a fresh one, or after MAX_STARTS in a row the slot retires."""
+        slot.failed_starts += 1
+        if slot.failed_starts >= MAX_STARTS:
+            self._kill(slot)
+            slot.future, slot.retired = None, f"{why}, {MAX_STARTS} times in a row"
+        else:
+            self._replace(slot)
+
+    def _check_starts(self) -> None:
+        """Starting workers past start_timeout are replaced (a hung import, a device that no longer answers)."""
+        for slot in self.slots:
+            if slot.future is not None and slot.index is None and time.monotonic() - slot.t0 > self.start_timeout:
+                self._failed_start(slot, f"its worker did not start within {self.start_timeout:g} s")
+
+    def retired(self) -> str | None:
+        """Why no slot can take a check (every one retired), else None."""
+        return "; ".join(sorted({s.retired for s in self.slots})) if all(s.retired for s in self.slots) else None
 
     def wait_ready(self) -> dict:
-        """Block until the first worker has started; what it loaded (for the header)."""
+        """Block until the first worker has started; what it loaded (for the header).  No worker at all: a
+        usage error saying why."""
         while self.info is None:
-            done, _ = cf.wait([s.future for s in self.slots if not s.ready], return_when=cf.FIRST_COMPLETED)
-            for slot in self.slots:
+            if why := self.retired():
+                raise UsageError(f"no worker process could start: {why}")
+            starting = [s for s in self.slots if s.future is not None]
+            left = min(s.t0 + self.start_timeout - time.monotonic() for s in starting)
+            done, _ = cf.wait([s.future for s in starting], timeout=max(left, 0), return_when=cf.FIRST_COMPLETED)
+            for slot in starting:
                 if slot.future in done:
                     self._started(slot)
+            self._check_starts()
         return self.info
 
     def run(self, checks: list[Check], ctx: Context, finished: dict[int, Outcome], timeout: float,
@@ -429,6 +571,10 @@ class Workers:
         # under load was seen to pass on a rerun); a second crash is its result, the first is always reported
         reported = 0
         while pending or any(s.future is not None for s in self.slots):
+            if pending and (why := self.retired()):      # no worker will come: the checks left cannot run
+                for i in pending:
+                    finished[i] = apply_xfails(self._unstarted(checks[i], ctx, why), listed)
+                pending.clear()
             for slot in self.slots:
                 i = next_startable(pending, checks, warming)
                 if slot.ready and slot.future is None and i is not None:
@@ -442,9 +588,12 @@ class Workers:
                     if warm_first and checks[i].id.startswith("kernel.") and CheckId.parse(checks[i].id).group not in seen:
                         seen.add(CheckId.parse(checks[i].id).group)
                         warming[CheckId.parse(checks[i].id).group] = i
-                    slot.future = slot.executor.submit(_worker_run, checks[i].id, ctx, self.debug)
-                    slot.index, slot.t0 = i, time.monotonic()
+                    if not self._submit(slot, i, _worker_run, checks[i].id, ctx, self.debug):
+                        pending.insert(0, i)       # its worker had died while idle: a fresh one takes it
+                        continue
                     on_start(i, checks[i])
+            if not any(s.future is not None for s in self.slots):
+                continue
             busy, done = self._wait_any(timeout)
             for slot in busy:
                 i = slot.index
@@ -465,6 +614,7 @@ class Workers:
                 elif i is not None and time.monotonic() - slot.t0 > timeout:
                     finished[i] = apply_xfails(self._failed(slot, checks[i], ctx, "timeout",
                                                      f"exceeded the per-check timeout of {timeout:g} s"), listed)
+            self._check_starts()
             for group, first in list(warming.items()):
                 if first in finished:
                     del warming[group]
@@ -508,6 +658,23 @@ class Workers:
             self._replace(slot)
         return outcome
 
+    def _submit(self, slot: _Slot, index: int, function, *args) -> bool:
+        """Give the slot's worker a task; False when that worker had died while idle (it is replaced)."""
+        try:
+            slot.future = slot.executor.submit(function, *args)
+        except (cf.process.BrokenProcessPool, RuntimeError):
+            self._replace(slot)
+            return False
+        slot.index, slot.t0 = index, time.monotonic()
+        return True
+
+    @staticmethod
+    def _unstarted(check: Check, ctx: Context, why: str) -> Outcome:
+        """A check no worker could take (every slot retired): a failure of kind crashed, saying why."""
+        return Outcome(check.id, check.description, Result("fail", message=f"not run: no worker process could "
+                                                                           f"start ({why})", kind="crashed"),
+                       0.0, repro_command(check.id, ctx), seed=ctx.seed)
+
     def _failed(self, slot: _Slot, check: Check, ctx: Context, kind: str, what: str) -> Outcome:
         """The worker was lost with this check (crash or timeout): outcome it and start a fresh worker."""
         lost = self._lose(slot, kind, what)
@@ -516,22 +683,25 @@ class Workers:
 
     def _wait_any(self, timeout: float) -> tuple[list[_Slot], set]:
         """The busy slots and their futures that are done, after waiting for the first to end, at most until the
-        earliest running task reaches `timeout` seconds."""
+        earliest running task reaches `timeout` seconds or the earliest starting worker start_timeout."""
         busy = [s for s in self.slots if s.future is not None]
-        wait_for = min((s.t0 + timeout - time.monotonic() for s in busy if s.index is not None), default=None)
-        done, _ = cf.wait([s.future for s in busy], timeout=None if wait_for is None else max(wait_for, 0),
-                          return_when=cf.FIRST_COMPLETED)
+        wait_for = min(s.t0 + (timeout if s.index is not None else self.start_timeout) - time.monotonic()
+                       for s in busy)
+        done, _ = cf.wait([s.future for s in busy], timeout=max(wait_for, 0), return_when=cf.FIRST_COMPLETED)
         return busy, done
 
     @staticmethod
     def _died(slot: _Slot) -> str:
         """How the slot's worker died (its future raised BrokenProcessPool).  The pool's manager thread reaps it:
-        wait for that instead of joining beside it (two readers of a forkserver child's exit status race, and the
-        loser reads 255)."""
-        slot.executor.shutdown(wait=True)
+        wait for that, a few seconds at most, instead of joining beside it (two readers of a forkserver child's exit
+        status race, and the loser reads 255; a process stuck in a device driver is never reaped)."""
+        _shutdown(slot.executor)
+        manager = getattr(slot.executor, "_executor_manager_thread", None)
+        if manager is not None:
+            manager.join(CLOSE_SECONDS)
         code = slot.process.exitcode
         how = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0
-               else f"exit code {code}")
+               else f"exit code {code}" if code is not None else "exit status not known yet")
         hint = " (the kernel crashed, or the machine ran out of memory)" if code in (-9, -6, -11) else ""
         return f"the worker process died: {how}{hint}"
 
@@ -551,13 +721,21 @@ class Workers:
         values: dict[int, object] = {}
         pending = list(range(len(tasks)))
         while pending or any(s.future is not None for s in self.slots):
+            if pending and (why := self.retired()):
+                for i in pending:
+                    values[i] = Lost("crashed", f"not run: no worker process could start ({why})", 0.0)
+                    on_done(i, values[i])
+                pending.clear()
             for slot in self.slots:
                 if slot.ready and slot.future is None and pending:
                     i = pending.pop(0)
                     function, args = tasks[i]
-                    slot.future = slot.executor.submit(function, *args)
-                    slot.index, slot.t0 = i, time.monotonic()
+                    if not self._submit(slot, i, function, *args):
+                        pending.insert(0, i)
+                        continue
                     on_start(i)
+            if not any(s.future is not None for s in self.slots):
+                continue
             busy, done = self._wait_any(timeout)
             for slot in busy:
                 i = slot.index
@@ -575,6 +753,7 @@ class Workers:
                 else:
                     continue
                 on_done(i, values[i])
+            self._check_starts()
         return [values[i] for i in range(len(tasks))]
 
 
