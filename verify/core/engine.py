@@ -10,11 +10,12 @@ under the declared convention (within its forward budget) and disagree with the 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
 from pathmdn_verify.core import hooks
-from pathmdn_verify.core.budget import OracleFailed, Verdict, verdict, worst
+from pathmdn_verify.core.budget import Budget, OracleFailed, Verdict, budget, judged, verdict, worst
 from pathmdn_verify.core.errors import KernelUnavailable, UsageError, VariantUnsupported
 from pathmdn_verify.core.inputs import as_oracle, floats_as, on_device
 from pathmdn_verify.core.metrics import rel_err
@@ -52,38 +53,48 @@ def reference_device(op: KernelOp, ctx: Context, device: str) -> str:
     return "cpu" if choice == "cpu" else device
 
 
-def measure(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int, ref: str | None = None) -> list[Verdict]:
-    """fwd: judge each output of op; bwd: judge the gradient of every present input in op.grad_inputs, for
-    one random upstream gradient (in the kernel dtype, the same values for kernel, oracle and the same-dtype
-    implementation).  The kernel runs first: a variant it does not offer stops before the oracle's cost.
-    ref: the device of the oracle and the same-dtype implementation (default: the kernel's); the kernel's
-    tensors are judged there."""
+@dataclass(frozen=True)
+class Expected:
+    """One tensor a pass judges: its float64 answer and its budget, computed without the kernel."""
+    name: str             # an output's name, or "d" + an input's for a gradient
+    oracle: torch.Tensor
+    budget: Budget
+
+
+def upstream(op: KernelOp, outs, prec: Precision, seed: int) -> list[torch.Tensor]:
+    """The backward's upstream gradients u_i for the outputs outs (shapes only; the same values for kernel,
+    oracle and the same-dtype implementation), in the kernel dtype, from the case's seed."""
+    return [_upstream(o, prec.torch_dtype, seed + i) for i, o in enumerate(outs)]
+
+
+def grad_leaves(op: KernelOp, x: dict) -> list[str]:
+    """The inputs whose gradients the backward judges: op.grad_inputs that x holds."""
+    return [n for n in op.grad_inputs if x.get(n) is not None]
+
+
+def expectations(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int, ref: str | None = None) -> list[Expected]:
+    """fwd: each output of op; bwd: the gradient of every input in grad_leaves, of sum_i <out_i, u_i> (upstream);
+    each with its float64 answer and its budget (pathmdn_verify.core.budget), computed on ref (default: x's
+    device)."""
     c = op.budget_factor[pass_]
     s = scale_of(x)
-    kernel = lambda **a: op.kernel(**a, scale=s)
     oracle = _guarded("float64 oracle", lambda **a: op.oracle(**a, scale=s))
     oracle_terms = _guarded("float64 oracle", lambda **a: op.terms(**a, scale=s))
     same_dtype = _guarded("same-dtype implementation", lambda **a: op.same_dtype(**a, prec=prec, scale=s))
-    dev = x[op.required[0]].device.type
-    ref = ref or dev
+    ref = ref or x[op.required[0]].device.type
     x64 = on_device(as_oracle(x), ref)
     x32 = on_device(floats_as(x, torch.float32), ref)
-    there = lambda t: t.to(ref)      # a kernel tensor, judged where the references are
     if pass_ == "fwd":
         with torch.no_grad():
-            with hooks.phase("kernel", dev):
-                outs = as_tuple(call_kernel(kernel, **x))
             with hooks.phase("oracle", ref):      # and the summed |terms| of the budget's floor, where the op has them
                 expected, terms = oracle_terms(**x64) if op.terms else (as_tuple(oracle(**x64)), {})
             with hooks.phase("same_dtype", ref):
                 same = as_tuple(same_dtype(**x32))
         scale = max(float(o.abs().max()) if o.numel() else 0.0 for o in expected)
-        return [verdict(n, there(o), r64, r, prec, c, scale, terms.get(n))
-                for n, o, r64, r in zip(op.outputs, outs, expected, same)]
-    ups = lambda outs: [_upstream(o, prec.torch_dtype, seed + i) for i, o in enumerate(outs)]
-    leaves = [n for n in op.grad_inputs if x.get(n) is not None]
-    with hooks.phase("kernel", dev):
-        g_k = call_kernel(kernel_grads, op, lambda **kw: kernel(**{**x, **kw}), {n: x[n] for n in leaves}, ups)
+        return [Expected(n, r64, budget(r64, r, prec, c, scale, terms.get(n)))
+                for n, r64, r in zip(op.outputs, expected, same)]
+    ups = lambda outs: upstream(op, outs, prec, seed)
+    leaves = grad_leaves(op, x)
     with hooks.phase("oracle", ref):
         g_o = grads_of(lambda **kw: oracle(**{**x64, **kw}), {n: x64[n] for n in leaves}, ups)
         terms = op.grad_terms(ups, scale=s, **x64) if op.grad_terms else {}
@@ -92,7 +103,33 @@ def measure(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int, ref: 
     scale = max(float(g.abs().max()) if g.numel() else 0.0 for g in g_o.values())
     # a gradient's summands are each rounded once by an fp32 accumulator (budget.py)
     floor = lambda n: (terms[n], UNIT_ROUNDOFF["fp32"]) if n in terms else ()
-    return [verdict("d" + n, there(g_k[n]), g_o[n], g_r[n], prec, c, scale, *floor(n)) for n in leaves]
+    return [Expected("d" + n, g_o[n], budget(g_o[n], g_r[n], prec, c, scale, *floor(n))) for n in leaves]
+
+
+def kernel_outputs(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int) -> list[torch.Tensor]:
+    """What the kernel gives for the tensors `expectations` lists, in the same order."""
+    s = scale_of(x)
+    kernel = lambda **a: op.kernel(**a, scale=s)
+    with hooks.phase("kernel", x[op.required[0]].device.type):
+        if pass_ == "fwd":
+            with torch.no_grad():
+                return list(as_tuple(call_kernel(kernel, **x)))
+        leaves = grad_leaves(op, x)
+        g_k = call_kernel(kernel_grads, op, lambda **kw: kernel(**{**x, **kw}), {n: x[n] for n in leaves},
+                          lambda outs: upstream(op, outs, prec, seed))
+    return [g_k[n] for n in leaves]
+
+
+def measure(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int, ref: str | None = None) -> list[Verdict]:
+    """fwd: judge each output of op; bwd: judge the gradient of every present input in op.grad_inputs, for
+    one random upstream gradient (in the kernel dtype, the same values for kernel, oracle and the same-dtype
+    implementation).  The kernel runs first: a variant it does not offer stops before the oracle's cost.
+    ref: the device of the oracle and the same-dtype implementation (default: the kernel's); the kernel's
+    tensors are judged there."""
+    outs = kernel_outputs(op, pass_, x, prec, seed)
+    ref = ref or x[op.required[0]].device.type
+    return [judged(e.name, out.to(ref), e.oracle, e.budget)
+            for e, out in zip(expectations(op, pass_, x, prec, seed, ref), outs)]
 
 
 def _guarded(what: str, fn):
