@@ -9,6 +9,7 @@ import inspect
 import json
 import sys
 import types
+from pathlib import Path
 
 import pytest
 import torch
@@ -198,3 +199,53 @@ def test_read_refuses_a_folder_that_is_not_a_bundle(tmp_path):
         (tmp_path / f).write_text(json.dumps({"format": 0}))
     with pytest.raises(ValueError, match="format 0"):
         bundle.read(tmp_path)
+
+
+# ------------------------------------------------------------------------------------ the bundles of docs/
+
+
+REPRO_DOCS = Path(__file__).resolve().parents[2] / "docs" / "repro"
+DOCS_BUNDLES = sorted(p for p in REPRO_DOCS.iterdir() if p.is_dir())
+
+
+@pytest.mark.parametrize("folder", DOCS_BUNDLES, ids=[p.name for p in DOCS_BUNDLES])
+def test_a_bundle_of_the_docs_is_what_this_toolkit_writes(folder):
+    """Each bundle holds its four files, its tensors under 1 MB, a check that exists, and the repro.py this
+    toolkit writes for it (a change to the script's common part or to an op's call makes it stale here:
+    `python -m pathmdn_verify.tools.repro_bundles docs/repro` rewrites them); the README and the findings
+    link it."""
+    from pathmdn_verify import ops
+    from pathmdn_verify.core.registry import REGISTRY
+    from pathmdn_verify.run import load_checks
+    load_checks()
+    doc = bundle.read(folder)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(bundle.FILES)
+    assert (folder / "tensors.pt").stat().st_size < 1024 ** 2
+    assert doc["check"] in REGISTRY
+    ex = bundle.Example(doc["check"], ops.record(doc["check"]), doc["pass"], doc["dtype"], doc["example"], {},
+                        doc["seed"], doc["fp32_dot"])
+    assert (folder / "repro.py").read_text() == bundle.script(ex, doc["title"])
+    assert f"({folder.name}/ISSUE.md)" in (REPRO_DOCS / "README.md").read_text()
+    assert f"(repro/{folder.name}/ISSUE.md)" in (REPRO_DOCS.parent / "findings.md").read_text()
+
+
+def test_a_stale_bundle_script_is_caught():
+    """The control: a repro.py that differs from what the toolkit writes is not equal to it."""
+    doc = bundle.read(DOCS_BUNDLES[0])
+    from pathmdn_verify import ops
+    ex = bundle.Example(doc["check"], ops.record(doc["check"]), doc["pass"], doc["dtype"], doc["example"], {},
+                        doc["seed"], doc["fp32_dot"])
+    stale = (DOCS_BUNDLES[0] / "repro.py").read_text().replace("GONE, DEFECT", "DEFECT, GONE")
+    assert stale != bundle.script(ex, doc["title"])
+
+
+def test_rewriting_a_bundle_repeats_its_command():
+    from pathmdn_verify.repro.make import BF16_ON_CPU
+    from pathmdn_verify.tools.repro_bundles import command
+    doc = {"check": "kernel.fla.x.fwd.bf16.y", "example": "T=8 seed=1", "seed": 0, "fp32_dot": "tf32", "title": "t",
+           "needs_gpu": BF16_ON_CPU}
+    tmp = Path("/tmp/b")
+    argv = command(doc, tmp)
+    assert argv[3:] == ["repro", "kernel.fla.x.fwd.bf16.y", "--case", "T=8 seed=1", "--seed", "0", "--fp32-dot", "tf32",
+                        "--device", "cpu", "--title", "t", "--out", str(tmp)]
+    assert command({**doc, "needs_gpu": "Hopper"}, tmp)[-2:] == ["--needs-gpu", "Hopper"]

@@ -129,16 +129,15 @@ def script(ex: Example, title: str) -> str:
     """repro.py: a docstring, the common part (pathmdn_verify.repro.standalone) and the op's call."""
     call = CALLS[ex.op.name]
     common = inspect.getsource(standalone).split('"""', 2)[2].lstrip("\n")
-    return (f'"""{title}\n\n'
-            f"pathmdn-verify check {ex.check}, example [{ex.label}].\n\n"
-            "    python repro.py\n\n"
-            f"calls {call.module}.{call.function} on the inputs in tensors.pt as the check did and judges every "
-            f"{'output' if ex.pass_ == 'fwd' else 'gradient'}\nagainst its float64 expected tensor "
-            "(tensors.pt) and budget (bundle.json).  Exit status: 1 the defect is present, 0 it is gone,\n"
-            "2 this fla cannot make the call, 77 the finding needs an NVIDIA GPU and there is none.  Needs torch, "
-            "fla and triton;\nwithout a GPU it runs fla's Triton kernels in Triton's interpreter (numpy < 2.4 for "
-            "Triton 3.6).\n\"\"\"\n"
-            f"{common}\n\n# the call, as the check made it\n"
+    judged = "output" if ex.pass_ == "fwd" else "gradient"
+    doc = [title, "", f"pathmdn-verify check {ex.check}, example [{ex.label}].", "", "    python repro.py", "",
+           f"calls {call.module}.{call.function} on the inputs in tensors.pt as the check did and judges",
+           f"every {judged} against its float64 expected tensor (tensors.pt) under its budget (bundle.json).",
+           "Exit status: 1 the defect is present, 0 it is gone, 2 this fla cannot make the call (or this",
+           "machine cannot run it), 77 the finding needs an NVIDIA GPU and there is none.",
+           "Needs torch, triton and fla (fla-core; it imports packaging).  Without a GPU, fla's Triton kernels",
+           "run in Triton's interpreter, which needs numpy < 2.4 with Triton 3.6."]
+    return (f'"""{chr(10).join(doc)}\n"""\n{common}\n\n# the call, as the check made it\n'
             f"MODULE, FUNCTION = {call.module!r}, {call.function!r}\nKEYWORDS = {call.keywords!r}\n\n\n"
             f"{call.source}\n\nif __name__ == \"__main__\":\n"
             "    sys.exit(main(kernel, MODULE, FUNCTION, KEYWORDS))\n")

@@ -15,6 +15,7 @@ class Call:
     function: str               # its name
     keywords: tuple[str, ...]   # every keyword the call passes: an entry point that names one not is another call
     source: str                 # def kernel(entry, <the op's inputs>) -> (<the op's outputs>)
+    triton: bool = True         # the entry point runs Triton kernels (False: PyTorch code, fla's MDN chunk path)
 
 
 _PATH = '''def kernel(entry, q, k, v, w, beta, g=None, cu_seqlens=None):
@@ -55,7 +56,7 @@ CALLS = {
     "forgetting_attn": Call("fla.ops.forgetting_attn", "parallel_forgetting_attn",
                             ("q", "k", "v", "g", "scale", "cu_seqlens"), _FOX),
     **{f"mdn_chunk{n}": Call("fla.ops.momentum_delta_rule", "chunk_momentum_delta_rule",
-                             _MDN_KEYWORDS + ("chunk_size",), _MDN.replace("{chunk}", f",\n                     chunk_size={n}"))
+                             _MDN_KEYWORDS + ("chunk_size",), _MDN.replace("{chunk}", f",\n                     chunk_size={n}"), triton=False)
        for n in (16, 32, 64)},
     "mdn_recurrent": Call("fla.ops.momentum_delta_rule", "fused_recurrent_momentum_delta_rule", _MDN_KEYWORDS,
                           _MDN.replace("{chunk}", "")),

@@ -24,7 +24,7 @@ def _environment(doc: dict) -> list[str]:
 def _steps(doc: dict, call: Call, inputs: str) -> list[str]:
     judged = ("compares its outputs" if doc["pass"] == "fwd" else
               f"backpropagates the saved upstream gradients and compares the gradients of {', '.join(doc['grads_of'])}")
-    return ["```", f"pip install torch triton fla-core=={doc['kernel_package'].get('version')}"
+    return ["```", f"pip install torch triton packaging fla-core=={doc['kernel_package'].get('version')}"
             "    # without a GPU also: pip install 'numpy<2.4'",
             "python repro.py      # in this folder, beside tensors.pt and bundle.json", "```", "",
             f"repro.py calls fla as below on the inputs in tensors.pt (example [{doc['example']}]: {inputs}), "

@@ -12,6 +12,11 @@ from pathmdn_verify.core.registry import REGISTRY, Context
 from pathmdn_verify.repro import bundle, issue
 from pathmdn_verify.repro.calls import CALLS
 
+# Triton's CPU interpreter hands bf16 operands to numpy as their bit patterns (triton-lang/triton#11584): with fla
+# alone, a bf16 Triton kernel on a CPU computes garbage, so such a bundle is judged on a GPU only
+BF16_ON_CPU = ("a bf16 Triton kernel: Triton's CPU interpreter computes bf16 on the values' bit patterns "
+               "(triton-lang/triton#11584), so only a GPU judges it")
+
 
 def validate(check: str, out: str) -> CheckId:
     """The check id, parsed; UsageError for what cannot be a bundle (nothing is written)."""
@@ -57,10 +62,17 @@ def provenance(device: str) -> dict:
             "environment": {**environment.versions(), **environment.describe(device)}}
 
 
-def entries(check: str) -> list:
-    """The expected-failure entries that list the check (any device or profile)."""
+def entries(check: str, measured: dict) -> list:
+    """The expected-failure entries that list the check and describe what was measured: of the failure's kind
+    (and exception type) where the example failed, else those scoped to a GPU (a GPU-only finding)."""
     from pathmdn_verify.run import xfail_list
-    return [e for e in xfail_list.load() if check in e.ids]
+    listed = [e for e in xfail_list.load() if check in e.ids]
+    if "exception" in measured:
+        kind = measured["exception"].split(":", 1)[0]
+        return [e for e in listed if "exception" in e.kinds and e.exception == kind]
+    if measured.get("kind"):
+        return [e for e in listed if measured["kind"] in e.kinds]
+    return [e for e in listed if any(d.startswith("cuda") for d in e.devices or ())]
 
 
 def make(check: str, out: str, ctx: Context, case: str | None = None, inputs: str | None = None,
@@ -71,13 +83,13 @@ def make(check: str, out: str, ctx: Context, case: str | None = None, inputs: st
     cid = validate(check, out)
     label, x = example(cid, ctx, case, inputs)
     ex = bundle.Example(check, ops.record(cid), cid.pass_, cid.dtype, label, x, ctx.seed, ctx.fp32_dot)
-    listed = entries(check)
     shapes = ", ".join(f"{n} {list(t.shape)} {str(t.dtype).removeprefix('torch.')}" for n, t in x.items() if t is not None)
-    render = lambda doc, call: issue.render(doc, call, listed, shapes)
+    render = lambda doc, call: issue.render(doc, call, entries(check, doc["measured"]), shapes)
     created = not Path(out).exists()
     probe = Path(out) / ".unwritten"          # written into a temporary name first: a refused example leaves nothing
+    gpu = needs_gpu or (BF16_ON_CPU if ex.dtype == "bf16" and CALLS[cid.op].triton else None)
     try:
-        doc = bundle.write(probe, ex, ctx.device, title, needs_gpu, provenance(ctx.device), render)
+        doc = bundle.write(probe, ex, ctx.device, title, gpu, provenance(ctx.device), render)
     except BaseException:
         _remove(probe, Path(out) if created else None)
         raise

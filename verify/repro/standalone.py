@@ -42,10 +42,11 @@ def without_timer():
 
 
 def entry_point(module, function, keywords):
-    """(fla's entry point, None), or (None, why this fla cannot make the call)."""
+    """(fla's entry point, None), or (None, why this fla cannot make the call: its module does not import, or
+    the function is missing or takes other keywords)."""
     try:
         fn = getattr(importlib.import_module(module), function)
-    except (ImportError, AttributeError) as exc:
+    except Exception as exc:
         return None, f"{module}.{function}: {type(exc).__name__}: {exc}".splitlines()[0]
     named = inspect.signature(fn).parameters
     missing = [k for k in keywords if k not in named]
@@ -77,8 +78,10 @@ def judge(name, out, expected, budget):
         err_rel = rel_err(out, expected)
         ratios.append(err_rel / budget["rel"])
         text = f"rel {err_rel:.3g} (budget {budget['rel']:.3g}), " + text
-    ok = max(ratios) <= 1
-    return ok, f"  {'within ' if ok else 'EXCEEDS'} {name}: {text}: {max(ratios):.3g}x the budget"
+    worst = max(ratios)
+    ok = worst <= 1
+    how = f"{worst:.3g}x the budget" if worst != float("inf") else "NON-FINITE where the expected values are finite"
+    return ok, f"  {'within ' if ok else 'EXCEEDS'} {name}: {text}: {how}"
 
 
 def run(kernel, entry, bundle, tensors, device):
@@ -104,14 +107,18 @@ def in_fla(exc):
 
 
 def interpreter_crash(exc):
-    """Why exc is Triton's CPU interpreter failing with numpy >= 2.4 (triton-lang/triton#9171), else None."""
+    """Why exc is Triton's CPU interpreter failing, not the kernel, else None: with numpy >= 2.4 it cannot index
+    (triton-lang/triton#9171, fixed after Triton 3.6); its loop indices are Python ints, which have no .to()."""
     import numpy
-    if "only 0-dimensional arrays can be converted to Python scalars" not in str(exc):
-        return None
-    if tuple(int(p) for p in numpy.__version__.split(".")[:2]) < (2, 4):
-        return None
-    return (f"Triton's CPU interpreter cannot run with numpy {numpy.__version__} (triton-lang/triton#9171, fixed "
-            "after Triton 3.6): install numpy<2.4 to run this on a CPU")
+    text = str(exc)
+    if "only 0-dimensional arrays can be converted to Python scalars" in text and \
+            tuple(int(p) for p in numpy.__version__.split(".")[:2]) >= (2, 4):
+        return (f"Triton's CPU interpreter cannot run with numpy {numpy.__version__} (triton-lang/triton#9171, fixed "
+                "after Triton 3.6): install numpy<2.4 to run this on a CPU")
+    if "'int' object has no attribute" in text and "InterpreterError" in type(exc).__name__:
+        return (f"Triton's CPU interpreter runs a loop index as a Python int, which this kernel cannot use ({text}); "
+                "run this on an NVIDIA GPU")
+    return None
 
 
 def versions(device):
