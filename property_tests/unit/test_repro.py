@@ -249,3 +249,32 @@ def test_rewriting_a_bundle_repeats_its_command():
     assert argv[3:] == ["repro", "kernel.fla.x.fwd.bf16.y", "--case", "T=8 seed=1", "--seed", "0", "--fp32-dot", "tf32",
                         "--device", "cpu", "--title", "t", "--out", str(tmp)]
     assert command({**doc, "needs_gpu": "Hopper"}, tmp)[-2:] == ["--needs-gpu", "Hopper"]
+
+
+@pytest.fixture
+def two_commits(tmp_path):
+    import subprocess
+    repo = tmp_path / "repo"
+    (repo / "fla").mkdir(parents=True)
+    shas = []
+    for text in ("a", "b"):
+        (repo / "fla" / "__init__.py").write_text(f"# {text}\n")
+        for argv in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", text]):
+            subprocess.run(["git", "-C", str(repo), *argv], check=True, capture_output=True)
+        shas.append(subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], check=True, capture_output=True,
+                                   text=True).stdout.strip())
+    return repo, shas
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--bundle", "{tmp}"], "not a repro bundle"),
+    (["--bundle", "{bundle}", "--id", "kernel.fla.path_attn.fwd.fp32.beta_uniform"], "leave out -k, --id and --signature"),
+    (["--bundle", "{bundle}", "--python", "{tmp}/no-python"], "not an executable file"),
+    (["--id", "kernel.fla.path_attn.fwd.fp32.beta_uniform", "--python", "/bin/sh"], "give --bundle DIR"),
+])
+def test_bisect_with_a_bundle_refuses_bad_input(two_commits, tmp_path, capsys, extra, message):
+    repo, (good, bad) = two_commits
+    fill = {"tmp": str(tmp_path), "bundle": str(DOCS_BUNDLES[0])}
+    argv = ["bisect", "--repo", str(repo), "--good", good, "--bad", bad, *(a.format(**fill) for a in extra)]
+    assert cli.main(argv) == 2
+    assert message in capsys.readouterr().err
