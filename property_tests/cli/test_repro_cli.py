@@ -1,7 +1,8 @@
 """`verify repro` end to end on cheap checks: the bundle of a failing check's own example, whose repro.py (run here,
 fla's MDN chunk path being PyTorch code) measures what the toolkit measured and exits 1, and 0 when its budgets
 allow the error (the control); an example that passes here is refused and leaves nothing; --needs-gpu writes one
-anyway, which exits 77 on a CPU; a bf16 Triton kernel's bundle is marked for a GPU by itself."""
+anyway, which exits 77 on a CPU; a bf16 Triton kernel's bundle is marked for a GPU by itself; an example that
+fails only by an out-of-bounds access (which fla alone makes unchecked) is refused."""
 from __future__ import annotations
 
 import json
@@ -65,3 +66,13 @@ def test_a_bf16_triton_bundle_is_marked_for_a_gpu(tmp_path):
     doc = json.loads((out / "bundle.json").read_text())
     assert doc["needs_gpu"] == BF16_ON_CPU and doc["measured"]["kind"] == "non_finite"
     assert "triton-lang/triton#11584" in (out / "ISSUE.md").read_text()
+
+
+def test_an_out_of_bounds_example_is_refused(tmp_path, capsys):
+    """Its failure is the toolkit's bounds check's (fidelity part bounds); fla alone would access past dv unchecked."""
+    from pathlib import Path
+    saved = Path(__file__).resolve().parents[2] / "docs" / "evidence" / "path_bwd_gate_weak_T63.pt"
+    out = tmp_path / "bundle"
+    assert repro("kernel.fla.path_attn.bwd.fp32.gate_weak", "--inputs", str(saved), "--out", str(out)) == 2
+    assert "out-of-bounds access that only the toolkit's bounds check sees" in capsys.readouterr().err
+    assert not out.exists()

@@ -9,11 +9,13 @@ what was measured) and ISSUE.md (title, environment, steps, expected, observed, 
 
 The example is the one the check's seeded search reports at --seed (its minimal failing example), or --case
 LABEL (a case as checks print it: 'T=600 D=16 Dv=32 HQ=2 seed=3'), or --inputs FILE.pt (the format of `verify
-compare`).  It must fail here, measured by the toolkit as the check measures it; a finding that shows only on a
-GPU is written from any example with --needs-gpu WHY, and its repro.py says WHY and exits 77 on a machine
-without one.  `verify bisect --bundle DIR` judges each commit of a kernel repository by the bundle.
+compare`).  It must fail here, measured by the toolkit as the check measures it, and not only by an
+out-of-bounds access (fla alone would make it unchecked).  A finding that shows only on a GPU is written from any
+example with --needs-gpu WHY: its repro.py says WHY and exits 77 on a machine without one.  `verify bisect
+--bundle DIR` judges each commit of a kernel repository by the bundle.
 
-Exit status: 0 the bundle was written, 2 bad input or an example that passes here (nothing is written).
+Exit status: 0 the bundle was written, 2 bad input or an example that passes here or fails only out of
+bounds (nothing is written).
 """
 from __future__ import annotations
 

@@ -93,6 +93,12 @@ def make(check: str, out: str, ctx: Context, case: str | None = None, inputs: st
     except BaseException:
         _remove(probe, Path(out) if created else None)
         raise
+    if not needs_gpu and doc["measured"].get("exception", "").startswith("OutOfBoundsAccess"):
+        _remove(probe, Path(out) if created else None)
+        raise UsageError(f"{check}: example [{label}] fails by an out-of-bounds access that only the toolkit's bounds "
+                         "check sees (`verify localize --sanitize` names it); with fla alone the access reads or "
+                         "writes past the tensor unchecked, so repro.py could not judge it: --case LABEL picks an "
+                         "example whose values come out wrong")
     if not needs_gpu and not bundle.fails(doc["measured"]):
         _remove(probe, Path(out) if created else None)
         raise UsageError(f"{check}: example [{label}] passes on {ctx.device} ({_summary(doc['measured'])}): nothing to "
