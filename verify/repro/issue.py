@@ -45,7 +45,8 @@ def _observed(doc: dict, entries: list) -> list[str]:
     elif "not_run" in m:
         lines = [f"Not run where the bundle was written ({m['device']}): {m['not_run']}."]
     else:
-        lines = [f"Measured by pathmdn-verify on {m['device']}:", "", "| tensor | normwise relative error | max abs error | error / budget |",
+        quiet = " (within budget: the finding does not show there)" if m.get("kind") is None else ""
+        lines = [f"Measured by pathmdn-verify on {m['device']}{quiet}:", "", "| tensor | normwise relative error | max abs error | error / budget |",
                  "|---|---|---|---|"]
         lines += [f"| {t['name']} | {_g(t['err_rel'])} | {_g(t['err_abs'])} | {_g(t['ratio'])} |" for t in m["tensors"]]
     for e in entries:
