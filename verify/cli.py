@@ -17,12 +17,12 @@ import warnings
 from pathlib import Path
 
 from pathmdn_verify.core.errors import KernelUnavailable
-from pathmdn_verify.commands import bisect, checks, compare, coverage, localize, manifest, merge, mutants, report
+from pathmdn_verify.commands import bisect, checks, compare, coverage, localize, manifest, merge, mutants, report, repro
 from pathmdn_verify.commands import xfails as xfails_command
 from pathmdn_verify.core.errors import UsageError
 
 # in the order of `verify --help`; each module's add_parser(sub) adds its subcommand(s), run(args[, command]) runs one
-COMMANDS = (checks, mutants, compare, merge, localize, xfails_command, manifest, report, bisect, coverage)
+COMMANDS = (checks, mutants, compare, merge, localize, xfails_command, manifest, report, bisect, coverage, repro)
 
 EPILOG = """examples:
   verify all                          every check, ci profile, cuda if available else cpu
@@ -35,6 +35,7 @@ EPILOG = """examples:
   verify mutants --json mutants.json  every planted bug must be caught by one of its killer checks
   verify kernels --profile quick --repeat 20 --seed-from 1      false-alarm hunt over 20 fresh seeds
   verify compare --op path_attn --inputs failing.pt             a repro on your own saved tensors
+  verify repro kernel.fla.mdn_chunk16.fwd.bf16.logmu_floor --out b   a bundle that runs with torch and fla alone
   verify manifest check all.json .ci/manifests/cpu-ci.txt       exit 1 if any check's status or kind changed
 exit status: 0 nothing failed (expected failures allowed), 1 a check failed, 2 usage/environment error,
 130/143 interrupted (SIGINT/SIGTERM; the JSON says "interrupted": true)"""

@@ -20,7 +20,7 @@ def test_what_the_op_returns_is_accepted():
     assert contract.outputs(ONE, o, torch.bfloat16, "cpu") == (o,)
     assert contract.outputs(THREE, (o, S, S), torch.bfloat16, "cpu") == (o, S, S)
     assert contract.outputs(THREE, [o, S, S], torch.bfloat16, "cpu") == (o, S, S)       # a list is a sequence too
-    contract.shapes(THREE, (o, S, S), (o.double(), S.double(), S.double()), torch.bfloat16, "cpu")
+    contract.shapes(THREE, (o, S, S), (o.shape, S.shape, S.shape), torch.bfloat16, "cpu")
     assert contract.outputs(ONE, o, torch.bfloat16, "cpu", ("k_cache",)) == (o,)          # decode: its own output
 
 
@@ -50,6 +50,6 @@ def test_a_wrong_device_is_refused():
 def test_a_wrong_shape_names_the_oracles():
     with pytest.raises(UsageError, match=r"returns o \[1, 8, 2, 16\] bfloat16 on cpu; mine returned a Tensor "
                                           r"\[1, 2, 8, 16\]"):
-        contract.shapes(ONE, (o.transpose(1, 2),), (o.double(),), torch.bfloat16, "cpu")
+        contract.shapes(ONE, (o.transpose(1, 2),), (o.shape,), torch.bfloat16, "cpu")
     with pytest.raises(UsageError, match=r"S_T \[1, 2, 16, 16\] float32"):
-        contract.shapes(THREE, (o, S[:, :1], S), (o, S, S), torch.bfloat16, "cpu")
+        contract.shapes(THREE, (o, S[:, :1], S), (o.shape, S.shape, S.shape), torch.bfloat16, "cpu")

@@ -14,7 +14,7 @@ FOLDERS = {"verify": "pathmdn_verify", "kernels": "pathmdn_verify.kernels",
            "references": "pathmdn_verify.references"}          # pyproject.toml's package-dir
 # bottom up (docs/design.md); a module may import its own layer and those before it
 LAYERS = ("references", "core", "kernels", "platform", "same_dtype", "stages", "ops", "layers", "checks", "run",
-          "report", "commands", "cli", "tools", "__main__", "pytest_plugin", "")      # "": the package's __init__
+          "report", "repro", "commands", "cli", "tools", "__main__", "pytest_plugin", "")      # "": the package's __init__
 STRING = re.compile(r"""["'](pathmdn_verify(?:\.\w+)+)["']""")
 
 

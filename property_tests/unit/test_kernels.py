@@ -50,7 +50,7 @@ def test_regression_cases_fail_without_their_fixes(monkeypatch):
     from pathmdn_verify.references import path_oracle as P
     from pathmdn_verify import same_dtype
     from pathmdn_verify.core import engine as K
-    from pathmdn_verify.core.budget import verdict
+    from pathmdn_verify.core.budget import budget, judged
     from pathmdn_verify.core.registry import Context
     from pathmdn_verify.ops import OPS, regression_cases
     ctx = Context(device="cpu", profile="quick")
@@ -68,8 +68,10 @@ def test_regression_cases_fail_without_their_fixes(monkeypatch):
         without the summed-terms floor."""
         seen = {}
         with monkeypatch.context() as m:
-            m.setattr(K, "verdict", lambda n, o, r64, r, prec, c, scale=0.0, terms=None: seen.setdefault(
-                n, verdict(n, o, r64, r, prec, c, scale, terms if floor else None)))
+            if not floor:
+                m.setattr(K, "budget", lambda r64, r, prec, c, scale=0.0, terms=None, terms_u=None: budget(
+                    r64, r, prec, c, scale))
+            m.setattr(K, "judged", lambda n, o, r64, b: seen.setdefault(n, judged(n, o, r64, b)))
             ratio = probe().verdict.ratio
         return seen, ratio
 

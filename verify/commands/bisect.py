@@ -21,6 +21,11 @@ worktree (--import-root for a package in a subfolder) and ignores the expected-f
 the signature appears, good when no check shows it, and skipped (exit 125) when the package cannot be imported,
 an entry point is missing, or a check errors or is skipped.
 
+--bundle DIR judges each commit by a repro bundle instead (`verify repro`; pathmdn_verify.repro.run): its repro.py,
+run by --python (default: this interpreter; it needs torch and triton, not this toolkit) with the worktree's fla
+first on the import path, exits 1 (bad: the defect is present), 0 (good) or anything else (skipped: that fla
+cannot make the call, or this machine cannot run it).  The same script a maintainer runs by hand decides.
+
 Exit status: 0 the first bad (fixed) commit was found, 1 only skipped commits were left to decide it,
 2 bad input (nothing touched), 130 interrupted (worktree removed).
 """
@@ -63,6 +68,11 @@ def add_parser(sub) -> None:
     p.add_argument("--signature", metavar="PATTERN",
                    help="the failure to bisect, by its signature (* and ? match any part; default: the one failure "
                         "the checks show at --bad)")
+    p.add_argument("--bundle", metavar="DIR",
+                   help="judge each commit by a repro bundle's repro.py (verify repro): exit 1 bad, 0 good, else "
+                        "skipped; instead of -k / --id / --signature")
+    p.add_argument("--python", metavar="PATH",
+                   help="--bundle: the interpreter that runs repro.py (default: this one); it needs torch and triton")
     p.add_argument("--import-root", default=".", metavar="SUBDIR",
                    help="folder of the repository that holds the fla package (default: its top)")
     options.device(p)
@@ -107,9 +117,7 @@ class Plan:
 
 def validate(args) -> Plan:
     """Every bad input as a UsageError before anything is created."""
-    from pathmdn_verify import checks
     from pathmdn_verify.core import results
-    from pathmdn_verify.core.registry import select
     results.check_writable(args.json, "--json")
     if not Path(args.repo).is_dir():
         raise UsageError(f"--repo {args.repo}: no such directory")
@@ -139,14 +147,36 @@ def validate(args) -> Plan:
         raise UsageError(f"--import-root {args.import_root}: no fla/__init__.py there at --bad {args.bad}")
     if args.examples is not None and args.examples < 1:
         raise UsageError(f"--examples {args.examples}: must be at least 1")
+    chosen = _bundle_check(args) if args.bundle else _selected(args)
+    dirty = bool(git(repo, "status", "--porcelain", "--untracked-files=no"))
+    return Plan(repo, good, bad, chosen, dirty)
+
+
+def _selected(args) -> list[str]:
+    from pathmdn_verify import checks
+    from pathmdn_verify.core.registry import select
+    if args.python:
+        raise UsageError("--python runs a bundle's repro.py: give --bundle DIR")
     if not (args.patterns or args.ids):
-        raise UsageError("select the checks to bisect with -k PATTERN or --id ID")
+        raise UsageError("select the checks to bisect with -k PATTERN or --id ID, or give --bundle DIR")
     checks.load_all()
     chosen = [c.id for c in select(args.patterns, args.ids, ("kernel.",))]
     if not chosen:
         raise UsageError(f"no kernel check matches {args.patterns or args.ids}; see `verify list -k kernel.`")
-    dirty = bool(git(repo, "status", "--porcelain", "--untracked-files=no"))
-    return Plan(repo, good, bad, chosen, dirty)
+    return chosen
+
+
+def _bundle_check(args) -> list[str]:
+    """The check of the bundle (the step runs its repro.py, not the check)."""
+    from pathmdn_verify.repro import bundle
+    if args.patterns or args.ids or args.signature:
+        raise UsageError("--bundle DIR judges each commit by the bundle's repro.py: leave out -k, --id and --signature")
+    if args.python and not (Path(args.python).is_file() and os.access(args.python, os.X_OK)):
+        raise UsageError(f"--python {args.python}: not an executable file")
+    try:
+        return [bundle.read(Path(args.bundle))["check"]]
+    except (ValueError, OSError) as exc:
+        raise UsageError(f"--bundle {args.bundle}: {exc}".splitlines()[0]) from exc
 
 
 def _package(import_root: str) -> str:
@@ -231,25 +261,17 @@ def run(args) -> int:
     spec = {"import_root": args.import_root, "ids": plan.ids, "device": device, "profile": args.profile,
             "seed": args.seed, "examples": args.examples, "fp32_dot": args.fp32_dot, "fixed": args.fixed,
             "replay": {}, "signature": args.signature and _loose(args.signature),
+            "bundle": args.bundle and str(Path(args.bundle).resolve()), "python": args.python or sys.executable,
             "cache": None if args.no_cache else str(Path(args.cache_dir) if args.cache_dir else cache.default_dir())}
     try:
         with worktree(plan.repo, plan.bad) as (wt, tmp):
             spec["records"] = str(tmp / "steps")
-            print(f"verify bisect: {len(plan.ids)} check(s) at --bad {plan.bad[:12]} (draws the inputs to replay)")
-            at_bad = run_step(wt, plan.bad, spec, tmp, "draw")
-            if at_bad is not None and spec["signature"] is None:
-                spec["signature"] = _only_signature(at_bad, args.bad)
-            _require(at_bad, "fails", f"--bad {args.bad}")
-            showing = [r for r in at_bad["checks"] if _showing(r, spec["signature"])]
-            spec["ids"] = [r["id"] for r in showing]
-            spec["replay"] = {r["id"]: [f["example"] for f in r["failures"] if signature_matches(f["signature"],
-                                                                                             spec["signature"])][:1]
-                              for r in showing}
-            others = sorted({f["signature"] for r in at_bad["checks"] for f in r["failures"]
-                             if not signature_matches(f["signature"], spec["signature"])})
-            print(f"verify bisect: signature {spec['signature']} in {len(showing)} check(s) at --bad"
-                  + (f" (other failures there: {', '.join(others)})" if others else "")
-                  + f"; replaying {spec['replay']}; checking --good {plan.good[:12]}")
+            if args.bundle:
+                print(f"verify bisect: {args.bundle}/repro.py at --bad {plan.bad[:12]}")
+                _require(run_step(wt, plan.bad, spec, tmp, "bad"), "fails", f"--bad {args.bad}")
+            else:
+                _draw(wt, plan, spec, tmp, args)
+            print(f"verify bisect: checking --good {plan.good[:12]}")
             _require(run_step(wt, plan.good, spec, tmp, "good"), "passes", f"--good {args.good}")
             (tmp / "spec.json").write_text(json.dumps(spec))
             new, old = (plan.good, plan.bad) if args.fixed else (plan.bad, plan.good)
@@ -267,6 +289,25 @@ def run(args) -> int:
         from pathmdn_verify.core import results
         results.write_text_atomic(args.json, json.dumps(result, indent=2))
     return 0 if result["first"] else 1
+
+
+def _draw(wt: Path, plan: Plan, spec: dict, tmp: Path, args) -> None:
+    """The checks once at --bad: the signature to bisect (the one failure there, unless given), the checks that
+    show it and the example of each that showed it, replayed first at every later step."""
+    print(f"verify bisect: {len(plan.ids)} check(s) at --bad {plan.bad[:12]} (draws the inputs to replay)")
+    at_bad = run_step(wt, plan.bad, spec, tmp, "draw")
+    if at_bad is not None and spec["signature"] is None:
+        spec["signature"] = _only_signature(at_bad, args.bad)
+    _require(at_bad, "fails", f"--bad {args.bad}")
+    showing = [r for r in at_bad["checks"] if _showing(r, spec["signature"])]
+    spec["ids"] = [r["id"] for r in showing]
+    spec["replay"] = {r["id"]: [f["example"] for f in r["failures"] if signature_matches(f["signature"],
+                                                                                     spec["signature"])][:1]
+                      for r in showing}
+    others = sorted({f["signature"] for r in at_bad["checks"] for f in r["failures"]
+                     if not signature_matches(f["signature"], spec["signature"])})
+    print(f"verify bisect: signature {spec['signature']} in {len(showing)} check(s) at --bad"
+          + (f" (other failures there: {', '.join(others)})" if others else "") + f"; replaying {spec['replay']}")
 
 
 def _require(record: dict | None, verdict: str, where: str) -> None:
@@ -302,6 +343,7 @@ def summarize(plan: Plan, args, log: str, output: str, tmp: Path, wt: Path, spec
     skipped = re.findall(r"^git bisect skip ([0-9a-f]+)", log, re.M)
     steps = len(re.findall(r"^git bisect (?!start|reset)\w+ [0-9a-f]+", log, re.M))
     result = {"repo": plan.repo, "good": plan.good, "bad": plan.bad, "fixed": args.fixed, "signature": spec["signature"],
+              "bundle": spec["bundle"],
               "checks": spec["ids"], "replayed": spec["replay"], "profile": args.profile, "seed": args.seed,
               "device": spec["device"], "dirty_tree": plan.dirty, "first": None, "parent": None,
               "candidates": [], "skipped": [], "steps": steps, "log": log}
@@ -342,7 +384,8 @@ def report(result: dict, args, old_term: str, new_term: str) -> None:
     if not console.is_terminal:     # logs and pipes: wide enough that tables keep check ids whole
         console.width = 200
     console.print()
-    console.print(f"signature: {result['signature']}")
+    console.print(f"bundle: {result['bundle']} (repro.py's exit status)" if result["bundle"] else
+                  f"signature: {result['signature']}")
     first = result["first"]
     if not first:
         console.print(f"[red]not decided[/]: only skipped commits were left; the first {new_term} commit is one "
@@ -406,7 +449,7 @@ def step(spec_path: str) -> int:
     sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     spec["commit"] = sha
     try:
-        verdict, reason, records = _step(spec)
+        verdict, reason, records = _bundle_step(spec) if spec.get("bundle") else _step(spec)
     except BaseException as exc:      # anything that stops the checks from running: not a verdict
         verdict, reason, records = "skip", f"{type(exc).__name__}: {exc}".splitlines()[0], []
     out = Path(spec["records"])
@@ -419,6 +462,14 @@ def step(spec_path: str) -> int:
     if verdict == "skip":
         return SKIP
     return int((verdict == "fails") != spec["fixed"])   # normal: fails -> bad (1); --fixed: passes -> fixed (1)
+
+
+def _bundle_step(spec: dict) -> tuple[str, str, list[dict]]:
+    """The bundle's repro.py on the fla of the current checkout (pathmdn_verify.repro.run)."""
+    from pathmdn_verify.repro import run as repro_run
+    verdict, reason, record = repro_run.judge(Path(spec["bundle"]), spec["python"],
+                                              Path(spec["import_root"]).resolve(), spec["ids"][0])
+    return verdict, reason, [record]
 
 
 def _step(spec: dict) -> tuple[str, str, list[dict]]:

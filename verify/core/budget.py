@@ -113,11 +113,21 @@ class Verdict:
                 f"max-abs {self.err_abs:.2e} (budget {self.budget_abs:.2e}); decided by {self.decided_by}")
 
 
-def verdict(name: str, out: torch.Tensor, oracle: torch.Tensor, same_dtype: torch.Tensor, prec: Precision, c: float,
-          scale: float = 0.0, terms: torch.Tensor | None = None, terms_u: float | None = None) -> Verdict:
-    """Compare one kernel tensor with the oracle under the budget rule (same_dtype: the same-dtype
-    implementation's output on the same input; terms: the magnitude of the summands of a cancelling sum, each
-    rounded once with unit roundoff terms_u, by default prec.u)."""
+@dataclass(frozen=True)
+class Budget:
+    """The budget of one tensor, from the oracle and the same-dtype implementation alone (no kernel output):
+    rel is None where the oracle is exactly zero (no relative error; max-abs decides)."""
+    rel: float | None
+    abs: float
+    same_dtype_rel: float
+    same_dtype_abs: float
+
+
+def budget(oracle: torch.Tensor, same_dtype: torch.Tensor, prec: Precision, c: float, scale: float = 0.0,
+           terms: torch.Tensor | None = None, terms_u: float | None = None) -> Budget:
+    """rel = c * max(same_dtype_rel, floor_rel) + TINY_REL and abs = c * max(same_dtype_abs, floor_abs) + TINY_ABS
+    (the rule of this module's docstring; same_dtype_*: the same-dtype implementation's errors, or the rounding
+    of the oracle to the storage dtype where larger)."""
     rounded = oracle.to(prec.torch_dtype).double()
     nonzero = bool(oracle.ne(0).any())
     magnitude = float(oracle.abs().max()) if nonzero else scale
@@ -130,14 +140,28 @@ def verdict(name: str, out: torch.Tensor, oracle: torch.Tensor, same_dtype: torc
             floor_rel = max(floor_rel, u_terms * float(terms.norm() / oracle.norm()))
     lowp_abs = max(max_abs(same_dtype, oracle), max_abs(rounded, oracle))
     budget_abs = c * max(lowp_abs, floor_abs) + TINY_ABS
+    if not nonzero:
+        return Budget(None, budget_abs, 0.0, lowp_abs)
+    lowp_rel = max(rel_err(same_dtype, oracle), rel_err(rounded, oracle), floor_rel)
+    return Budget(c * lowp_rel + TINY_REL, budget_abs, lowp_rel, lowp_abs)
+
+
+def judged(name: str, out: torch.Tensor, oracle: torch.Tensor, b: Budget) -> Verdict:
+    """out against the oracle under the budget b."""
     err_abs = max_abs(out, oracle)
     meta = {"shape": list(out.shape), "dtype": str(out.dtype).removeprefix("torch.")}
-    if not nonzero:
-        return Verdict(name, 0.0 if math.isfinite(err_abs) else math.inf, err_abs, 1.0, budget_abs, 0.0, lowp_abs,
+    if b.rel is None:
+        return Verdict(name, 0.0 if math.isfinite(err_abs) else math.inf, err_abs, 1.0, b.abs, 0.0, b.same_dtype_abs,
                        **meta)
-    lowp_rel = max(rel_err(same_dtype, oracle), rel_err(rounded, oracle), floor_rel)
-    return Verdict(name, rel_err(out, oracle), err_abs, c * lowp_rel + TINY_REL, budget_abs, lowp_rel, lowp_abs,
-                   **meta)
+    return Verdict(name, rel_err(out, oracle), err_abs, b.rel, b.abs, b.same_dtype_rel, b.same_dtype_abs, **meta)
+
+
+def verdict(name: str, out: torch.Tensor, oracle: torch.Tensor, same_dtype: torch.Tensor, prec: Precision, c: float,
+          scale: float = 0.0, terms: torch.Tensor | None = None, terms_u: float | None = None) -> Verdict:
+    """Compare one kernel tensor with the oracle under the budget rule (same_dtype: the same-dtype
+    implementation's output on the same input; terms: the magnitude of the summands of a cancelling sum, each
+    rounded once with unit roundoff terms_u, by default prec.u)."""
+    return judged(name, out, oracle, budget(oracle, same_dtype, prec, c, scale, terms, terms_u))
 
 
 def worst(verdicts: list[Verdict]) -> Verdict:

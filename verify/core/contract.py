@@ -55,7 +55,7 @@ def outputs(op, raw, dtype: torch.dtype, device: str, names: tuple[str, ...] | N
 
 
 def shapes(op, got, expected, dtype: torch.dtype, device: str, names: tuple[str, ...] | None = None) -> None:
-    """Each output's shape is the float64 oracle's; a UsageError otherwise."""
+    """Each output's shape is the float64 oracle's (`expected`: its outputs' shapes); a UsageError otherwise."""
     names = names or op.outputs
-    if [tuple(t.shape) for t in got] != [tuple(e.shape) for e in expected]:
-        _refuse(op, names, dtype, device, tuple(got) if len(got) > 1 else got[0], [e.shape for e in expected])
+    if [tuple(t.shape) for t in got] != [tuple(e) for e in expected]:
+        _refuse(op, names, dtype, device, tuple(got) if len(got) > 1 else got[0], expected)

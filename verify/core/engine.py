@@ -10,11 +10,12 @@ under the declared convention (within its forward budget) and disagree with the 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
 from pathmdn_verify.core import contract, hooks
-from pathmdn_verify.core.budget import OracleFailed, Verdict, verdict, worst
+from pathmdn_verify.core.budget import Budget, OracleFailed, Verdict, budget, judged, verdict, worst
 from pathmdn_verify.core.errors import KernelUnavailable, UsageError, VariantUnsupported
 from pathmdn_verify.core.inputs import as_oracle, floats_as, on_device
 from pathmdn_verify.core.metrics import rel_err
@@ -53,53 +54,95 @@ def reference_device(op: KernelOp, ctx: Context, device: str) -> str:
     return "cpu" if choice == "cpu" else device
 
 
-def measure(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int, ref: str | None = None) -> list[Verdict]:
-    """fwd: judge each output of op; bwd: judge the gradient of every present input in op.grad_inputs, for
-    one random upstream gradient (in the kernel dtype, the same values for kernel, oracle and the same-dtype
-    implementation).  The kernel runs first: a variant it does not offer stops before the oracle's cost.
-    ref: the device of the oracle and the same-dtype implementation (default: the kernel's); the kernel's
-    tensors are judged there."""
+@dataclass(frozen=True)
+class Expected:
+    """One tensor a pass judges: its float64 answer and its budget, computed without the kernel."""
+    name: str             # an output's name, or "d" + an input's for a gradient
+    oracle: torch.Tensor
+    budget: Budget
+
+
+def upstream(op: KernelOp, outs, prec: Precision, seed: int) -> list[torch.Tensor]:
+    """The backward's upstream gradients u_i for the outputs outs (shapes only; the same values for kernel,
+    oracle and the same-dtype implementation), in the kernel dtype, from the case's seed."""
+    return [_upstream(o, prec.torch_dtype, seed + i) for i, o in enumerate(outs)]
+
+
+def grad_leaves(op: KernelOp, x: dict) -> list[str]:
+    """The inputs whose gradients the backward judges: op.grad_inputs that x holds."""
+    return [n for n in op.grad_inputs if x.get(n) is not None]
+
+
+def expectations(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int, ref: str | None = None,
+                 shapes: list | None = None) -> list[Expected]:
+    """fwd: each output of op; bwd: the gradient of every input in grad_leaves, of sum_i <out_i, u_i> (upstream);
+    each with its float64 answer and its budget (pathmdn_verify.core.budget), computed on ref (default: x's
+    device).  shapes, a list, gets the shapes of the op's outputs (the return contract's)."""
+    shapes = [] if shapes is None else shapes
     c = op.budget_factor[pass_]
     s = scale_of(x)
-    kernel = lambda **a: op.kernel(**a, scale=s)
     oracle = _guarded("float64 oracle", lambda **a: op.oracle(**a, scale=s))
     oracle_terms = _guarded("float64 oracle", lambda **a: op.terms(**a, scale=s))
     same_dtype = _guarded("same-dtype implementation", lambda **a: op.same_dtype(**a, prec=prec, scale=s))
-    dev = x[op.required[0]].device.type
-    ref = ref or dev
+    ref = ref or x[op.required[0]].device.type
     x64 = on_device(as_oracle(x), ref)
     x32 = on_device(floats_as(x, torch.float32), ref)
-    there = lambda t: t.to(ref)      # a kernel tensor, judged where the references are
-    returned = []        # the kernel's outputs, held to the op's return contract (pathmdn_verify.core.contract)
-    check = lambda raw: returned.append(contract.outputs(op, raw, prec.torch_dtype, dev)) or returned[-1]  # noqa: E731
     if pass_ == "fwd":
         with torch.no_grad():
-            with hooks.phase("kernel", dev):
-                outs = check(call_kernel(kernel, **x))
             with hooks.phase("oracle", ref):      # and the summed |terms| of the budget's floor, where the op has them
                 expected, terms = oracle_terms(**x64) if op.terms else (as_tuple(oracle(**x64)), {})
             with hooks.phase("same_dtype", ref):
                 same = as_tuple(same_dtype(**x32))
-        contract.shapes(op, outs, expected, prec.torch_dtype, dev)
+        shapes += [o.shape for o in expected]
         scale = max(float(o.abs().max()) if o.numel() else 0.0 for o in expected)
-        return [verdict(n, there(o), r64, r, prec, c, scale, terms.get(n))
-                for n, o, r64, r in zip(op.outputs, outs, expected, same, strict=True)]
-    ups = lambda outs: [_upstream(o, prec.torch_dtype, seed + i) for i, o in enumerate(outs)]
-    leaves = [n for n in op.grad_inputs if x.get(n) is not None]
-    with hooks.phase("kernel", dev):
-        g_k = call_kernel(kernel_grads, op, lambda **kw: kernel(**{**x, **kw}), {n: x[n] for n in leaves}, ups, check)
+        return [Expected(n, r64, budget(r64, r, prec, c, scale, terms.get(n)))
+                for n, r64, r in zip(op.outputs, expected, same, strict=True)]
+    ups = lambda outs: upstream(op, outs, prec, seed)
+    leaves = grad_leaves(op, x)
     with hooks.phase("oracle", ref):
-        expected = []
         g_o = grads_of(lambda **kw: oracle(**{**x64, **kw}), {n: x64[n] for n in leaves}, ups,
-                       lambda raw: expected.append(as_tuple(raw)) or expected[-1])
-        contract.shapes(op, returned[-1], expected[-1], prec.torch_dtype, dev)
+                       lambda raw: shapes.extend(o.shape for o in as_tuple(raw)) or as_tuple(raw))
         terms = op.grad_terms(ups, scale=s, **x64) if op.grad_terms else {}
     with hooks.phase("same_dtype", ref):
         g_r = grads_of(lambda **kw: same_dtype(**{**x32, **kw}), {n: x32[n] for n in leaves}, ups)
     scale = max(float(g.abs().max()) if g.numel() else 0.0 for g in g_o.values())
     # a gradient's summands are each rounded once by an fp32 accumulator (budget.py)
     floor = lambda n: (terms[n], UNIT_ROUNDOFF["fp32"]) if n in terms else ()
-    return [verdict("d" + n, there(g_k[n]), g_o[n], g_r[n], prec, c, scale, *floor(n)) for n in leaves]
+    return [Expected("d" + n, g_o[n], budget(g_o[n], g_r[n], prec, c, scale, *floor(n))) for n in leaves]
+
+
+def kernel_outputs(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int,
+                   returned: list | None = None) -> list[torch.Tensor]:
+    """What the kernel gives for the tensors `expectations` lists, in the same order.  What it returns is held to
+    the op's return contract first (pathmdn_verify.core.contract: how many, dtype, device); returned, a list, gets
+    those outputs (their shapes are checked against the oracle's by the caller)."""
+    s = scale_of(x)
+    dev = x[op.required[0]].device.type
+    kernel = lambda **a: op.kernel(**a, scale=s)
+    returned = [] if returned is None else returned
+    check = lambda raw: returned.extend(contract.outputs(op, raw, prec.torch_dtype, dev)) or tuple(returned)  # noqa: E731
+    with hooks.phase("kernel", dev):
+        if pass_ == "fwd":
+            with torch.no_grad():
+                return list(check(call_kernel(kernel, **x)))
+        leaves = grad_leaves(op, x)
+        g_k = call_kernel(kernel_grads, op, lambda **kw: kernel(**{**x, **kw}), {n: x[n] for n in leaves},
+                          lambda outs: upstream(op, outs, prec, seed), check)
+    return [g_k[n] for n in leaves]
+
+
+def measure(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int, ref: str | None = None) -> list[Verdict]:
+    """fwd: judge each output of op; bwd: judge the gradient of every present input in op.grad_inputs, for
+    one random upstream gradient (in the kernel dtype, the same values for kernel, oracle and the same-dtype
+    implementation).  The kernel runs first: a variant it does not offer stops before the oracle's cost.
+    ref: the device of the oracle and the same-dtype implementation (default: the kernel's); the kernel's
+    tensors are judged there."""
+    returned, shapes = [], []
+    outs = kernel_outputs(op, pass_, x, prec, seed, returned)
+    dev = x[op.required[0]].device.type
+    expected = expectations(op, pass_, x, prec, seed, ref or dev, shapes)
+    contract.shapes(op, returned, shapes, prec.torch_dtype, dev)
+    return [judged(e.name, out.to(ref or dev), e.oracle, e.budget) for e, out in zip(expected, outs, strict=True)]
 
 
 def _guarded(what: str, fn):
@@ -158,7 +201,7 @@ def measure_decode(op: KernelOp, x: dict, prec: Precision, ref: str | None = Non
         expected = d.oracle(**on_device(as_oracle(x), ref))
     with hooks.phase("same_dtype", ref):
         same = d.same_dtype(**on_device(floats_as(x, torch.float32), ref), prec=prec)
-    contract.shapes(op, (out,), (expected,), prec.torch_dtype, dev, (d.output,))
+    contract.shapes(op, (out,), (expected.shape,), prec.torch_dtype, dev, (d.output,))
     return [verdict(d.output, out.to(ref), expected, same, prec, op.budget_factor["decode"])]
 
 
@@ -203,7 +246,7 @@ def convention_result(op: KernelOp, p, ctx: Context) -> Result:
     outs = contract.outputs(op, call_kernel(op.kernel, **x, scale=None if p.kernel_scale_none else s), prec.torch_dtype,
                             ctx.device)
     expected = as_tuple(op.oracle(**x64, scale=s))
-    contract.shapes(op, outs, expected, prec.torch_dtype, ctx.device)
+    contract.shapes(op, outs, [e.shape for e in expected], prec.torch_dtype, ctx.device)
     out, declared = outs[i], expected[i]
     other = as_tuple(p.alternative(op, x64, s))[i]
     same = as_tuple(op.same_dtype(**floats_as(x, torch.float32), prec=prec, scale=s))[i]
