@@ -79,16 +79,17 @@ def rmsnorm(A: Arith, o, weight, eps, gate=None, gate_activation="swish"):
     return A.store(y * (torch.sigmoid(gate) if gate_activation == "sigmoid" else F.silu(gate)))
 
 
-def _qkv(A: Arith, p, x, H, Dk, Dv, use_short_conv, HV=None, qk_activation="silu"):
-    """q, k [B, T, H, Dk], v [B, T, HV, Dv] (HV = H unless given): projections, then the short convolutions or
-    none, then the activation: SiLU for v; for q and k qk_activation (silu, or relu, elu + 1 or identity after a
-    convolution without activation)."""
+def _qkv(A: Arith, p, x, H, Dk, Dv, use_short_conv, HV=None, qk_activation="silu", conv_bias=False):
+    """q, k [B, T, H, Dk], v [B, T, HV, Dv] (HV = H unless given): projections, then the short convolutions (with
+    their biases p["<n>_conv1d.bias"] when conv_bias: a KeyError where the parameters hold none) or none, then the
+    activation: SiLU for v; for q and k qk_activation (silu, or relu, elu + 1 or identity after a convolution
+    without activation)."""
     out = []
     for n, heads, D in (("q", H, Dk), ("k", H, Dk), ("v", HV or H, Dv)):
         act = "silu" if n == "v" else qk_activation
         y = linear(A, x, p[f"{n}_proj.weight"])
         if use_short_conv:
-            y = short_conv(A, y, p[f"{n}_conv1d.weight"], p.get(f"{n}_conv1d.bias"), silu=act == "silu")
+            y = short_conv(A, y, p[f"{n}_conv1d.weight"], p[f"{n}_conv1d.bias"] if conv_bias else None, silu=act == "silu")
         elif act == "silu":
             y = A.store(F.silu(y))
         if act in ("relu", "elu"):
@@ -113,7 +114,7 @@ def _output(A: Arith, p, x, core, eps, use_gate, gate_activation="swish"):
 def mdn_layer(A: Arith, p: dict, x, *, num_heads, head_k_dim, head_v_dim, num_v_heads=None, use_gate=True,
               use_short_conv=True, floor=-2.0, tau_factor=1, norm_eps=1e-5, correction=True, learned_s=True,
               s=MDN.S_FACTOR, scale=None, neg_eigval=False, use_beta=True, qk_activation="silu", qk_norm="l2",
-              p_times_alpha=True, S0=None, M0=None) -> dict:
+              p_times_alpha=True, conv_bias=False, S0=None, M0=None) -> dict:
     """MomentumDeltaNet on x [B, T, hidden] from its parameters p (cast to A's dtype by the caller): a dict of
     o (the layer's output), the op's inputs q (after the correction, before the L2 norm), k, v, log_alpha,
     log_mu, beta, eta, the op's output core [B, T, HV, Dv] and the final states S, M [B, HV, Dk, Dv].  The
@@ -125,7 +126,7 @@ def mdn_layer(A: Arith, p: dict, x, *, num_heads, head_k_dim, head_v_dim, num_v_
     HV = num_v_heads or H
     G = HV // H
     hidden = x.shape[-1]
-    q, k, v = _qkv(A, p, x, H, Dk, Dv, use_short_conv, HV, qk_activation)
+    q, k, v = _qkv(A, p, x, H, Dk, Dv, use_short_conv, HV, qk_activation, conv_bias)
     q, k = (t.repeat_interleave(G, dim=2) for t in (q, k))
     per_head = {n: p[n].repeat_interleave(G) for n in ("A_log", "Mu_log", "log_factor", "D_log") if n in p}
     raw = {n: linear(A, x, p[f"{n}_proj.weight"]) for n in "abme"}
@@ -152,7 +153,7 @@ def mdn_layer(A: Arith, p: dict, x, *, num_heads, head_k_dim, head_v_dim, num_v_
 
 def gdn_layer(A: Arith, p: dict, x, *, num_heads, head_k_dim, head_v_dim, num_v_heads=None, use_gate=True,
               use_short_conv=True, norm_eps=1e-5, neg_eigval=False, beta_stored=False, gate_activation="swish",
-              scale=None, S0=None) -> dict:
+              conv_bias=False, scale=None, S0=None) -> dict:
     """GatedDeltaNet on x [B, T, hidden]: a dict of o, the op's inputs q, k, v (before the L2 norm), the raw
     gate projections g_raw = W_a x and beta_raw = W_b x, the gates log_alpha, beta, the op's output core and
     the final state S [B, HV, Dk, Dv].  With num_v_heads HV = G H (grouped value attention) v and the gates have
@@ -160,7 +161,7 @@ def gdn_layer(A: Arith, p: dict, x, *, num_heads, head_k_dim, head_v_dim, num_v_
     beta_stored: the layer activates beta itself, in its own dtype (fla until 2026-05-25), so beta is stored
     before the doubling.  gate_activation: the output gate's, swish (SiLU) or sigmoid."""
     H, Dk, Dv, HV = num_heads, head_k_dim, head_v_dim, num_v_heads or num_heads
-    q, k, v = _qkv(A, p, x, H, Dk, Dv, use_short_conv, HV)
+    q, k, v = _qkv(A, p, x, H, Dk, Dv, use_short_conv, HV, conv_bias=conv_bias)
     g_raw, beta_raw = linear(A, x, p["a_proj.weight"]), linear(A, x, p["b_proj.weight"])
     log_alpha = -torch.exp(p["A_log"]) * F.softplus(g_raw + p["dt_bias"])
     beta = torch.sigmoid(beta_raw)

@@ -67,7 +67,9 @@ EXACT = Exact()
 
 @dataclass(frozen=True)
 class Spec:
-    """The layer's shape and options.  PaTH: gate = use_forget_gate; FoX: gate = use_output_gate."""
+    """The layer's shape and options.  PaTH: gate = use_forget_gate, low_rank_w, w_conv (use_w_shortconv) and
+    conv_bias as the layer's constructor takes them; FoX: gate = use_output_gate, qkv_bias.  A parameter an option
+    calls for is read strictly (a KeyError where the layer holds none)."""
     heads: int
     kv_heads: int
     qk_norm: bool = False
@@ -77,12 +79,17 @@ class Spec:
     gate_scaled: bool = True     # PaTH convention: the forget gate times the attention scale
     qk_norm_flat: bool = False   # PaTH (fla until 2025-10-03): q, k RMS-normalised over the flat projection
     gates_stored: bool = False   # PaTH (fla until 2025-10-03): beta and w computed and stored in the layer's dtype
+    low_rank_w: bool = True      # PaTH: w = W_w2 W_w1 x (else W_w x)
+    w_conv: bool = True          # PaTH: the short convolution on w
+    conv_bias: bool = False      # PaTH: its bias
+    qkv_bias: bool = False       # FoX: biases of the q, k, v projections
 
 
-def linear(ar, x, p, name):
-    """y = x W^T + b of the parameters name.weight (and name.bias), stored."""
+def linear(ar, x, p, name, bias=None):
+    """y = x W^T + b of the parameters name.weight and name.bias, stored: bias True reads name.bias strictly,
+    False takes none, None takes the layer's own (a projection whose bias no option decides)."""
     y = ar.dense(x, p[f"{name}.weight"].T)
-    b = p.get(f"{name}.bias")
+    b = p.get(f"{name}.bias") if bias is None else p[f"{name}.bias"] if bias else None
     return ar.store(y if b is None else y + b)
 
 
@@ -128,9 +135,9 @@ def path_stages(ar, p, x, spec: Spec) -> dict:
     if spec.qk_norm:
         q = head_norm(ar, q, p["maybe_q_norm.weight"], spec.qk_norm_flat)
         k = head_norm(ar, k, p["maybe_k_norm.weight"], spec.qk_norm_flat)
-    w = linear(ar, linear(ar, x, p, "w_proj.0"), p, "w_proj.1") if "w_proj.0.weight" in p else linear(ar, x, p, "w_proj")
-    if "w_conv1d.weight" in p:
-        w = short_conv(ar, w, p["w_conv1d.weight"], p.get("w_conv1d.bias"), spec.silu)
+    w = linear(ar, linear(ar, x, p, "w_proj.0"), p, "w_proj.1") if spec.low_rank_w else linear(ar, x, p, "w_proj")
+    if spec.w_conv:
+        w = short_conv(ar, w, p["w_conv1d.weight"], p["w_conv1d.bias"] if spec.conv_bias else None, spec.silu)
     stored = ar.store if spec.gates_stored else (lambda t: t)
     beta = 2 * stored(torch.sigmoid(linear(ar, x, p, "bt_proj")))
     g = torch.nn.functional.logsigmoid(linear(ar, x, p, "g_proj")) if spec.gate else None
@@ -146,7 +153,7 @@ def path_layer(ar, p, x, spec: Spec):
 
 def fox_stages(ar, p, x, spec: Spec) -> dict:
     """q, k, v and the log forget gate g as the op receives them."""
-    q, k, v = linear(ar, x, p, "q_proj"), linear(ar, x, p, "k_proj"), linear(ar, x, p, "v_proj")
+    q, k, v = (linear(ar, x, p, n, spec.qkv_bias) for n in ("q_proj", "k_proj", "v_proj"))
     q, k, v = heads(q, spec.heads), heads(k, spec.kv_heads), heads(v, spec.kv_heads)
     if spec.qk_norm:
         q = rms_norm(ar, q, heads(p["q_norm.weight"][None, None], spec.heads))

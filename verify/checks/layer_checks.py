@@ -11,7 +11,7 @@ from pathmdn_verify import layers
 from pathmdn_verify.core.registry import Context, Result, register
 from pathmdn_verify.layers import calls, history
 from pathmdn_verify.layers.table import INSTALL, LayerCase
-from pathmdn_verify.layers.common import LayerMissing, LayerRaised, LayerUnsupported
+from pathmdn_verify.layers.common import LayerLacks, LayerMissing, LayerRaised, LayerUnsupported
 from pathmdn_verify.platform import setup
 
 
@@ -22,13 +22,30 @@ def run_layer(rec, variant: str, dtype: str, comparison: str, ctx: Context) -> R
     case = LayerCase(ctx, rec, variant, dtype)
     try:
         if variant == "pairwise":
-            return calls.run(case, rec.calls, int(comparison))
-        return rec.comparisons[comparison][1](case)
+            res = calls.run(case, rec.calls, int(comparison))
+        else:
+            res = rec.comparisons[comparison][1](case)
     except (LayerMissing, LayerUnsupported, history.ConventionUnknown) as exc:
-        return Result("skip", message=str(exc), kind="unsupported")
+        res = Result("skip", message=str(exc), kind="unsupported")
     except LayerRaised as exc:
-        return Result("fail", message=f"the layer raised {exc}", kind="exception",
-                      details={"exception": type(exc.__cause__).__name__})     # what an xfail entry names
+        res = Result("fail", message=f"the layer raised {exc}", kind="exception",
+                     details={"exception": type(exc.__cause__).__name__})     # what an xfail entry names
+    except LayerLacks as exc:
+        res = Result("fail", message=str(exc), kind="over_budget")
+    return explained(res, calls.explained(rec.calls, int(comparison)) if variant == "pairwise"
+                     else rec.history(variant, dtype, comparison))
+
+
+def explained(res: Result, names: tuple[str, ...]) -> Result:
+    """The result with what the tree's place in fla's history says about it (pathmdn_verify.layers.history: the
+    change a tree before it lacks) in details, and in the message where it did not pass: history explains a
+    verdict, it never decides one."""
+    notes = [n for n in (history.explain(name) for name in names) if n]
+    if notes:
+        res.details = {**res.details, "history": notes}
+        if res.status != "pass":
+            res.message += "; history: " + "; ".join(notes)
+    return res
 
 
 def _missing_package() -> str | None:

@@ -1,8 +1,11 @@
 """`verify bisect`: the first commit of a kernel repository at which one failure of the selected checks appears
 (or, with --fixed, disappears), found by `git bisect run` in a temporary `git worktree` of the repository.
 
-A failure is named by its signature (a check's distinct failures, each with one: `exception:<Type>@<file>:<line>`,
-`over_budget:<tensor>[<structure>]`, `non_finite:...`; a run's JSON lists them in details.failures): --signature
+The checks are kernel checks or layer checks (layer.*: a layer that raises is `exception:<Type>`, one whose output
+or parameters are not the literal's `over_budget`; history explains a layer's verdict, it never decides it, so a
+fix of a layer is bisected like a kernel's).  A failure is named by its signature (a check's distinct failures,
+each with one: `exception:<Type>@<file>:<line>`, `over_budget:<tensor>[<structure>]`, `non_finite:...`; a run's
+JSON lists them in details.failures): --signature
 PATTERN (* and ? match any part), or the one failure the checks show at --bad (several: choose one).  Each commit
 is judged by whether that signature appears, so another failure present at both ends (a defect that was never
 fixed in the range) neither stops nor decides the bisect.  An exception's line is not compared (code moves
@@ -160,9 +163,9 @@ def _selected(args) -> list[str]:
     if not (args.patterns or args.ids):
         raise UsageError("select the checks to bisect with -k PATTERN or --id ID, or give --bundle DIR")
     checks.load_all()
-    chosen = [c.id for c in select(args.patterns, args.ids, ("kernel.",))]
+    chosen = [c.id for c in select(args.patterns, args.ids, ("kernel.", "layer."))]
     if not chosen:
-        raise UsageError(f"no kernel check matches {args.patterns or args.ids}; see `verify list -k kernel.`")
+        raise UsageError(f"no kernel or layer check matches {args.patterns or args.ids}; see `verify list -k kernel.`")
     return chosen
 
 
@@ -301,9 +304,9 @@ def _draw(wt: Path, plan: Plan, spec: dict, tmp: Path, args) -> None:
     _require(at_bad, "fails", f"--bad {args.bad}")
     showing = [r for r in at_bad["checks"] if _showing(r, spec["signature"])]
     spec["ids"] = [r["id"] for r in showing]
-    spec["replay"] = {r["id"]: [f["example"] for f in r["failures"] if signature_matches(f["signature"],
-                                                                                     spec["signature"])][:1]
-                      for r in showing}
+    spec["replay"] = {r["id"]: [f["example"] for f in r["failures"] if f["example"] is not None
+                                and signature_matches(f["signature"], spec["signature"])][:1]
+                      for r in showing}       # a layer check draws no example: it runs as it is
     others = sorted({f["signature"] for r in at_bad["checks"] for f in r["failures"]
                      if not signature_matches(f["signature"], spec["signature"])})
     print(f"verify bisect: signature {spec['signature']} in {len(showing)} check(s) at --bad"
@@ -486,7 +489,8 @@ def _step(spec: dict) -> tuple[str, str, list[dict]]:
                   kernel_root=root, examples=spec["examples"])
     prepare(ctx)
     try:
-        named = {ops.record(cid).name: ops.record(cid) for cid in spec["ids"]}     # the ops' own modules first
+        named = {ops.record(cid).name: ops.record(cid) for cid in spec["ids"] if cid.startswith("kernel.")}
+        # the ops' own modules first (a layer check imports its layer when it runs)
         for module in sorted({m for op in named.values() for m in op.package}):
             importlib.import_module(module)
     except BaseException as exc:

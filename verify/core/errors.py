@@ -1,7 +1,8 @@
 """Errors and their classification: UsageError (the CLI prints its message and exits 2), what an implementation
 raises when it cannot be used (KernelUnavailable) or lacks a variant (VariantUnsupported), and the tests that
-sort a kernel's exception into a fatal device error or an interpreter gap."""
+sort a kernel's exception into a fatal device error, an interpreter gap or a missing optional dependency."""
 
+import functools
 import os
 import re
 import traceback
@@ -108,6 +109,49 @@ def is_interpreter_gap(exc: BaseException) -> bool:
                 return True
         exc = exc.__cause__ or exc.__context__
     return False
+
+
+@functools.lru_cache(maxsize=None)
+def _optional_imports(filename: str) -> dict[str, str]:
+    """name -> package of every import a module makes inside `try: ... except ImportError` (or
+    ModuleNotFoundError, Exception): the names it binds to None, or never binds, when the package is missing."""
+    import ast
+    try:
+        tree = ast.parse(open(filename, encoding="utf-8").read())
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    caught = ("ImportError", "ModuleNotFoundError", "Exception")
+    found = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Try) and any(getattr(h.type, "id", None) in caught for h in node.handlers)):
+            continue
+        for stmt in node.body:
+            if isinstance(stmt, ast.ImportFrom) and stmt.module and not stmt.level:
+                found.update({a.asname or a.name: stmt.module for a in stmt.names})
+            elif isinstance(stmt, ast.Import):
+                found.update({a.asname or a.name.split(".")[0]: a.name for a in stmt.names})
+    return found
+
+
+def missing_dependency(exc: BaseException) -> str | None:
+    """The optional package that exc comes from not having, in words, or None: the innermost frame of exc (or of an
+    exception it was raised from) is in a module that imports a name from the package optionally (try / except
+    ImportError), the package is not installed, and the frame's line names that name (a call of the name bound to
+    None, or a raise saying it is unavailable).  A call that never reaches the package cannot raise this."""
+    import importlib.util
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ is not None else []
+        if frames:
+            last = frames[-1]
+            for name, package in _optional_imports(last.filename).items():
+                if re.search(rf"\b{re.escape(name)}\b", last.line or "") and \
+                        importlib.util.find_spec(package.split(".")[0]) is None:
+                    return (f"{package} (an optional dependency, not installed: {os.path.basename(last.filename)}:"
+                            f"{last.lineno} reaches {name})")
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def innermost(exc: BaseException) -> BaseException:

@@ -8,19 +8,24 @@ for the ops), one check each:
 The factors of a case are the constructor options the record varies and five of the call:
 
     input   dense; attention_mask (row 0 left padding, row 1 interior padding); cu_seqlens (the batch packed into
-            one row of two uneven sequences); both (the packed row, its first tokens masked: which one decides is
-            declared per tree, pathmdn_verify.layers.history <layer>.mask_and_cu_seqlens)
+            one row of two uneven sequences); both (the packed row with the all-ones attention_mask Hugging Face
+            passes by default: the sequences are the caller's cu_seqlens, which a tree that recomputes them from
+            the mask overwrites)
     cache   none; step (a prefill with a cache, then one token at a time); segments (a prefill, a multi-token call
             with the cache, then one token); train-segments (training over two segments, the second continuing
-            the first's cache, gradients through both)
+            the first's cache, gradients through both); train-short (training over four segments sharing the
+            cache, two of them of 1 and 2 tokens: shorter than the convolution's width minus one)
     phase   eval; train (module.train(): fla's layers choose their path by self.training)
     grad    none (eval); the upstream gradient contiguous; the same values in a non-contiguous tensor
-    q_len   short (20: the recurrent paths) and long (72: past the 64-token chunk)
+    q_len   short (20: the recurrent paths), long (72: past the 64-token chunk) and one (one token per row, dense,
+            without a cache)
 
 A case builds the layer with its options, calls it as the case says, and compares every output at a valid position
 (and in training the gradients of the input, at every position, and of every parameter) with the float64 literal of
 each sequence alone (the record's `literal`, which takes every option the record varies), under the kernel budget
-rule.  `uncovered` lists the parameters of a layer class that its record neither varies nor explains: the test
+rule.  The options are the literal's as the case asks for them, never as the built layer says it holds them: a
+layer that swallows or ignores an option fails.  Cases of the levels in LATER come after the others, so that the
+earlier cases keep their numbers.  `uncovered` lists the parameters of a layer class that its record neither varies nor explains: the test
 property_tests/unit/test_layer_calls.py fails on any (and on a record with one option removed: its negative
 control).
 """
@@ -36,10 +41,9 @@ import torch
 from allpairspy import AllPairs
 
 from pathmdn_verify.core.registry import Result
-from pathmdn_verify.layers import history
 from pathmdn_verify.layers.table import LayerCase
 from pathmdn_verify.layers.cache import new_cache
-from pathmdn_verify.layers.common import LayerUnsupported, build, call, combine, judge, params64, precision
+from pathmdn_verify.layers.common import LayerLacks, build, call, combine, judge, params64, precision
 
 
 class Why(str):
@@ -48,21 +52,28 @@ class Why(str):
 
 CALL_FACTORS = {
     "input": ("dense", "mask", "cu_seqlens", "mask+cu_seqlens"),
-    "cache": ("none", "step", "segments", "train-segments"),
+    "cache": ("none", "step", "segments", "train-segments", "train-short"),
     "phase": ("eval", "train"),
     "grad": ("none", "contiguous", "strided"),
-    "q_len": ("short", "long"),
+    "q_len": ("short", "long", "one"),
 }
-Q_LEN = {"short": 20, "long": 72}
+# levels added after the first array: their cases are numbered after the others, whose numbers (check ids) stay
+LATER = {"cache": ("train-short",), "q_len": ("one",)}
+Q_LEN = {"short": 20, "long": 72, "one": 1}
 PAD = 3                                   # padding tokens per masked row
+CUTS = {"step": lambda T: [T - 2, T - 1, T], "segments": lambda T: [T - 6, T - 2, T - 1, T],
+        "train-segments": lambda T: [T // 2, T],
+        "train-short": lambda T: [T // 4, T // 4 + 1, T // 4 + 3, T]}    # segments of 1 and 2 tokens inside
 
 
 def _valid(named: dict) -> bool:
     """What any layer's call must be: gradients only in training, generation in eval, a cache with a padded
-    batch (fla's generation never passes cu_seqlens with a cache)."""
+    batch (fla's generation never passes cu_seqlens with a cache), one token per row dense and without a cache."""
     rules = (("phase", "grad", lambda p, g: (p == "eval") == (g == "none")),
-             ("phase", "cache", lambda p, c: c == "none" or (p == "train") == (c == "train-segments")),
-             ("cache", "input", lambda c, i: c == "none" or i in ("dense", "mask")))
+             ("phase", "cache", lambda p, c: c == "none" or (p == "train") == c.startswith("train-")),
+             ("cache", "input", lambda c, i: c == "none" or i in ("dense", "mask")),
+             ("q_len", "input", lambda q, i: q != "one" or i == "dense"),
+             ("q_len", "cache", lambda q, c: q != "one" or c == "none"))
     return all(a not in named or b not in named or ok(named[a], named[b]) for a, b, ok in rules)
 
 
@@ -72,8 +83,9 @@ class Calls:
     forward: parameter (or **kwargs key) -> the call factor that exercises it, or Why; levels: the call
     factors' levels this layer takes (default CALL_FACTORS), leaving one out needs a Why in `left_out`;
     excluded: combinations left out of the array ({factor: levels}, why: a refusal the layer documents, or a
-    known defect a comparison of its own already shows); needs: combinations that need a convention of
-    pathmdn_verify.layers.history (a tree without it makes the case unsupported); sizes(case, row): the
+    known defect a comparison of its own already shows); explained: combinations ({factor: levels},
+    convention) whose verdict on a tree before a change of pathmdn_verify.layers.history that change explains
+    (added to a failing or unsupported case's message, never deciding it); sizes(case, row): the
     constructor's size arguments; literal(case, layer, p, x, exact): the literal's output of one sequence
     x [1, t, hidden] from parameters p (leaves in float64 when exact, else float32 for the same-dtype
     arithmetic); c_fwd / c_bwd: the budget factors."""
@@ -85,7 +97,7 @@ class Calls:
     levels: dict = field(default_factory=dict)
     left_out: dict = field(default_factory=dict)
     excluded: tuple = ()
-    needs: tuple = ()
+    explained: tuple = ()
     c_fwd: float = 8.0
     c_bwd: float = 16.0
 
@@ -112,15 +124,11 @@ def _allowed(calls: Calls, named: dict) -> bool:
     return _valid(named) and not any(_matches(named, combo) for combo, _ in calls.excluded)
 
 
-def _covering(calls: Calls) -> tuple:
-    """allpairspy's array, then a row for every feasible pair it left out (with a filter it can drop some): the
-    defaults, the pair, and the first assignment of the constrained factors that keeps the row allowed, merged
-    into an added row where they fit."""
+def _complete(calls: Calls, fs: list, rows: list, keep_fit: bool = True) -> list[dict]:
+    """A row for every feasible pair of fs's levels that rows leave out: the defaults, the pair, and the first
+    assignment of the constrained factors that keeps the row allowed, merged into an added row where they fit
+    (the fields a pair set are kept; keep_fit: so are those the assignment set, as the first array was built)."""
     import itertools
-    fs = calls.factor_levels()
-    names = [n for n, _ in fs]
-    rows = [dict(zip(names, r)) for r in AllPairs([list(v) for _, v in fs],
-                                                  filter_func=lambda r: _allowed(calls, dict(zip(names, r))))]
     constrained = [(n, v) for n, v in fs if n in CALL_FACTORS or any(n in c for c, _ in calls.excluded)]
     feasible = [f for f in (dict(zip([n for n, _ in constrained], c))
                             for c in itertools.product(*[v for _, v in constrained])) if _allowed(calls, f)]
@@ -139,8 +147,37 @@ def _covering(calls: Calls) -> tuple:
             else:
                 fit = next((f for f in feasible if f.get(a, x) == x and f.get(b, y) == y), None)
                 if fit is not None:
-                    added.append(({**defaults, **fit, a: x, b: y}, {a, b, *fit}))
-    return tuple(rows + [r for r, _ in added])
+                    added.append(({**defaults, **fit, a: x, b: y}, {a, b, *fit} if keep_fit else {a, b}))
+    return [r for r, _ in added]
+
+
+def _defaults_with(calls: Calls, fs: list, factor: str, level: str) -> dict | None:
+    """The row of defaults with factor = level, the other call factors at their first levels that allow it."""
+    import itertools
+    defaults = {n: v[0] for n, v in fs}
+    calls_fs = [(n, (level,) if n == factor else v) for n, v in fs if n in CALL_FACTORS]
+    for combo in itertools.product(*[v for _, v in calls_fs]):
+        row = {**defaults, **dict(zip([n for n, _ in calls_fs], combo))}
+        if _allowed(calls, row):
+            return row
+    return None
+
+
+def _covering(calls: Calls) -> tuple:
+    """allpairspy's array over the levels but LATER's, completed where its filter dropped a feasible pair
+    (`_complete`); then for each of LATER's levels the record takes a row of defaults (as the array's first row
+    is), and the rows their pairs need (the earlier rows keep their numbers)."""
+    fs = calls.factor_levels()
+    first = [(n, tuple(x for x in v if x not in LATER.get(n, ()))) for n, v in fs]
+    names = [n for n, _ in fs]
+    rows = [dict(zip(names, r)) for r in AllPairs([list(v) for _, v in first],
+                                                  filter_func=lambda r: _allowed(calls, dict(zip(names, r))))]
+    rows += _complete(calls, first, rows)
+    rows += [r for n, levels in LATER.items() for x in levels if x in dict(fs)[n]
+             if (r := _defaults_with(calls, fs, n, x)) is not None]
+    while later := _complete(calls, fs, rows, keep_fit=False):     # until a merge uncovers no earlier pair
+        rows += later
+    return tuple(rows)
 
 
 def covering(calls: Calls) -> tuple[dict, ...]:
@@ -155,6 +192,12 @@ def case_ids(name: str, calls: Calls, impl: str = "fla", **levels) -> tuple[str,
     """The ids of the record's cases whose row has every given level (a mutant's killers among the cases)."""
     return tuple(f"layer.{impl}.{name}.pairwise.{calls.dtype}.{i:02d}" for i, row in enumerate(covering(calls))
                  if all(row.get(k) == v for k, v in levels.items()))
+
+
+def explained(calls: Calls, index: int) -> tuple[str, ...]:
+    """The conventions of pathmdn_verify.layers.history that explain case `index`'s verdict on an older tree."""
+    row = covering(calls)[index]
+    return tuple(name for combo, name in calls.explained if _matches(row, combo))
 
 
 def describe(row: dict) -> str:
@@ -252,33 +295,23 @@ def _plan(row: dict, T: int, B: int, device):
     everything = torch.arange(N)
     if row["input"] == "cu_seqlens":
         return pack, {"cu_seqlens": cu}, [(0, everything[:a]), (0, everything[a:])], None
-    packed_mask = torch.ones(1, N, dtype=torch.long)
-    packed_mask[0, :PAD] = 0
-    return pack, {"cu_seqlens": cu, "attention_mask": packed_mask.to(device)}, None, packed_mask
+    ones = torch.ones(1, N, dtype=torch.long)        # the all-ones mask Hugging Face passes with packed sequences
+    return pack, {"cu_seqlens": cu, "attention_mask": ones.to(device)}, [(0, everything[:a]), (0, everything[a:])], \
+        ones
 
 
 def run(case: LayerCase, calls: Calls, index: int) -> Result:
     """The pairwise case `index` of the record (module docstring)."""
     row = covering(calls)[index]
-    for combo, name in calls.needs:
-        if _matches(row, combo):
-            why = history.available(name)
-            if why is not None:
-                raise LayerUnsupported(f"{describe({k: row[k] for k in combo})}: {why}")
     # an option at its first level (the constructor's default) is left to the constructor: a tree that predates
     # the option builds the same layer
     case = replace(case, options={k: row[k] for k in calls.constructor if k in row and row[k] != calls.constructor[k][0]})
     B, T = 2, Q_LEN[row["q_len"]]
     seed = 1009 * case.ctx.seed + index
     layer = build(case, seed, **calls.sizes(case, row))
+    _widths(layer, row)
     dtype = precision(case).torch_dtype
     shape, extra, sequences, mask = _plan(row, T, B, case.ctx.device)
-    if row["input"] == "mask+cu_seqlens":
-        winner = history.value(f"{case.record.name}.mask_and_cu_seqlens")
-        if winner == "refused":
-            raise LayerUnsupported(history.why(f"{case.record.name}.mask_and_cu_seqlens"))
-        sequences = ([(0, torch.arange(T - 3)), (0, torch.arange(T - 3, B * T))] if winner == "cu_seqlens"
-                     else [(0, torch.arange(PAD, B * T))])
     x64 = shape(_draw(seed + 1, B, T, layer.hidden_size).to(dtype).double())
     train = row["phase"] == "train"
     layer.train(train)
@@ -306,18 +339,24 @@ def run(case: LayerCase, calls: Calls, index: int) -> Result:
     return res
 
 
+def _widths(layer, row: dict) -> None:
+    """LayerLacks when a short convolution of the layer is not as wide as the case's conv_size asks."""
+    got = {m.kernel_size[0] for m in layer.modules() if type(m).__name__ == "ShortConvolution"}
+    if "conv_size" in row and got - {row["conv_size"]}:
+        raise LayerLacks(f"conv_size={row['conv_size']} asked, the layer's short convolutions are {sorted(got)} wide "
+                         "(the option swallowed or ignored)")
+
+
 def _call(layer, x, row: dict, extra: dict, mask) -> torch.Tensor:
     """The layer's output on x as the row calls it: [rows, T, hidden]."""
     if row["cache"] == "none":
         with torch.set_grad_enabled(x.requires_grad):
             return call(layer, x, **extra)[0]
-    T = x.shape[1]
-    cuts = {"step": [T - 2, T - 1, T], "segments": [T - 6, T - 2, T - 1, T], "train-segments": [T // 2, T]}
     m = mask.to(x.device) if row["input"] == "mask" else None
     store, _ = new_cache()
     outs, start = [], 0
     with torch.set_grad_enabled(x.requires_grad):
-        for end in cuts[row["cache"]]:
+        for end in CUTS[row["cache"]](x.shape[1]):
             kw = {} if m is None else {"attention_mask": m[:, :end]}
             outs.append(call(layer, x[:, start:end], past_key_values=store, use_cache=True, **kw)[0])
             start = end
@@ -333,7 +372,11 @@ def _literal(case, calls, layer, p64, x64, sequences, do, exact: bool):
     x = x64.to(dtype).clone().requires_grad_(train)
     outs = []
     for b, idx in sequences:
-        y = calls.literal(case, layer, p, x[b:b + 1, idx], exact)
+        try:
+            y = calls.literal(case, layer, p, x[b:b + 1, idx], exact)
+        except KeyError as exc:
+            raise LayerLacks(f"the layer holds no parameter {exc.args[0]}, which the options it was built with call "
+                             "for (an option swallowed or ignored)") from exc
         if train:
             (y * do[b:b + 1, idx].to(dtype)).sum().backward()
         outs.append(y.detach())

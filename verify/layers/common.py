@@ -10,7 +10,7 @@ import math
 import torch
 
 from pathmdn_verify.core.budget import Verdict, verdict, worst
-from pathmdn_verify.core.errors import is_interpreter_gap
+from pathmdn_verify.core.errors import is_interpreter_gap, missing_dependency
 from pathmdn_verify.core.precision import Precision
 from pathmdn_verify.core.registry import Result
 from pathmdn_verify.layers import history
@@ -24,6 +24,11 @@ class LayerRaised(Exception):
 
 class LayerMissing(Exception):
     """The kernel package offers no such layer (flash-linear-attention not installed, or an older tree)."""
+
+
+class LayerLacks(Exception):
+    """The built layer lacks what the options it was asked for call for (a parameter, a convolution width): the
+    option was swallowed or ignored, a failure."""
 
 
 class LayerUnsupported(Exception):
@@ -48,43 +53,42 @@ def precision(case: LayerCase) -> Precision:
 
 def build(case: LayerCase, seed: int, **sizes) -> torch.nn.Module:
     """The layer with the variant's arguments and `sizes`, its parameters drawn from `seed` (the same on every
-    machine: torch's CPU generator), in the case's dtype on the run's device, in eval mode."""
+    machine: torch's CPU generator), in the case's dtype on the run's device, in eval mode.  An argument the
+    constructor refuses by its signature (no such parameter, no **kwargs) is LayerUnsupported; one it swallows
+    builds a layer without it, which the literal (taking every option as asked) then judges."""
     cls = layer_class(case)
-    short_conv_runs(case, cls, {**sizes, **case.kwargs})
+    refused = refused_options(cls, case.kwargs)
+    if refused:
+        raise LayerUnsupported(f"{cls.__name__}'s constructor takes no {', '.join(refused)} (by its signature)")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         layer = call(cls, **sizes, **case.kwargs)      # a constructor that raises is the layer's finding
+    short_conv_runs(case, layer)
     return layer.to(device=case.ctx.device, dtype=precision(case).torch_dtype).eval()
 
 
-def need(*names: str) -> None:
-    """LayerUnsupported unless the tree has every named (boolean) convention of pathmdn_verify.layers.history: an
-    option, a mode or an operation the comparison uses."""
-    for name in names:
-        why = history.available(name)
-        if why is not None:
-            raise LayerUnsupported(why)
-
-
-def short_conv_runs(case: LayerCase, cls, kwargs: dict) -> None:
-    """LayerUnsupported when the layer builds a ShortConvolution that this tree cannot run on the CPU
-    (history "modules.short_conv": the CUDA package causal-conv1d before 2025-06-05, power-of-2 widths only
-    until 2025-06-15)."""
+def refused_options(cls, kwargs: dict) -> list[str]:
+    """The keyword arguments cls's constructor cannot take by its signature."""
     import inspect
+    params = inspect.signature(cls.__init__).parameters.values()
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return []
+    names = {p.name for p in params}
+    return sorted(k for k in kwargs if k not in names)
+
+
+def short_conv_runs(case: LayerCase, layer: torch.nn.Module) -> None:
+    """LayerUnsupported when the built layer holds a ShortConvolution whose width this tree's triton fallback for
+    causal-conv1d cannot run (history modules.short_conv: power-of-2 widths only from 2025-06-05 until
+    2025-06-15).  What needs causal-conv1d itself is found by the call that reaches it (`call`)."""
     if case.ctx.device != "cpu":
         return
-    backend = history.value("modules.short_conv")
-    params = inspect.signature(cls.__init__).parameters
-    uses = kwargs.get("use_short_conv", kwargs.get("use_w_shortconv", True))
-    width = kwargs.get("conv_size", params["conv_size"].default if "conv_size" in params else 3)
-    if not uses or backend == "triton":
-        return
-    if backend == "causal-conv1d":
-        raise LayerUnsupported("this tree's ShortConvolution needs the CUDA package causal-conv1d (history "
-                               "modules.short_conv: triton kernels from a46f204c, 2025-06-05)")
-    if width & (width - 1):
-        raise LayerUnsupported(f"this tree's ShortConvolution runs power-of-2 widths only, the layer's is {width} "
-                               "(history modules.short_conv: any width from b48a2451, 2025-06-15)")
+    widths = sorted({m.kernel_size[0] for m in layer.modules() if type(m).__name__ == "ShortConvolution"})
+    odd = [w for w in widths if w & (w - 1)]
+    if odd and history.value("modules.short_conv") == "triton pow2":
+        raise LayerUnsupported(f"this tree's ShortConvolution runs power-of-2 widths only without causal-conv1d, "
+                               f"the layer's is {odd[0]} (history modules.short_conv: any width from b48a2451, "
+                               "2025-06-15)")
 
 
 def params64(layer: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -94,12 +98,17 @@ def params64(layer: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 def call(fn, *args, **kwargs):
     """fn(*args, **kwargs) where fn is the layer under test: its exception becomes LayerRaised, except the CPU
-    interpreter's own gap (pathmdn_verify.core.errors.is_interpreter_gap), which the runner makes a skip."""
+    interpreter's own gap (pathmdn_verify.core.errors.is_interpreter_gap), which the runner makes a skip, and a
+    call that reaches an optional dependency that is not installed (core.errors.missing_dependency: causal-conv1d
+    in older trees), which is LayerUnsupported: only the calls that use it, never the whole layer."""
     try:
         return fn(*args, **kwargs)
     except Exception as exc:
         if is_interpreter_gap(exc):
             raise
+        missing = missing_dependency(exc)
+        if missing is not None:
+            raise LayerUnsupported(f"this call needs {missing}") from exc
         raise LayerRaised(f"{type(exc).__name__}: {exc}".splitlines()[0]) from exc
 
 

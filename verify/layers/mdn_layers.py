@@ -36,7 +36,6 @@ from pathmdn_verify.layers.common import (
     cache_ops,
     call,
     judge,
-    need,
     padded_mask,
     params64,
     precision,
@@ -68,16 +67,24 @@ def sizes(case: LayerCase) -> dict:
             "layer_idx": 0}
 
 
-def literal_kwargs(case: LayerCase, layer) -> dict:
-    kw = {"num_heads": layer.num_heads, "head_k_dim": layer.head_k_dim, "head_v_dim": layer.head_v_dim,
-          "use_gate": layer.use_gate, "use_short_conv": layer.use_short_conv, "norm_eps": layer.o_norm.eps}
-    if case.record.name == "mdn":
-        kw.update(floor=layer.min_log_mu, tau_factor=layer.tau_factor, neg_eigval=layer.allow_neg_eigval)
-    else:       # the options a tree predates (history) are at their only value there
-        kw.update(neg_eigval=layer.allow_neg_eigval if history.value("gdn.allow_neg_eigval") else False,
-                  num_v_heads=layer.num_v_heads if history.value("gdn.num_v_heads") else None,
-                  beta_stored=history.value("gdn.beta_arg") == "beta")
-    return kw
+def literal_kwargs(case: LayerCase) -> dict:
+    """The literal's arguments: the sizes and every option as the case asks for them (the variant's or the
+    pairwise case's, else the constructor's default: the first level in the record's calls), never as the built
+    layer says it holds them, so that a layer that swallows or ignores an option fails."""
+    calls = case.record.calls
+    o = {**{n: v[0] for n, v in calls.constructor.items() if not isinstance(v, Why)}, **case.kwargs}
+    sz = sizes(case)
+    D = sz["head_dim"]
+    kw = {"num_heads": sz["num_heads"], "head_k_dim": int(D * o.get("expand_k", 1.0)),
+          "head_v_dim": int(D * sz["expand_v"]), "num_v_heads": o["num_v_heads"], "use_gate": o["use_gate"],
+          "use_short_conv": o["use_short_conv"], "conv_bias": o["conv_bias"], "norm_eps": o["norm_eps"],
+          "neg_eigval": o["allow_neg_eigval"]}
+    if case.record.name == "gdn":
+        return {**kw, "beta_stored": history.value("gdn.beta_arg") == "beta",
+                "gate_activation": "sigmoid" if o["output_gate_activation"] == "sigmoid" else "swish"}
+    return {**kw, "floor": o["min_log_mu"], "tau_factor": o["tau_factor"], "use_beta": o["use_beta"],
+            "qk_activation": o["qk_activation"], "qk_norm": o["qk_norm"], "p_times_alpha": o["use_p_times_alpha"],
+            "correction": o["use_output_correction"]}
 
 
 def _draw(gen, *shape, scale=1.0):
@@ -93,8 +100,6 @@ def setup(case: LayerCase, seed: int, floor: bool | dict = False):
     hide a skipped weight); at the floor, MDN's gate parameters moved so that log mu = floor for every token and
     alpha ~ 0.99 (floor True: FLOOR; or the parameter values given).  Returns (layer, its parameters in float64,
     the literal's keyword arguments)."""
-    if case.record.name == "gdn":
-        need(*GDN_NEEDS.get(case.variant, ()))
     layer = build(case, seed, **sizes(case))
     gen = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
@@ -103,7 +108,7 @@ def setup(case: LayerCase, seed: int, floor: bool | dict = False):
         if floor:       # -exp(Mu_log) softplus(m + mu_bias) ~ -40 < floor; -exp(A_log) softplus(.) ~ -1e-3; s = 0.05
             for name, value in (FLOOR if floor is True else floor).items():
                 getattr(layer, name).fill_(value)
-    return layer, params64(layer), literal_kwargs(case, layer)
+    return layer, params64(layer), literal_kwargs(case)
 
 
 def inputs(case: LayerCase, seed: int, T: int, B: int = 1) -> torch.Tensor:
@@ -174,8 +179,6 @@ def forward(case: LayerCase) -> Result:
     Ts = case.ctx.pick((16, 65), (64, 65), (63, 64, 65, 512))     # quick: both paths, not the exact boundary
     if case.variant != "default":       # the variant's options on both paths; the default has the boundary
         Ts = (case.ctx.pick(16, 16, 64), 65)
-    if case.record.name == "gdn" and case.dtype == "fp32":
-        need("gdn.fp32_chunk")
     layer, p64, kw = setup(case, seed)
     tensors, paths = [], {}
     for T in Ts:
@@ -195,8 +198,6 @@ def backward(case: LayerCase) -> Result:
         return Result("skip", message="not verifiable on the CPU interpreter: fla's chunk GDN backward "
                       "(chunk_bwd_kernel_dqkwg) reduces bf16 products, which the fidelity layer refuses "
                       "(Bf16ArithmeticNotEmulated, measured 2026-12); it runs on a GPU", kind="interpreter_gap")
-    if case.record.name == "gdn":
-        need(*(("gdn.train_short",) if T <= 64 else ()), *(("gdn.fp32_chunk",) if case.dtype == "fp32" else ()))
     layer, p64, kw = setup(case, seed)
     layer.train()
     x64 = inputs(case, seed, T)
@@ -338,8 +339,6 @@ def mask_reused(case: LayerCase) -> Result:
 def mode_switch(case: LayerCase) -> Result:
     seed = case.ctx.seed
     T = case.ctx.pick(16, 64, 64)
-    if case.record.name == "gdn":
-        need("gdn.train_short")
     layer, p64, kw = setup(case, seed)
     x64 = inputs(case, seed, T)
     truth, same = literal(case, p64, x64, kw)
@@ -410,14 +409,13 @@ ALTERNATIVE = {"g_raw": "log_alpha", "log_alpha": "g_raw", "beta_raw": "beta", "
 
 
 def convention_gate_args(case: LayerCase) -> Result:
-    """GDN's g and beta as its op receives them, on both paths (the chunk path where the tree takes float32 there:
-    history gdn.fp32_chunk): the declared stage (history gdn.g_arg, gdn.beta_arg) within budget, the other form
+    """GDN's g and beta as its op receives them, on both paths (a tree whose chunk path refuses float32 fails:
+    history gdn.fp32_chunk explains it): the declared stage (history gdn.g_arg, gdn.beta_arg) within budget, the other form
     (raw projection vs activated gate) more than 10x the budget away."""
     seed = case.ctx.seed
     layer, p64, kw = setup(case, seed)
     tensors, alternatives = [], []
-    Ts = (16, 65) if history.value("gdn.fp32_chunk") else (16,)
-    for T in Ts:      # the recurrent path, then the chunk path (they differed 2026-04-06 .. 04-19)
+    for T in (16, 65):      # the recurrent path, then the chunk path (they differed 2026-04-06 .. 04-19)
         x64 = inputs(case, seed + T, T)
         with capture(case) as seen:
             run(layer, x64)
@@ -434,9 +432,8 @@ def convention_gate_args(case: LayerCase) -> Result:
     ok = res.status == "pass" and min(ratios.values()) > 10
     res.details["alternative_ratio"] = ratios
     res.status, res.kind = ("pass", None) if ok else ("fail", res.kind or "over_budget")
-    res.message = (f"declared g = {history.value('gdn.g_arg')}, beta = {history.value('gdn.beta_arg')}"
-                   + ("" if len(Ts) > 1 else " (the recurrent path alone: " + history.available("gdn.fp32_chunk") + ")")
-                   + f": {res.message}; "
+    res.message = (f"declared g = {history.value('gdn.g_arg')}, beta = {history.value('gdn.beta_arg')}: "
+                   f"{res.message}; "
                    f"the other forms {min(ratios.values()):.0f}x the budget away at least -> "
                    + ("declared convention confirmed" if ok else "DECLARED CONVENTION NOT CONFIRMED"))
     return res
@@ -489,7 +486,19 @@ MDN_CONVENTIONS = {
 }
 VARIANTS = {"default": {}, "neg-eig": {"allow_neg_eigval": True, "use_gate": False, "use_short_conv": False}}
 GDN_VARIANTS = {**VARIANTS, "gva": {"num_v_heads": 4}}     # grouped value attention: 4 value heads, 2 key heads
-GDN_NEEDS = {"neg-eig": ("gdn.allow_neg_eigval", "gdn.no_short_conv"), "gva": ("gdn.num_v_heads",)}
+GDN_HISTORY = {"neg-eig": ("gdn.allow_neg_eigval", "gdn.no_short_conv"), "gva": ("gdn.num_v_heads",)}
+
+
+def gdn_history(variant: str, dtype: str, comparison: str) -> tuple[str, ...]:
+    """The changes of pathmdn_verify.layers.history that explain a GDN check's verdict on an older tree: its variant's
+    option or fix, fp32 on the chunk path (forward at 65 tokens, training, the gate-args probe), training at
+    q_len <= 64 (backward, mode-switch)."""
+    names = GDN_HISTORY.get(variant, ())
+    if dtype == "fp32" and comparison in ("forward", "backward", "convention-gate-args"):
+        names += ("gdn.fp32_chunk",)
+    if comparison in ("backward", "mode-switch"):
+        names += ("gdn.train_short",)
+    return names
 
 
 def declared(variant: str, dtype: str, comparison: str) -> bool:
@@ -541,22 +550,12 @@ GDN_MUTANTS = (
 
 def _literal_of(case: LayerCase, layer, p: dict, x, exact: bool):
     """The literal's output of one sequence (pathmdn_verify.layers.calls), the case's options as its arguments."""
-    kw = literal_kwargs(case, layer)
-    opts = case.kwargs
-    if case.record.name == "gdn":
-        kw.update(gate_activation="sigmoid" if opts.get("output_gate_activation") == "sigmoid" else "swish")
-        fn = L.gdn_layer
-    else:
-        kw.update(num_v_heads=opts.get("num_v_heads"), use_beta=opts.get("use_beta", True),
-                  qk_activation=opts.get("qk_activation", "silu"), qk_norm=opts.get("qk_norm", "l2"),
-                  p_times_alpha=opts.get("use_p_times_alpha", True),
-                  correction=opts.get("use_output_correction", True))
-        fn = L.mdn_layer
+    fn = L.gdn_layer if case.record.name == "gdn" else L.mdn_layer
     if exact:
-        return fn(L.TRUTH, p, x, **kw)["o"]
+        return fn(L.TRUTH, p, x, **literal_kwargs(case))["o"]
     prec = Precision.of(case.dtype, "ieee") if case.record.name == "mdn" else precision(case)
     with fixed_order():
-        return fn(L.Arith(prec.torch_dtype, prec.mm), p, x, **kw)["o"]
+        return fn(L.Arith(prec.torch_dtype, prec.mm), p, x, **literal_kwargs(case))["o"]
 
 
 def _sizes(case: LayerCase, row: dict) -> dict:
@@ -565,14 +564,16 @@ def _sizes(case: LayerCase, row: dict) -> dict:
 
 SIZE = Why("a size: hidden 32, 2 key heads of head_dim 16 (GDN's values 8 wide: D != Dv) in every case")
 SLOT = Why("the cache slot: every case is one layer, at slot 0")
-SWALLOWED = Why("swallows unknown keywords: an option a tree predates is dropped silently (the needs make such a "
-                "case unsupported instead)")
+SWALLOWED = Why("swallows unknown keywords: an option a tree predates is dropped silently, and a case asking for it "
+                "fails there (the literal takes every option as asked)")
 DELTA_FORWARD = {"hidden_states": "q_len", "attention_mask": "input", "past_key_values": "cache",
                  "use_cache": "cache", "cu_seqlens": "input",
                  "output_attentions": Why("the layer returns no attention weights (None) whatever it is given"),
                  "**kwargs": Why("its other keys are ignored: the ones the forward reads are listed (cu_seqlens)")}
 CONV_ONLY = tuple(({"use_short_conv": (False,), o: (v,)}, f"{o}={v} acts only through the short convolutions")
-                  for o, v in (("conv_size", 2), ("conv_bias", True)))
+                  for o, v in (("conv_size", 2), ("conv_bias", True))) + (
+    ({"cache": ("train-short",), "conv_size": (2,)}, "its segments of 1 and 2 tokens are shorter than the "
+     "convolution's width minus one at width 4, not at 2"),)
 GDN_CALLS = Calls(
     constructor={"hidden_size": SIZE, "expand_v": SIZE, "head_dim": SIZE, "num_heads": SIZE, "layer_idx": SLOT,
                  "num_v_heads": (None, 4), "mode": ("chunk", "fused_recurrent"), "use_gate": (True, False),
@@ -582,12 +583,13 @@ GDN_CALLS = Calls(
     forward=DELTA_FORWARD, sizes=_sizes, literal=_literal_of,
     excluded=CONV_ONLY + (({"use_gate": (False,), "output_gate_activation": ("sigmoid",)},
                            "the output gate's activation acts only with use_gate"),),
-    needs=(({"num_v_heads": (4,)}, "gdn.num_v_heads"), ({"allow_neg_eigval": (True,)}, "gdn.allow_neg_eigval"),
-           ({"use_short_conv": (False,)}, "gdn.no_short_conv"), ({"conv_bias": (True,)}, "gdn.conv_bias"),
-           ({"output_gate_activation": ("sigmoid",)}, "gdn.output_gate_activation"),
-           ({"phase": ("train",), "q_len": ("short",)}, "gdn.train_short"),
-           ({"phase": ("train",)}, "gdn.fp32_chunk"), ({"q_len": ("long",), "mode": ("chunk",)}, "gdn.fp32_chunk"),
-           ({"mode": ("fused_recurrent",), "phase": ("train",)}, "gdn.train_recurrent_mode")))
+    explained=(({"num_v_heads": (4,)}, "gdn.num_v_heads"), ({"allow_neg_eigval": (True,)}, "gdn.allow_neg_eigval"),
+               ({"use_short_conv": (False,)}, "gdn.no_short_conv"), ({"conv_bias": (True,)}, "gdn.conv_bias"),
+               ({"output_gate_activation": ("sigmoid",)}, "gdn.output_gate_activation"),
+               ({"phase": ("train",), "q_len": ("short", "one")}, "gdn.train_short"),
+               ({"phase": ("train",)}, "gdn.fp32_chunk"), ({"q_len": ("long",), "mode": ("chunk",)}, "gdn.fp32_chunk"),
+               ({"mode": ("fused_recurrent",), "phase": ("train",)}, "gdn.train_recurrent_mode"),
+               ({"input": ("mask+cu_seqlens",)}, "gdn.mask_and_cu_seqlens")))
 MDN_REFUSES = Why("MomentumDeltaNet raises NotImplementedError on any attention_mask or cu_seqlens: the finding "
                   "layer.fla.mdn.default.fp32.mask / padding")
 MDN_CALLS = Calls(
@@ -603,7 +605,18 @@ MDN_CALLS = Calls(
     literal=_literal_of, dtype="bf16", levels={"input": ("dense",)}, excluded=CONV_ONLY,
     left_out={f"input={i}": MDN_REFUSES for i in ("mask", "cu_seqlens", "mask+cu_seqlens")})
 
+CONV_FILE = "modules/causal_conv1d/ops.py"
 MODULE_MUTANTS_MDN = (
+    Mutant("layer_conv_step_history_of_ones", "ShortConvolution.step called without a cache (one token per row, no "
+           "cache: MomentumDeltaNet's and PaTHAttention's eval at q_len 1) starts from a state of ones instead of "
+           "zeros: the token reads a history it does not have", CONV_FILE, "cache = x.new_zeros(N, D, W)",
+           "cache = x.new_ones(N, D, W)", case_ids("mdn", MDN_CALLS, q_len="one", phase="eval", use_short_conv=True)),
+    Mutant("layer_conv_dh0_short_segment", "causal_conv1d backward (compute_dh0_kernel): of the carried convolution "
+           "state that a segment shorter than the width passes straight on to the next segment, the newest slot's "
+           "gradient is dropped (reached only by training over segments shorter than the width minus one with the "
+           "cache)", CONV_FILE, "if i_w >= seq_len:", "if i_w >= seq_len and i_w < W - 1:",
+           case_ids("mdn", MDN_CALLS, cache="train-short", use_short_conv=True)
+           + case_ids("gdn", GDN_CALLS, cache="train-short", use_short_conv=True)),
     Mutant("layer_mdn_conv_bwd_bias_per_tap", "ShortConvolution backward (MomentumDeltaNet's q / k / v "
            "convolutions): the bias gradient accumulated at every tap, the patch of layer_path_conv_bwd_bias_per_tap "
            "reached through this layer", "modules/causal_conv1d/ops.py", "if HAS_BIAS and i_w == 0:", "if HAS_BIAS:",
@@ -644,4 +657,4 @@ add(LayerRecord(
                                  "2026-04 / 05, the activated gates), on both paths", convention_gate_args),
         "convention-state-layout": ("declared per tree: the cached recurrent state is [N, H, V, K] (before "
                                     "2026-05-18 [N, H, K, V])", convention_state_layout)},
-    declared=declared, mutants=GDN_MUTANTS + MODULE_MUTANTS_GDN, calls=GDN_CALLS))
+    declared=declared, mutants=GDN_MUTANTS + MODULE_MUTANTS_GDN, calls=GDN_CALLS, history=gdn_history))

@@ -96,14 +96,21 @@ def sizes(case: LayerCase) -> dict:
 
 
 def spec_of(case: LayerCase, layer, **conventions) -> L.Spec:
+    """The literal's Spec: the heads and every option as the case asks for them (never as the built layer says it
+    holds them), and the tree's declared forms (history path.qk_norm, path.gate_dtype; PaTH's w low-rank by
+    default, before 2025-07-08 only without GQA)."""
     kw = case.kwargs
+    heads = sizes(case)["num_heads"] if case.options is None else GQA_SIZES(case, None)["num_heads"]
+    kv = kw.get("num_kv_heads") or heads
     if case.record.name == "path":
         declared = {"qk_norm_flat": history.value("path.qk_norm") == "flat",
                     "gates_stored": history.value("path.gate_dtype") == "layer"}
-        return L.Spec(layer.num_heads, layer.num_kv_heads, kw.get("use_qk_norm", False),
-                      kw.get("use_forget_gate", False), **{**declared, **conventions})
-    return L.Spec(layer.num_heads, layer.num_kv_heads, kw.get("qk_norm", False), kw.get("use_output_gate", False),
-                  kw.get("window_size"), **conventions)
+        low_rank = kw.get("use_low_rank_w", True if history.value("path.w_options") else kv == heads)
+        return L.Spec(heads, kv, kw.get("use_qk_norm", False), kw.get("use_forget_gate", False),
+                      low_rank_w=low_rank, w_conv=kw.get("use_w_shortconv", True),
+                      conv_bias=kw.get("conv_bias", False), **{**declared, **conventions})
+    return L.Spec(heads, kv, kw.get("qk_norm", False), kw.get("use_output_gate", False), kw.get("window_size"),
+                  qkv_bias=kw.get("qkv_bias", False), **conventions)
 
 
 def hidden_states(case: LayerCase, seed: int, B: int, T: int, hidden: int):
@@ -529,8 +536,8 @@ PATH_CALLS = Calls(
                  "conv_bias": (False, True)},
     forward=ATTENTION_FORWARD, sizes=GQA_SIZES, literal=_literal_of, c_fwd=C["fwd"], c_bwd=C["bwd"],
     levels={"cache": ("none", "step")},
-    left_out={"cache=segments": CONTINUATION_WHY,
-              "cache=train-segments": Why("training asserts use_cache is False")},
+    left_out={"cache=segments": CONTINUATION_WHY, **dict.fromkeys(("cache=train-segments", "cache=train-short"),
+                                                                    Why("training asserts use_cache is False"))},
     excluded=(({"input": ("mask",), "cache": ("none",)}, "an attention_mask without a cache raises TypeError: the "
                "finding layer.fla.path.base.fp32.mask"),
               ({"input": ("dense",), "cache": ("step",)}, "PaTHAttention decodes only given an attention_mask (without "
@@ -540,8 +547,9 @@ PATH_CALLS = Calls(
                "2025-10-03): the finding layer.fla.path.qknorm.fp32.generation"),
               *(({"use_w_shortconv": (False,), o: (v,)}, f"{o}={v} acts only through the w convolution")
                 for o, v in (("conv_size", 4), ("conv_bias", True)))),
-    needs=tuple(({o: (v,)}, "path.w_options") for o, v in (("use_low_rank_w", False), ("conv_size", 4),
-                                                          ("conv_bias", True))))
+    explained=tuple(({o: (v,)}, "path.w_options") for o, v in (("use_low_rank_w", False), ("conv_size", 4),
+                                                               ("conv_bias", True)))
+    + (({"input": ("mask+cu_seqlens",)}, "path.mask_and_cu_seqlens"),))
 FOX_CALLS = Calls(
     constructor={"hidden_size": SIZES_WHY, "num_heads": SIZES_WHY, "num_kv_heads": (None, 2, 1),
                  "qkv_bias": (False, True), "qk_norm": (False, True), "use_output_gate": (False, True),
@@ -550,9 +558,10 @@ FOX_CALLS = Calls(
                  "layer_idx": SLOT_WHY},
     forward=ATTENTION_FORWARD, sizes=GQA_SIZES, literal=_literal_of, c_fwd=C["fwd"], c_bwd=C["bwd"],
     levels={"cache": ("none", "step")},
-    left_out={"cache=segments": CONTINUATION_WHY, "cache=train-segments": CONTINUATION_WHY},
+    left_out=dict.fromkeys(("cache=segments", "cache=train-segments", "cache=train-short"), CONTINUATION_WHY),
     excluded=(({"input": ("dense",), "cache": ("step",)}, "ForgettingAttention decodes only given an attention_mask "
-               "(without one it asserts q_len == kv_len); the all-ones mask is the generation check's"),))
+               "(without one it asserts q_len == kv_len); the all-ones mask is the generation check's"),),
+    explained=(({"input": ("mask+cu_seqlens",)}, "fox.mask_and_cu_seqlens"),))
 
 MODULE_MUTANTS_PATH = (
     Mutant("layer_path_conv_bwd_bias_per_tap", "ShortConvolution backward (PaTHAttention's w convolution): the bias "

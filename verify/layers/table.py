@@ -39,6 +39,9 @@ class LayerRecord:
     declared: Callable[[str, str, str], bool] = lambda variant, dtype, comparison: True   # which ids exist
     mutants: tuple = field(default=())          # pathmdn_verify.platform.mutation.Mutant, killers are layer ids
     calls: object = None                        # pathmdn_verify.layers.calls.Calls: every way the layer is called
+    # (variant, dtype, comparison) -> the conventions of pathmdn_verify.layers.history that explain its verdict on
+    # an older tree (added to the message of a result that did not pass)
+    history: Callable[[str, str, str], tuple] = lambda variant, dtype, comparison: ()
 
     def ids(self, impl: str = "fla") -> list[tuple[str, str, str, str]]:
         """(check id, variant, dtype, comparison) of every check the record declares: its comparisons, then its
