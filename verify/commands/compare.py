@@ -143,7 +143,7 @@ def run(args) -> int:
 
     prec = Precision.of(dtype, op.dot or args.fp32_dot)
     ctx = Context(device=device, fp32_dot=args.fp32_dot)
-    x = examples.in_dtypes(x, dtype, device)
+    x = examples.in_dtypes(x, dtype, device, op.dtype_inputs)
     prepare(ctx)
     c = op.budget_factor[args.pass_]
     try:

@@ -10,6 +10,7 @@ under the declared convention (within its forward budget) and disagree with the 
 from __future__ import annotations
 
 import math
+import re
 
 import torch
 
@@ -33,15 +34,25 @@ def call_kernel(fn, *args, **kwargs):
 
 
 def grads_of(fn, leaves: dict, upstream) -> dict:
-    """Gradients of sum_i <out_i, u_i> with respect to every leaf, u = upstream(outputs of fn)."""
+    """Gradients of sum_i <out_i, u_i> with respect to every leaf, u = upstream(outputs of fn); an output an
+    option turned off (None) takes no upstream gradient."""
     live = {n: t.detach().clone().requires_grad_() for n, t in leaves.items()}
     outs = as_tuple(fn(**live))
-    torch.autograd.backward(list(outs), [u.to(o.dtype) for o, u in zip(outs, upstream(outs))])
+    pairs = [(o, u.to(o.dtype)) for o, u in zip(outs, upstream(outs)) if o is not None]
+    torch.autograd.backward([o for o, _ in pairs], [u for _, u in pairs])
     return {n: torch.zeros_like(t) if t.grad is None else t.grad for n, t in live.items()}   # unused: zero
 
 
-def _upstream(like: torch.Tensor, dtype, seed: int) -> torch.Tensor:
+def _upstream(like: torch.Tensor | None, dtype, seed: int, strided: bool = False) -> torch.Tensor | None:
+    """A random upstream gradient shaped like `like` (None for an output that is None); strided: every other
+    element of a tensor twice as long in its last dim, a view that is not contiguous (a layer's gradient
+    arriving through a slice or a transpose), the same values on every call."""
+    if like is None:
+        return None
     gen = torch.Generator().manual_seed(seed + 7919)
+    if strided:
+        wide = torch.randn(*like.shape[:-1], 2 * like.shape[-1], generator=gen, dtype=torch.float64)
+        return wide.to(dtype).to(like.device)[..., ::2]
     return torch.randn(like.shape, generator=gen, dtype=torch.float64).to(dtype).to(like.device)
 
 
@@ -52,10 +63,12 @@ def reference_device(op: KernelOp, ctx: Context, device: str) -> str:
     return "cpu" if choice == "cpu" else device
 
 
-def measure(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int, ref: str | None = None) -> list[Verdict]:
-    """fwd: judge each output of op; bwd: judge the gradient of every present input in op.grad_inputs, for
-    one random upstream gradient (in the kernel dtype, the same values for kernel, oracle and the same-dtype
-    implementation).  The kernel runs first: a variant it does not offer stops before the oracle's cost.
+def measure(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int, ref: str | None = None,
+            strided: bool = False) -> list[Verdict]:
+    """fwd: judge each output of op (an output that an option turns off is None in kernel and oracle alike);
+    bwd: judge the gradient of every present input in op.grad_inputs, for one random upstream gradient (in the
+    kernel dtype, the same values for kernel, oracle and the same-dtype implementation; strided: a view that is
+    not contiguous).  The kernel runs first: a variant it does not offer stops before the oracle's cost.
     ref: the device of the oracle and the same-dtype implementation (default: the kernel's); the kernel's
     tensors are judged there."""
     c = op.budget_factor[pass_]
@@ -77,10 +90,10 @@ def measure(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int, ref: 
                 expected, terms = oracle_terms(**x64) if op.terms else (as_tuple(oracle(**x64)), {})
             with hooks.phase("same_dtype", ref):
                 same = as_tuple(same_dtype(**x32))
-        scale = max(float(o.abs().max()) if o.numel() else 0.0 for o in expected)
-        return [verdict(n, there(o), r64, r, prec, c, scale, terms.get(n))
-                for n, o, r64, r in zip(op.outputs, outs, expected, same)]
-    ups = lambda outs: [_upstream(o, prec.torch_dtype, seed + i) for i, o in enumerate(outs)]
+        scale = max(float(o.abs().max()) if o is not None and o.numel() else 0.0 for o in expected)
+        return [_absent(n, o, r64) or verdict(n, there(o), r64, r, prec, c, scale, terms.get(n))
+                for n, o, r64, r in zip(op.outputs, outs, expected, same) if o is not None or r64 is not None]
+    ups = lambda outs: [_upstream(o, prec.torch_dtype, seed + i, strided) for i, o in enumerate(outs)]
     leaves = [n for n in op.grad_inputs if x.get(n) is not None]
     with hooks.phase("kernel", dev):
         g_k = call_kernel(kernel_grads, op, lambda **kw: kernel(**{**x, **kw}), {n: x[n] for n in leaves}, ups)
@@ -93,6 +106,16 @@ def measure(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int, ref: 
     # a gradient's summands are each rounded once by an fp32 accumulator (budget.py)
     floor = lambda n: (terms[n], UNIT_ROUNDOFF["fp32"]) if n in terms else ()
     return [verdict("d" + n, there(g_k[n]), g_o[n], g_r[n], prec, c, scale, *floor(n)) for n in leaves]
+
+
+def _absent(name: str, out, expected) -> Verdict | None:
+    """A failing verdict when exactly one of the kernel's and the oracle's output is None (an option that should
+    turn the output on or off), else None."""
+    if (out is None) == (expected is None):
+        return None
+    return Verdict(name, math.inf, math.inf, 1.0, 1.0, 0.0, 0.0,
+                   error=f"the kernel returned {'None' if out is None else 'a tensor'} where the oracle returns "
+                         f"{'None' if expected is None else 'a tensor'}")
 
 
 def _guarded(what: str, fn):
@@ -135,7 +158,8 @@ def probe(op: KernelOp, case, dtype: str, pass_: str, ctx: Context) -> Probe:
     prec = Precision.of(dtype, op.dot or ctx.fp32_dot)
     x = case_inputs(op, case, prec.torch_dtype, ctx.device)
     ref = reference_device(op, ctx, ctx.device)
-    return _rounds(hooks.every_config(lambda: measure(op, pass_, x, prec, case.seed, ref)), case.label())
+    strided = getattr(case, "strided_upstream", False)      # a case field of ops whose structure varies it
+    return _rounds(hooks.every_config(lambda: measure(op, pass_, x, prec, case.seed, ref, strided)), case.label())
 
 
 def measure_decode(op: KernelOp, x: dict, prec: Precision, ref: str | None = None) -> list[Verdict]:
@@ -188,12 +212,18 @@ def convention_result(op: KernelOp, p, ctx: Context) -> Result:
         raise VariantUnsupported(op.offered("fwd", op.dtypes[0]))
     prec = Precision.of("fp32" if "fp32" in offered else offered[0], op.dot or ctx.fp32_dot)
     x = case_inputs(op, p.case, prec.torch_dtype, ctx.device)
-    x64, s = as_oracle(x), scale_of(x)
+    if p.kind in ("no_effect", "refused"):
+        return option_result(op, p, x)
+    x64, x32, s = as_oracle(x), floats_as(x, torch.float32), scale_of(x)
     i = op.outputs.index(p.output)
-    out = as_tuple(call_kernel(op.kernel, **x, scale=None if p.kernel_scale_none else s))[i]
-    declared = as_tuple(op.oracle(**x64, scale=s))[i]
-    other = as_tuple(p.alternative(op, x64, s))[i]
-    same = as_tuple(op.same_dtype(**floats_as(x, torch.float32), prec=prec, scale=s))[i]
+    oracle = lambda scale, **a: op.oracle(**a, scale=scale)                                   # noqa: E731
+    same_dtype = lambda scale, **a: op.same_dtype(**a, prec=prec, scale=scale)                # noqa: E731
+    meaning = p.meaning or (lambda fn, a, scale: fn(**a, scale=scale))
+    out = as_tuple(call_kernel(p.given, op, x, s) if p.given else
+                   call_kernel(op.kernel, **x, scale=None if p.kernel_scale_none else s))[i]
+    declared = as_tuple(meaning(oracle, x64, s))[i]
+    other = as_tuple(p.alternative(op, x64, s) if p.alternative else op.oracle(**x64, scale=s))[i]
+    same = as_tuple(meaning(same_dtype, x32, s))[i]
     v = verdict(p.output, out, declared, same, prec, op.budget_factor["fwd"])
     other_ratio = rel_err(out, other) / v.budget_rel
     ok = v.ratio <= 1 and other_ratio > 10
@@ -203,3 +233,38 @@ def convention_result(op: KernelOp, p, ctx: Context) -> Result:
                   + ("declared convention confirmed" if ok else "DECLARED CONVENTION NOT CONFIRMED"),
                   details={"tensors": [v.as_json()], "alternative_ratio": other_ratio if math.isfinite(other_ratio) else None},
                   kind=None if ok else "over_budget", measure=v.decided_by)
+
+
+def option_result(op: KernelOp, p, x: dict) -> Result:
+    """A probe of an entry point's option (ConventionProbe kinds): "no_effect" passes when the kernel's outputs
+    with the option given (p.given) are the same bits as without it; "refused" when p.given raises an error
+    matching p.what_else (the kernel's own outputs are not computed)."""
+    s = scale_of(x)
+    given = ", ".join(p.options)
+    if p.kind == "refused":
+        try:
+            call_kernel(p.given, op, x, s)
+        except UsageError:
+            raise
+        except Exception as exc:
+            said = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            ok = re.search(p.what_else, said) is not None
+            return Result("pass" if ok else "fail", message=f"{given} given: raised {said} -> "
+                          + ("refused as declared" if ok else f"RAISED, BUT NOT AS DECLARED ({p.what_else})"),
+                          kind=None if ok else "exception")
+        return Result("fail", message=f"{given} given: the implementation took it (declared refused: "
+                                      f"{p.what_else}); vary it instead", kind="over_budget")
+    plain = as_tuple(call_kernel(op.kernel, **x, scale=s))
+    other = as_tuple(call_kernel(p.given, op, x, s))
+    differ = [n for n, a, b in zip(op.outputs, plain, other) if not _same_bits(a, b)]
+    return Result("fail" if differ else "pass", message=f"{given} given: " + (
+        f"{', '.join(differ)} differ from the call without it (declared no effect)" if differ else
+        f"every output ({', '.join(op.outputs)}) the same bits as without it"), kind="over_budget" if differ else None)
+
+
+def _same_bits(a, b) -> bool:
+    """Both None, or tensors of one dtype and shape with equal values (NaN equal to NaN)."""
+    if a is None or b is None:
+        return a is None and b is None
+    return a.dtype == b.dtype and a.shape == b.shape and bool(torch.equal(a.nan_to_num(0.5), b.nan_to_num(0.5))) \
+        and bool(torch.equal(a.isnan(), b.isnan()))
