@@ -181,6 +181,15 @@ def entry_keywords(**extra):
         _EXTRA.reset(token)
 
 
+def given_with(**extra):
+    """An option probe's kernel call (pathmdn_verify.core.records.ConventionProbe.given): the record's kernel on the
+    probe's inputs with these keywords also given to the entry point."""
+    def given(op, x, scale):
+        with entry_keywords(**extra):
+            return op.kernel(**x, scale=scale)
+    return given
+
+
 def _call(fn, *args, **kwargs):
     """fn(*args, **kwargs), every keyword a parameter fn names or its body reads from its **kwargs (never one a
     **kwargs would swallow), with the keywords of an enclosing `entry_keywords`; the package's own dtype refusal
@@ -196,6 +205,12 @@ def _call(fn, *args, **kwargs):
         if reason:
             raise VariantUnsupported(f"not offered by this fla: {reason}") from exc
         raise
+
+
+def _given(**options) -> dict:
+    """The options that are given (not None): what an adapter passes besides the tensors (an option left out gets
+    the entry point's own default)."""
+    return {n: v for n, v in options.items() if v is not None}
 
 
 # ------------------------------------------------------------------------------ the H200's tiles on a CPU
@@ -545,7 +560,8 @@ def _accepts(fn, name: str) -> bool:
 
 
 def mdn(q, k, v, log_alpha, log_mu, beta, eta, p=None, scale=None, S0=None, M0=None, chunk=None):
-    """chunk (chunk=16|32|64) or fused recurrent (chunk=None) MDN -> (o, S_T, M_T).  A chunk size the
+    """chunk (chunk=16|32|64) or fused recurrent (chunk=None) MDN -> (o, S_T, M_T) (S_T, M_T None where an option
+    probe leaves output_final_state out).  A chunk size the
     package's entry point does not take (the authors' fork: fixed at 64) is VariantUnsupported."""
     init = None if S0 is None else (S0, M0)
     kwargs = dict(p=p, beta=beta, eta=eta, scale=scale, initial_state=init, output_final_state=True,
@@ -561,7 +577,7 @@ def mdn(q, k, v, log_alpha, log_mu, beta, eta, p=None, scale=None, S0=None, M0=N
                          log_mu=log_mu, **{n: a for n, a in kwargs.items() if n != "chunk_size"})
     else:
         o, state = _call(fn, q=q, k=k, v=v, log_alpha=log_alpha, log_mu=log_mu, **kwargs)
-    return o, state[0], state[1]
+    return (o, None, None) if state is None else (o, state[0], state[1])
 
 
 # ------------------------------------------------------------------------------------- Gated DeltaNet
@@ -606,11 +622,14 @@ def gdn_entry(chunk: bool):
     return _entry("fla.ops.gated_delta_rule", (name,), GDN_REQUIRED)
 
 
-def gated_delta_rule(q, k, v, g, beta, S0=None, cu_seqlens=None, scale=None, chunk=True):
+def gated_delta_rule(q, k, v, g=None, beta=None, S0=None, output_final_state=None, cu_seqlens=None, scale=None,
+                     chunk=True):
     """fla.ops.gated_delta_rule: chunk_gated_delta_rule (chunk=True) or fused_recurrent_gated_delta_rule
-    -> (o [B, T, H, V], S_T [N, H, K, V])."""
-    return _call(gdn_entry(chunk), q=q, k=k, v=v, g=g, beta=beta, scale=scale, initial_state=S0, output_final_state=True,
-                 use_qk_l2norm_in_kernel=False, cu_seqlens=None if cu_seqlens is None else cu_seqlens.long())
+    -> (o [B, T, H, V], S_T [N, H, K, V], or None when output_final_state is left out).  g and beta left out (None)
+    are passed as None: the fused recurrent kernel's no decay and beta = 1; the chunk path requires both."""
+    return _call(gdn_entry(chunk), q=q, k=k, v=v, g=g, beta=beta, scale=scale, initial_state=S0,
+                 use_qk_l2norm_in_kernel=False, cu_seqlens=None if cu_seqlens is None else cu_seqlens.long(),
+                 **_given(output_final_state=output_final_state))
 
 
 # --------------------------------------------------------------------------------------------- fla's modules
@@ -618,11 +637,6 @@ def gated_delta_rule(q, k, v, g, beta, S0=None, cu_seqlens=None, scale=None, chu
 # and fla/modules/norm/; fla.modules registers the older module names (convolution, fused_norm_gate, l2norm,
 # layernorm) as aliases, which every tree since 2025 has, so the adapters import those.  An option a canonical call
 # leaves out (None) is not passed: the entry point's own default applies.
-
-def _given(**options) -> dict:
-    """The options that are given (not None): what the adapter passes besides the tensors."""
-    return {n: v for n, v in options.items() if v is not None}
-
 
 SHORT_CONV_CONVENTIONS = Conventions(
     scale_default="none (no attention scale)", dtypes=("bf16", "fp32"), varlen=True,

@@ -28,11 +28,12 @@ def path_attn(q, k, v, w, beta, g, cu_seqlens, prec: Precision, scale, gate_scal
             q, k, v, w, beta, g, cu_seqlens)
 
 
-def fox_attn(q, k, v, g, cu_seqlens, prec: Precision, scale, gate_scaled):
+def fox_attn(q, k, v, g, cu_seqlens, prec: Precision, scale, gate_scaled, window=None):
     """FoX as standard attention (logits, fp32 softmax, P rounded to the dot format before P V), with
-    the FlashAttention backward (_AttendStoredOutput)."""
+    the FlashAttention backward (_AttendStoredOutput); window: a sliding window (P.plain_logits)."""
     return P.per_head(lambda q_, k_, v_, w_, b_, g_: _attend(
-        P.plain_logits(q_, k_, prec.mm), v_, g_, prec, scale, gate_scaled), q, k, v, None, None, g, cu_seqlens)
+        P.plain_logits(q_, k_, prec.mm, window), v_, g_, prec, scale, gate_scaled), q, k, v, None, None, g,
+        cu_seqlens)
 
 
 def _attend(logits, v, g, prec: Precision, scale, gate_scaled):

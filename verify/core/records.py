@@ -69,6 +69,8 @@ class ConventionProbe:
     given: Callable | None = None       # (op, inputs, scale) -> the kernel's outputs with the option given
     options: tuple[str, ...] = ()       # the entry point's parameters the probe gives (every kind but convention)
     meaning: Callable | None = None     # kind option: (fn, inputs, scale) -> fn's outputs under the option
+    discriminates: bool = True          # kind option: False where the option leaves the judged output's value as it
+    #                                     is (a chunk size, the final state not requested): no alternative to rule out
 
     def __post_init__(self):
         if self.kind not in PROBE_KINDS:
@@ -86,7 +88,8 @@ PROBE_KINDS = ("convention", "option", "no_effect", "refused")
 @dataclass(frozen=True)
 class Fixed:
     """A parameter of the entry point that the boundary cases do not vary, and the reason, verified:
-    "probe": the record's ConventionProbe `by` gives it its other value class (scale=None: scale_default);
+    "probe": the record's ConventionProbes named in `by` (comma-separated) give it its other value classes (scale=None:
+    scale_default; an option probe, a refusal);
     "no_effect" / "refused": the record's probe `by`, of that kind, gives it (a knob shown not to change the
     results; a value the implementation refuses here); "pass": the record's pass `by` gives it (PaTH's
     use_cache=True: the decode pass); "variant": the records named in `by` (comma-separated) each give it one

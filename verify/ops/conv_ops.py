@@ -196,13 +196,6 @@ def _varlen_metadata(op, x, s):
         return op.kernel(**x, scale=s)
 
 
-def _with(**extra):
-    def given(op, x, s):
-        with fla_ops.entry_keywords(**extra):
-            return op.kernel(**x, scale=s)
-    return given
-
-
 CONV_PROBE_CASE = ConvCase(T=40, D=16, W=4, bias=True, seed=5)
 CONV_PROBES = (
     ConventionProbe("last_tap_current", "measures that fla causal_conv1d's weight[:, W-1] multiplies the current token",
@@ -218,10 +211,10 @@ CONV_PROBES = (
                     options=("weight",)),
     ConventionProbe("backend_cuda_refused", "measures that fla causal_conv1d refuses backend='cuda' here (it needs the "
                     "causal-conv1d package)", r"causal_conv1d_fn_cuda is not available", CONV_PROBE_CASE,
-                    kind="refused", given=_with(backend="cuda"), options=("backend",)),
+                    kind="refused", given=fla_ops.given_with(backend="cuda"), options=("backend",)),
     ConventionProbe("backend_mix_refused", "measures that fla causal_conv1d refuses backend='mix' (and its seq_idx) "
                     "here (it needs the causal-conv1d package)", r"causal_conv1d_\w+ is not available", CONV_PROBE_CASE,
-                    kind="refused", given=_with(backend="mix", seq_idx=None), options=("backend", "seq_idx")),
+                    kind="refused", given=fla_ops.given_with(backend="mix", seq_idx=None), options=("backend", "seq_idx")),
     ConventionProbe("varlen_metadata_no_effect", "measures that fla causal_conv1d gives the same bits with "
                     "cu_seqlens_cpu and chunk_indices precomputed", "", ConvCase(T=140, D=16, W=4, initial_state=True,
                                                                                   final_state=True,
