@@ -182,7 +182,8 @@ def _boundary_case(T, D, Dv, HQ, H, cu_seqlens, seed, g=True):
 # At ci the super-block gets one level, T = 514: one boundary crossed, and the varlen batch (0, 1, 514) has a
 # long sequence of 513 tokens, past it too (511 and 512 stay inside one super-block, whose 128-token blocks
 # the other levels cover).  A PaTH backward at T = 1026 costs 15-25 s under the interpreter, 4x one at 514:
-# 2c + 2 runs at full (on a GPU).
+# 2c + 2 runs at full (on a GPU) and, at every profile, as one regression case of bwd.fp32.beta_uniform (K == V,
+# where the array's T > 300 cases have K != V and meet the listed dv defect).
 PATH_STRUCTURE = Structure(
     lengths={"fwd": {"chunk": 64, "block": 128}, "bwd": {"chunk": 64, "block": 128, "super_block": 512},
              "decode": {"chunk": 64}},
@@ -442,6 +443,11 @@ PATH_ATTN = _attention_op(
         # which the ci draws (T <= 160) never reach: one 64-token block past it; a weak gate keeps the terms
         # across it large
         "bwd.fp32.gate_weak": [PathCase(T=576, gate="weak", seed=1)],
+        # coverage: three super-blocks (the first, a middle one and the last: chunk_cumprod_householder's suffix and
+        # whole products across a middle one), which ci's boundary cases (T <= 514) never reach; a one-token sequence
+        # beside one of 1025 tokens, K == V (with K != V the listed dv defect fails the check); 9 s on the 2-core CPU
+        # (37 s with two query heads)
+        "bwd.fp32.beta_uniform": [PathCase(T=1026, gate="mixed", cu_seqlens=(0, 1, 1026), seed=2)],
         # coverage: the varlen path of the decode cache (prepare_k_cache), two sequences of two blocks each
         "decode.fp32.beta_uniform": [PathCase(T=160, cu_seqlens=(0, 70, 160), seed=2)],
         # non-finite on the H200 from |q| ~ 4.6e5 (the report's magnitude sweep): the queries of a later 128-token
