@@ -181,7 +181,8 @@ GDN_NOT_REACHED = {
         "exclude", "fla's Ascend NPU backend (ops/gated_delta_rule/backends/triton_ascend): another device's kernels"),
     r"^def gdn_gate_(fwd|bwd|chunk_cumsum_scalar)_kernel\(": (
         "exclude", "the gate computed in the kernel (use_gate_in_kernel=True with A_log, dt_bias), which "
-                   "GatedDeltaNet passes: verified through the layer checks (layer.fla.gdn.*); the op checks give g"),
+                   "GatedDeltaNet passes: verified through the layer checks (layer.fla.gdn.*) and, forward only, "
+                   "the gate_in_kernel probes; the op's searched checks give g"),
 }
 
 
