@@ -625,11 +625,12 @@ def gdn_entry(chunk: bool):
 def gated_delta_rule(q, k, v, g=None, beta=None, S0=None, output_final_state=None, cu_seqlens=None, scale=None,
                      chunk=True):
     """fla.ops.gated_delta_rule: chunk_gated_delta_rule (chunk=True) or fused_recurrent_gated_delta_rule
-    -> (o [B, T, H, V], S_T [N, H, K, V], or None when output_final_state is left out).  g and beta left out (None)
-    are passed as None: the fused recurrent kernel's no decay and beta = 1; the chunk path requires both."""
+    -> (o [B, T, H, V], S_T [N, H, K, V], or None where output_final_state is False: the canonical call returns S_T
+    unless told not to, as it always did).  g and beta left out (None) are passed as None: the fused recurrent
+    kernel's no decay and beta = 1; the chunk path requires both."""
     return _call(gdn_entry(chunk), q=q, k=k, v=v, g=g, beta=beta, scale=scale, initial_state=S0,
-                 use_qk_l2norm_in_kernel=False, cu_seqlens=None if cu_seqlens is None else cu_seqlens.long(),
-                 **_given(output_final_state=output_final_state))
+                 output_final_state=output_final_state is not False, use_qk_l2norm_in_kernel=False,
+                 cu_seqlens=None if cu_seqlens is None else cu_seqlens.long())
 
 
 # --------------------------------------------------------------------------------------------- fla's modules

@@ -128,7 +128,7 @@ def run(args) -> int:
     results.check_writable(args.json, "--json")
     device = environment.resolve_device(args.device)
     x = examples.load_file(args.inputs, op)
-    dtype = args.dtype or DTYPES.get(str(x["q"].dtype))
+    dtype = args.dtype or DTYPES.get(str(x[op.dtype_inputs[0]].dtype))
     if dtype is None:
         raise UsageError(f"q is {x['q'].dtype}: give --dtype bf16 or fp32")
     if dtype not in op.dtypes:

@@ -49,7 +49,7 @@ class GdnCase:
     beta: str = "typical"        # typical U(0.05, 0.95); near0 ~1e-4; near1 = 1 - ~1e-4; near2 = 2 - ~1e-4;
     #                              none: beta left out (the fused recurrent kernel's beta = 1)
     initial_state: bool = False
-    final_state: bool = True     # output_final_state=True (False: left out, S_T None)
+    final_state: bool = True     # S_T returned (the canonical call's default); False: output_final_state=False
     qk_norm: float = 1.0         # norm of every q_t and k_t (1: as use_qk_l2norm_in_kernel would make them)
     cu_seqlens: tuple[int, ...] | None = None
     seed: int = 0
@@ -78,7 +78,7 @@ def gdn_inputs(case: GdnCase, dtype=torch.float64, device="cpu") -> dict:
                       "g": None if case.gate == "none" else g.float(),
                       "beta": None if case.beta == "none" else beta.float(),
                       "S0": None if S0 is None else S0.float(),
-                      "output_final_state": True if case.final_state else None,
+                      "output_final_state": None if case.final_state else False,
                       "cu_seqlens": cu_seqlens_tensor(case.cu_seqlens)},
                      device)
 
@@ -210,8 +210,8 @@ def validate_inputs(x: dict) -> None:
 # implementation run once per sequence of cu_seqlens.
 
 def gdn_as_mdn(mdn_fn, q, k, v, g=None, beta=None, S0=None, cu_seqlens=None, scale=None, value_groups="consecutive",
-               output_final_state=True, **kw):
-    """(o, S_T [N, HV, K, V], or None unless output_final_state) of GDN from an MDN function (MDN.recurrence,
+               output_final_state=None, **kw):
+    """(o, S_T [N, HV, K, V], or None where output_final_state is False) of GDN from an MDN function (MDN.recurrence,
     same_dtype.mdn) with log mu = -inf, eta = 1, sequence by sequence of cu_seqlens (or the whole batch); the
     function's outputs after M_T (the oracle's terms) follow, along T as o.  g left out is no decay (log alpha
     0), beta left out 1.  With HV = G H value heads (grouped value attention) value head j reads key head j // G
@@ -231,7 +231,7 @@ def gdn_as_mdn(mdn_fn, q, k, v, g=None, beta=None, S0=None, cu_seqlens=None, sca
                                 scale=scale, **kw)
         per_sequence.append((o, S, *more))
     o, S, *more = zip(*per_sequence)
-    return (torch.cat(o, dim=1), torch.cat(S, dim=0) if output_final_state else None,
+    return (torch.cat(o, dim=1), None if output_final_state is False else torch.cat(S, dim=0),
             *(torch.cat(m, dim=1) for m in more))
 
 
