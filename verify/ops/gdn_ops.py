@@ -448,17 +448,18 @@ GDN_MUTANTS = (
            "n * NT (its own chunk count) instead of the earlier sequences' chunk total (hides while the sequences "
            "have equal chunk counts)", "ops/common/chunk_delta_h.py",
            "        boh = tl.load(chunk_offsets + i_n).to(tl.int64)\n", "        boh = (i_n * NT).to(tl.int64)\n",
-           # the boundary case (0, 1, 130) at ci, which boundaries.assign gives to fp32 beta_near0: a 129-token
-           # sequence of 3 chunks after a 1-chunk one (the killers named before, beta_near1 and bf16 gate_near1,
-           # killed it through drawn examples, which the drawn shapes' rows changed)
-           ("kernel.fla.gdn_chunk.fwd.fp32.beta_near0",), count=2),
+           # the boundary case (0, 1, 130) at ci, which boundaries.assign gives to fp32 beta_near1: a 129-token
+           # sequence of 3 chunks after a 1-chunk one (fp32 beta_near0 held it until the final state became a
+           # factor of the boundary cases)
+           ("kernel.fla.gdn_chunk.fwd.fp32.beta_near1",), count=2),
     # structural: reached only by the boundary cases (Dk = 128 with Dv = 32 and an initial state: the state's
     # second 64-row block masked by the wrong head dim, which hides whenever Dk == Dv; cc4d4d2's ci had Dk <= 32)
     Mutant("gdn_chunk_initial_state_rows_masked_by_v", "GDN chunk, K > 64: the initial state's rows 64..127 loaded "
            "under the mask o_k < V instead of o_k < K (read as 0 when Dv < Dk; the same bits when Dk == Dv)",
            "ops/common/chunk_delta_h.py", "                m_h0_2 = m_k2[:, None] & m_v[None, :]\n",
            "                m_h0_2 = (o_k2 < V)[:, None] & m_v[None, :]\n",
-           ("kernel.fla.gdn_chunk.fwd.fp32.initial_state", "kernel.fla.gdn_chunk.fwd.fp32.beta_near0")),
+           # the ci boundary cases Dk = 128, Dv = 32 with an initial state: bf16 gate_near0 and beta_near0
+           ("kernel.fla.gdn_chunk.fwd.bf16.gate_near0", "kernel.fla.gdn_chunk.fwd.bf16.beta_near0")),
     # structural: reached only by the boundary cases with grouped value heads (HV = 4 > H = 2)
     Mutant("gdn_chunk_gva_dq_first_group_only", "GDN chunk backward, grouped value heads: dq takes the first value "
            "head of each key head's group instead of the sum over the group (the same when HV == H)",
