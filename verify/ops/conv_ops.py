@@ -268,6 +268,12 @@ CONV_MUTANTS = (
 )
 
 
+CONV_NOT_REACHED = {
+    r"^[ \t]*if cp_context is not None:": (
+        "exclude", "context parallelism over the ranks of a process group (cp_context: Fixed multi_device)"),
+}
+
+
 def _conv_op(name, title, kernel, oracle, same, make_inputs, required, optional, grad_inputs, outputs, regimes,
              cases, error_inputs, sample_case, passes, probes, structure, entry, entry_params, dtype_inputs, source):
     return KernelOp(
@@ -276,6 +282,7 @@ def _conv_op(name, title, kernel, oracle, same, make_inputs, required, optional,
         outputs=outputs, regimes=regimes, cases=cases, budget_factor=BUDGET_FACTOR_BLOCKWISE,
         error_inputs=error_inputs, sample_case=sample_case, passes=passes, dot="ieee", probes=probes,
         examples={"quick": 1, "ci": 2, "full": 5}, package=("fla.modules.causal_conv1d",), structure=structure,
+        not_reached=CONV_NOT_REACHED,
         stages={p: one_stage(f"{title} (one stage)", source, p) for p in passes},
         mutants=tuple(m for m in CONV_MUTANTS if op_of(m.killers[0]) == name), refusal=fla_ops.missing_backward,
         layout=fla_ops.short_conv.__doc__ if name == "short_conv" else fla_ops.short_conv_update.__doc__,

@@ -290,6 +290,13 @@ NORM_MUTANTS = (
 )
 
 
+NORM_NOT_REACHED = {
+    r"^[ \t]*if D > BD:": (
+        "exclude", "fla's refusal of a feature dim past 64 KB (BD = 65536 / element size: D > 16384 in fp32), far "
+                   "past any norm the layers apply"),
+}
+
+
 def _norm_op(name, title, kernel, oracle, same, required, optional, grad_inputs, outputs, regimes, error_inputs,
              sample_case, probes, structure, entry, entry_params, source):
     return KernelOp(
@@ -297,7 +304,7 @@ def _norm_op(name, title, kernel, oracle, same, required, optional, grad_inputs,
         make_inputs=norm_inputs, required=required, optional=optional, grad_inputs=grad_inputs, outputs=outputs,
         regimes=regimes, cases=norm_cases, budget_factor=BUDGET_FACTOR_BLOCKWISE, error_inputs=error_inputs,
         sample_case=sample_case, dot="ieee", probes=probes, examples={"quick": 1, "ci": 2, "full": 5},
-        package=("fla.modules.norm",), structure=structure,
+        package=("fla.modules.norm",), structure=structure, not_reached=NORM_NOT_REACHED,
         stages={p: one_stage(f"{title} (one stage)", source, p) for p in ("fwd", "bwd")},
         mutants=tuple(m for m in NORM_MUTANTS if op_of(m.killers[0]) == name), layout=kernel.__doc__ or title,
         depends=functools.partial(depends.fla_reach, entry), entry=entry, entry_params=entry_params,
