@@ -244,7 +244,7 @@ def option_result(op: KernelOp, p, x: dict) -> Result:
     if p.kind == "refused":
         try:
             call_kernel(p.given, op, x, s)
-        except UsageError:
+        except (UsageError, VariantUnsupported):      # a tree whose entry point lacks the option: not offered there
             raise
         except Exception as exc:
             said = f"{type(exc).__name__}: {exc}".splitlines()[0]
