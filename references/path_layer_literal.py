@@ -30,7 +30,6 @@ Shapes: x [B, T, hidden]; stages q [B, T, HQ, d], k, v, w [B, T, H, d], beta [B,
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
