@@ -12,6 +12,8 @@ read off the docstrings.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import importlib
 import importlib.util
@@ -165,10 +167,35 @@ def _refuses_dtype(exc: BaseException) -> str | None:
     return f"{Path(tb.tb_frame.f_code.co_filename).relative_to(package.parent)} refuses: {exc}".splitlines()[0]
 
 
+_EXTRA: contextvars.ContextVar = contextvars.ContextVar("entry_keywords", default={})
+
+
+@contextlib.contextmanager
+def entry_keywords(**extra):
+    """Within the block, every entry point an adapter calls also gets these keywords (an option probe's: a
+    parameter the canonical call leaves out, given to the entry point as it is, pathmdn_verify.core.records.Fixed)."""
+    token = _EXTRA.set({**_EXTRA.get(), **extra})
+    try:
+        yield
+    finally:
+        _EXTRA.reset(token)
+
+
+def given_with(**extra):
+    """An option probe's kernel call (pathmdn_verify.core.records.ConventionProbe.given): the record's kernel on the
+    probe's inputs with these keywords also given to the entry point."""
+    def given(op, x, scale):
+        with entry_keywords(**extra):
+            return op.kernel(**x, scale=scale)
+    return given
+
+
 def _call(fn, *args, **kwargs):
-    """fn(*args, **kwargs), every keyword a parameter fn names (never one a **kwargs would swallow); the
-    package's own dtype refusal becomes VariantUnsupported."""
-    unknown = sorted(set(kwargs) - _named_parameters(fn))
+    """fn(*args, **kwargs), every keyword a parameter fn names or its body reads from its **kwargs (never one a
+    **kwargs would swallow), with the keywords of an enclosing `entry_keywords`; the package's own dtype refusal
+    becomes VariantUnsupported."""
+    kwargs = {**kwargs, **_EXTRA.get()}
+    unknown = sorted(k for k in set(kwargs) - _named_parameters(fn) if not _reads_from_kwargs(fn, k))
     if unknown:
         raise VariantUnsupported(f"{fn.__module__}.{getattr(fn, '__name__', fn)} takes no {', '.join(unknown)}")
     try:
@@ -178,6 +205,12 @@ def _call(fn, *args, **kwargs):
         if reason:
             raise VariantUnsupported(f"not offered by this fla: {reason}") from exc
         raise
+
+
+def _given(**options) -> dict:
+    """The options that are given (not None): what an adapter passes besides the tensors (an option left out gets
+    the entry point's own default)."""
+    return {n: v for n, v in options.items() if v is not None}
 
 
 # ------------------------------------------------------------------------------ the H200's tiles on a CPU
@@ -527,7 +560,8 @@ def _accepts(fn, name: str) -> bool:
 
 
 def mdn(q, k, v, log_alpha, log_mu, beta, eta, p=None, scale=None, S0=None, M0=None, chunk=None):
-    """chunk (chunk=16|32|64) or fused recurrent (chunk=None) MDN -> (o, S_T, M_T).  A chunk size the
+    """chunk (chunk=16|32|64) or fused recurrent (chunk=None) MDN -> (o, S_T, M_T) (S_T, M_T None where an option
+    probe leaves output_final_state out).  A chunk size the
     package's entry point does not take (the authors' fork: fixed at 64) is VariantUnsupported."""
     init = None if S0 is None else (S0, M0)
     kwargs = dict(p=p, beta=beta, eta=eta, scale=scale, initial_state=init, output_final_state=True,
@@ -543,7 +577,7 @@ def mdn(q, k, v, log_alpha, log_mu, beta, eta, p=None, scale=None, S0=None, M0=N
                          log_mu=log_mu, **{n: a for n, a in kwargs.items() if n != "chunk_size"})
     else:
         o, state = _call(fn, q=q, k=k, v=v, log_alpha=log_alpha, log_mu=log_mu, **kwargs)
-    return o, state[0], state[1]
+    return (o, None, None) if state is None else (o, state[0], state[1])
 
 
 # ------------------------------------------------------------------------------------- Gated DeltaNet
@@ -588,8 +622,134 @@ def gdn_entry(chunk: bool):
     return _entry("fla.ops.gated_delta_rule", (name,), GDN_REQUIRED)
 
 
-def gated_delta_rule(q, k, v, g, beta, S0=None, cu_seqlens=None, scale=None, chunk=True):
+def gated_delta_rule(q, k, v, g=None, beta=None, S0=None, output_final_state=None, cu_seqlens=None, scale=None,
+                     chunk=True):
     """fla.ops.gated_delta_rule: chunk_gated_delta_rule (chunk=True) or fused_recurrent_gated_delta_rule
-    -> (o [B, T, H, V], S_T [N, H, K, V])."""
-    return _call(gdn_entry(chunk), q=q, k=k, v=v, g=g, beta=beta, scale=scale, initial_state=S0, output_final_state=True,
-                 use_qk_l2norm_in_kernel=False, cu_seqlens=None if cu_seqlens is None else cu_seqlens.long())
+    -> (o [B, T, H, V], S_T [N, H, K, V], or None where output_final_state is False: the canonical call returns S_T
+    unless told not to, as it always did).  g and beta left out (None) are passed as None: the fused recurrent
+    kernel's no decay and beta = 1; the chunk path requires both."""
+    return _call(gdn_entry(chunk), q=q, k=k, v=v, g=g, beta=beta, scale=scale, initial_state=S0,
+                 output_final_state=output_final_state is not False, use_qk_l2norm_in_kernel=False,
+                 cu_seqlens=None if cu_seqlens is None else cu_seqlens.long())
+
+
+# --------------------------------------------------------------------------------------------- fla's modules
+# The short convolution and the norms the layers call (fla/modules).  0.6.0 keeps them in fla/modules/causal_conv1d
+# and fla/modules/norm/; fla.modules registers the older module names (convolution, fused_norm_gate, l2norm,
+# layernorm) as aliases, which every tree since 2025 has, so the adapters import those.  An option a canonical call
+# leaves out (None) is not passed: the entry point's own default applies.
+
+SHORT_CONV_CONVENTIONS = Conventions(
+    scale_default="none (no attention scale)", dtypes=("bf16", "fp32"), varlen=True,
+    final_state="S_T [N, D, W]: slot j holds token T - W + j of the sequence (the initial state's slots before it)",
+    notes="y_t = act(sum_i weight[:, i] x_{t-W+1+i} + bias) + residual_t: weight's last column multiplies the current "
+          "token; the initial state [N, D, W] holds the W tokens before the sequence, oldest first (slot 0 is never "
+          "read); activation None or silu / swish, applied before the residual.  backend 'triton' (the default; the "
+          "CUDA and mix backends need the causal-conv1d package).  Measured on " + MEASURED_ON)
+SHORT_CONV_REQUIRED = ("x", "weight", "bias", "residual", "initial_state", "output_final_state", "activation",
+                       "cu_seqlens")
+
+
+def short_conv_entry():
+    return _entry("fla.modules.convolution", ("causal_conv1d",), SHORT_CONV_REQUIRED)
+
+
+def short_conv(x, weight, bias=None, residual=None, S0=None, output_final_state=None, activation=None,
+               cu_seqlens=None):
+    """fla.modules causal_conv1d -> (y [B, T, D], S_T [N, D, W] or None when output_final_state is left out)."""
+    return _call(short_conv_entry(), x=x, weight=weight, bias=bias, residual=residual, initial_state=S0,
+                 cu_seqlens=None if cu_seqlens is None else cu_seqlens.long(),
+                 **_given(output_final_state=output_final_state, activation=activation))
+
+
+def short_conv_update_entry():
+    return _entry("fla.modules.convolution", ("causal_conv1d_update",),
+                  ("x", "cache", "residual", "weight", "bias", "activation"))
+
+
+UPDATE_LAYOUTS = ("N1D", "1ND", "ND")     # x of N one-token sequences as [N, 1, D], [1, N, D] (packed) or [N, D]
+
+
+def short_conv_update(x, cache, weight, bias=None, residual=None, activation=None, layout=None):
+    """fla.modules causal_conv1d_update: one token of each of N sequences, x [N, 1, D] (given to fla in `layout`:
+    None or "N1D" as it is, "1ND" packed, "ND" flat) and its cache [N, D, W] -> (y [N, 1, D], the cache after the
+    step [N, D, W]).  fla updates the cache in place: a copy is given, the caller's inputs stay as they were."""
+    N, _, D = x.shape
+    shaped = {None: lambda t: t, "N1D": lambda t: t, "1ND": lambda t: t.reshape(1, N, D), "ND": lambda t: t.reshape(N, D)}
+    y, after = _call(short_conv_update_entry(), x=shaped[layout](x), cache=cache.clone(), weight=weight, bias=bias,
+                     residual=None if residual is None else shaped[layout](residual), **_given(activation=activation))
+    return y.reshape(N, 1, D), after
+
+
+NORM_CONVENTIONS = Conventions(
+    scale_default="none (no attention scale)", dtypes=("bf16", "fp32"),
+    notes="rows of the last dim normalised: rms y = r / sqrt(mean(r^2) + eps) (layer norm: r - mean(r) over "
+          "sqrt(var + eps)), r = x + residual; then * weight + bias; the gated norms multiply by swish(g) (activation "
+          "'swish' / 'silu', the default) or sigmoid(g); prenorm also returns r, in residual's dtype (fp32 with "
+          "residual_in_fp32).  eps defaults: 1e-6 gated, 1e-5 group norm; l2norm y = x / sqrt(sum(x^2) + eps), "
+          "eps 1e-6.  Group norm: group g normalises channels g D .. (g + 1) D - 1 of the last dim.  Measured on "
+          + MEASURED_ON)
+
+
+def _norm_entry(module: str, name: str, required: tuple[str, ...]):
+    return _entry(module, (name,), required)
+
+
+def rms_norm_gated_entry():
+    return _norm_entry("fla.modules.fused_norm_gate", "rms_norm_gated",
+                       ("x", "g", "weight", "bias", "activation", "residual", "prenorm", "residual_in_fp32", "eps"))
+
+
+def _with_residual_out(out, prenorm) -> tuple:
+    """(output, r) with prenorm, (output, None) without: the norms' canonical outputs."""
+    return tuple(out) if prenorm else (out, None)
+
+
+def rms_norm_gated(x, g, weight=None, bias=None, activation=None, residual=None, prenorm=None, residual_in_fp32=None,
+                   eps=None):
+    """fla.modules rms_norm_gated -> (y, r = x + residual when prenorm, else None)."""
+    out = _call(rms_norm_gated_entry(), x=x, g=g, weight=weight, bias=bias, residual=residual,
+                **_given(activation=activation, prenorm=prenorm, residual_in_fp32=residual_in_fp32, eps=eps))
+    return _with_residual_out(out, prenorm)
+
+
+def rms_norm_gate_linear_entry():
+    return _norm_entry("fla.modules.fused_norm_gate", "rms_norm_swish_gate_linear",
+                       ("x", "g", "norm_weight", "norm_bias", "linear_weight", "linear_bias", "residual", "prenorm",
+                        "residual_in_fp32", "eps"))
+
+
+def rms_norm_gate_linear(x, g, norm_weight, linear_weight, norm_bias=None, linear_bias=None, residual=None,
+                         prenorm=None, residual_in_fp32=None, eps=None):
+    """fla.modules rms_norm_swish_gate_linear -> (linear(rms_norm(x) * swish(g)), r when prenorm, else None)."""
+    out = _call(rms_norm_gate_linear_entry(), x=x, g=g, norm_weight=norm_weight, norm_bias=norm_bias,
+                linear_weight=linear_weight, linear_bias=linear_bias, residual=residual,
+                **_given(prenorm=prenorm, residual_in_fp32=residual_in_fp32, eps=eps))
+    return _with_residual_out(out, prenorm)
+
+
+def l2norm_entry():
+    return _norm_entry("fla.modules.l2norm", "l2norm", ("x", "eps", "output_dtype"))
+
+
+OUTPUT_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def l2norm(x, eps=None, output_dtype=None):
+    """fla.modules l2norm -> y = x / sqrt(sum(x^2) + eps) (in output_dtype, "fp32" or "bf16", when given)."""
+    return _call(l2norm_entry(), x=x, **_given(eps=eps, output_dtype=OUTPUT_DTYPES.get(output_dtype)))
+
+
+def group_norm_entry():
+    return _norm_entry("fla.modules.layernorm", "group_norm",
+                       ("x", "weight", "bias", "residual", "eps", "prenorm", "residual_in_fp32", "is_rms_norm",
+                        "num_groups"))
+
+
+def group_norm(x, weight=None, bias=None, residual=None, eps=None, prenorm=None, residual_in_fp32=None,
+               is_rms_norm=None, num_groups=None):
+    """fla.modules group_norm -> (y, r = x + residual when prenorm, else None)."""
+    out = _call(group_norm_entry(), x=x, weight=weight, bias=bias, residual=residual,
+                **_given(eps=eps, prenorm=prenorm, residual_in_fp32=residual_in_fp32, is_rms_norm=is_rms_norm,
+                         num_groups=num_groups))
+    return _with_residual_out(out, prenorm)

@@ -30,7 +30,6 @@ Shapes: x [B, T, hidden]; stages q [B, T, HQ, d], k, v, w [B, T, H, d], beta [B,
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -182,11 +181,10 @@ def softmax(ar, s):
 
 
 def windowed_fox(ar, q, k, v, g, scale, window):
-    """FoX with a window W: the logits of keys j <= i - W are -inf; otherwise pathmdn_verify.references.path_oracle's FoX."""
+    """FoX with a window W: the logits of keys j <= i - W are -inf (P.plain_logits' window); otherwise
+    pathmdn_verify.references.path_oracle's FoX."""
     def head(q_, k_, v_, w_, b_, g_):
-        logits = P.plain_logits(q_, k_, ar.mm)
-        i = torch.arange(q_.shape[0], device=q_.device)
-        logits = logits.masked_fill(i[None, :] <= i[:, None] - window, -math.inf)
+        logits = P.plain_logits(q_, k_, ar.mm, window)
         return ar.store(ar.mm(softmax(ar, P.scores(logits, P.gate_matrix(g_), scale)), v_))
     return P.per_head(head, q, k, v, None, None, g, None)
 

@@ -80,9 +80,14 @@ def causal_mask(A: torch.Tensor) -> torch.Tensor:
     return A.masked_fill(torch.ones_like(A, dtype=torch.bool).triu(1), -math.inf)
 
 
-def plain_logits(q, k, mm=torch.matmul) -> torch.Tensor:
-    """FoX / softmax attention logits q_i . k_j for j <= i, -inf above the diagonal."""
-    return causal_mask(mm(q, k.T))
+def plain_logits(q, k, mm=torch.matmul, window=None) -> torch.Tensor:
+    """FoX / softmax attention logits q_i . k_j for j <= i, -inf above the diagonal (and, with a sliding window,
+    for j <= i - window: query i sees keys i - window + 1 .. i)."""
+    A = causal_mask(mm(q, k.T))
+    if window is None:
+        return A
+    i = torch.arange(A.shape[-2], device=A.device)[:, None]
+    return A.masked_fill(torch.arange(A.shape[-1], device=A.device)[None, :] <= i - window, -math.inf)
 
 
 def gate_matrix(g: torch.Tensor) -> torch.Tensor:
@@ -265,9 +270,10 @@ def path_attn_blockwise(q, k, v, w, beta, g=None, scale=None, gate_scaled=False,
         q_, k_, v_, w_, b_, g_, scale, gate_scaled, block, mm)[0], q, k, v, w, beta, g, cu_seqlens)
 
 
-def fox_attn(q, k, v, g=None, scale=None, gate_scaled=False, cu_seqlens=None, mm=torch.matmul):
-    """FoX: A_ij proportional to (prod_{s=j+1..i} f_s) exp(scale q_i . k_j); softmax attention if g is None."""
+def fox_attn(q, k, v, g=None, scale=None, gate_scaled=False, cu_seqlens=None, mm=torch.matmul, window=None):
+    """FoX: A_ij proportional to (prod_{s=j+1..i} f_s) exp(scale q_i . k_j); softmax attention if g is None; with
+    a sliding window only the keys i - window + 1 .. i."""
     _check_shapes(q, k, v, g=g, cu_seqlens=cu_seqlens)
     scale = default_scale(q) if scale is None else scale
-    return per_head(lambda q_, k_, v_, w_, b_, g_: attend(plain_logits(q_, k_, mm), v_, g_, scale, gate_scaled, mm),
-                     q, k, v, None, None, g, cu_seqlens)
+    return per_head(lambda q_, k_, v_, w_, b_, g_: attend(plain_logits(q_, k_, mm, window), v_, g_, scale,
+                                                          gate_scaled, mm), q, k, v, None, None, g, cu_seqlens)

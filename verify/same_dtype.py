@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from pathmdn_verify.references import mdn_oracle as MDN
+from pathmdn_verify.references import module_oracle as MOD
 from pathmdn_verify.references import path_oracle as P
 from pathmdn_verify.core.precision import Precision, fixed_order, matmul
 
@@ -27,11 +28,12 @@ def path_attn(q, k, v, w, beta, g, cu_seqlens, prec: Precision, scale, gate_scal
             q, k, v, w, beta, g, cu_seqlens)
 
 
-def fox_attn(q, k, v, g, cu_seqlens, prec: Precision, scale, gate_scaled):
+def fox_attn(q, k, v, g, cu_seqlens, prec: Precision, scale, gate_scaled, window=None):
     """FoX as standard attention (logits, fp32 softmax, P rounded to the dot format before P V), with
-    the FlashAttention backward (_AttendStoredOutput)."""
+    the FlashAttention backward (_AttendStoredOutput); window: a sliding window (P.plain_logits)."""
     return P.per_head(lambda q_, k_, v_, w_, b_, g_: _attend(
-        P.plain_logits(q_, k_, prec.mm), v_, g_, prec, scale, gate_scaled), q, k, v, None, None, g, cu_seqlens)
+        P.plain_logits(q_, k_, prec.mm, window), v_, g_, prec, scale, gate_scaled), q, k, v, None, None, g,
+        cu_seqlens)
 
 
 def _attend(logits, v, g, prec: Precision, scale, gate_scaled):
@@ -105,3 +107,54 @@ def mdn(q, k, v, log_alpha, log_mu, beta, eta, S0, M0, prec: Precision, scale=No
         o, S, M = MDN.chunk_forward(q, k_hat, v, log_alpha, log_mu, beta, torch.ones_like(eta), p=p, scale=scale,
                                     S0=S0, M0=M0, chunk=chunk, form="stable", mm=prec.mm)
     return prec.store(o), S, M
+
+
+# ------------------------------------------------------------------------------------------ fla's modules
+# The modules' equations (pathmdn_verify.references.module_oracle) in fp32, each last-dim sum in a fixed order
+# (`_total`), the convolution's W taps accumulated in tap order as its kernels do, and every tensor a kernel writes
+# (the output, the carried state, r = x + residual) rounded to the dtype it is stored in.
+
+def _total(t):
+    """sum over the last dim in fp32, in a fixed order (pathmdn_verify.core.precision.matmul with a ones vector)."""
+    return matmul(t[..., None, :], torch.ones_like(t)[..., :, None])[..., 0, 0]
+
+
+def short_conv(prec: Precision, **x):
+    """(store(y), the carried state, copies of stored tokens) of the short convolution in fp32."""
+    y, state = MOD.short_conv(**x)
+    return prec.store(y), None if state is None else prec.store(state)
+
+
+def short_conv_update(prec: Precision, **x):
+    y, cache = MOD.short_conv_update(**x)
+    return prec.store(y), prec.store(cache)
+
+
+def _stored_r(prec: Precision, r, residual_fp32: bool):
+    """r = x + residual as the prenorm output stores it: fp32 with residual_in_fp32 (or an fp32 residual), else in
+    the storage dtype."""
+    return None if r is None else (r if residual_fp32 else prec.store(r))
+
+
+def rms_norm_gated(prec: Precision, residual_in_fp32=False, **x):
+    y, r = MOD.rms_norm_gated(**x, total=_total)
+    return prec.store(y), _stored_r(prec, r, residual_in_fp32)
+
+
+def rms_norm_gate_linear(prec: Precision, x, g, norm_weight, linear_weight, norm_bias=None, linear_bias=None,
+                         residual=None, prenorm=False, eps=1e-6, residual_in_fp32=False):
+    """The gated norm stored in the dtype (as fla's kernel writes it), then the linear layer with its operands in the
+    dot format and fp32 accumulation, stored."""
+    y, r = MOD.rms_norm_gated(x, g, norm_weight, norm_bias, "swish", residual, prenorm, eps, total=_total)
+    out = prec.mm(prec.store(y), linear_weight.T)
+    return prec.store(out if linear_bias is None else out + linear_bias), _stored_r(prec, r, residual_in_fp32)
+
+
+def l2norm(prec: Precision, x, eps=1e-6, output_dtype=None):
+    y = MOD.l2norm(x, eps, total=_total)
+    return y if output_dtype == "fp32" else prec.store(y)
+
+
+def group_norm(prec: Precision, residual_in_fp32=False, **x):
+    y, r = MOD.group_norm(**x, total=_total)
+    return prec.store(y), _stored_r(prec, r, residual_in_fp32)

@@ -27,7 +27,7 @@ def test_missing_backward_is_only_the_packages_own():
     from pathmdn_verify.core.registry import Context
     from pathmdn_verify.ops.gdn_ops import GdnCase, gdn_inputs
     prepare(Context(device="cpu"))
-    x = {n: t.requires_grad_() if t is not None and t.is_floating_point() else t
+    x = {n: t.requires_grad_() if isinstance(t, torch.Tensor) and t.is_floating_point() else t
          for n, t in gdn_inputs(GdnCase(T=4), torch.float32).items()}
     o, _ = fla_ops.gated_delta_rule(**x, chunk=False)
     with pytest.raises(NotImplementedError) as raised:

@@ -79,7 +79,8 @@ def _declare_pass(op: KernelOp, pass_: str, dtype: str, regime: str, fields: dic
         return search(strategy, lambda case: engine.probe(op, case, dtype, pass_, ctx), ctx, cid,
                       max_examples=op.examples and op.examples[ctx.profile], explicit=ops.explicit_cases(cid, ctx.profile),
                       saved=lambda case: _saved(op, case, dtype, pass_))
-    what = ("output and final states" if len(op.outputs) > 1 else "forward output") if pass_ == "fwd" else "gradients"
+    what = (f"outputs ({', '.join(op.outputs)})" if len(op.outputs) > 1 else "forward output") if pass_ == "fwd" \
+        else "gradients"
     register(cid, f"{op.impl} {op.title} {what} in {dtype}, regime {regime}, within c={op.budget_factor[pass_]:g} x "
                   f"the same-dtype implementation's error", _with_dot(op, run))
 

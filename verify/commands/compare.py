@@ -128,7 +128,7 @@ def run(args) -> int:
     results.check_writable(args.json, "--json")
     device = environment.resolve_device(args.device)
     x = examples.load_file(args.inputs, op)
-    dtype = args.dtype or DTYPES.get(str(x["q"].dtype))
+    dtype = args.dtype or DTYPES.get(str(x[op.dtype_inputs[0]].dtype))
     if dtype is None:
         raise UsageError(f"q is {x['q'].dtype}: give --dtype bf16 or fp32")
     if dtype not in op.dtypes:
@@ -143,7 +143,7 @@ def run(args) -> int:
 
     prec = Precision.of(dtype, op.dot or args.fp32_dot)
     ctx = Context(device=device, fp32_dot=args.fp32_dot)
-    x = examples.in_dtypes(x, dtype, device)
+    x = examples.in_dtypes(x, dtype, device, op.dtype_inputs)
     prepare(ctx)
     c = op.budget_factor[args.pass_]
     try:

@@ -7,14 +7,16 @@ are:
 
     T        c - 1, c, c + 1 and 2c + 2 for every constant c of the pass (the profile may thin the levels of
              a constant whose cases are expensive: Structure.levels)
-    dims     (D, Dv): equal, D < Dv, D > Dv, from the profile's pair of head dims (a, b)
+    dims     (D, Dv): equal, D < Dv, D > Dv, from the profile's pair of head dims (a, b); an op with one dim
+             (Structure.dims_pair False: a convolution's channels, a norm's width) a or b
     dtype    every dtype of the op
     heads    the (HQ, H) pairs of the structure (GQA ratios)
     varlen   dense; a one-token sequence then a long one (0, 1, T): at T = 2c + 2 the long sequence spans
              three c-blocks, more than the batch has sequences; a first sequence that ends at the pass's
              smallest constant c0, (0, c0, T), or one past it, (0, c0 + 1, T), in alternate cases (where
              c0 = 1 the split at c0 is the one-token sequence above, so both take the split one past it)
-    options  each optional input of the structure present and absent
+    options  each optional input of the structure present and absent, or each of its value classes
+             (Structure.option_levels: a width 3 or 4, an activation left out or given)
 
 and the cases are a covering array of strength 2 over them (allpairspy): every pair of levels of any two
 factors appears in some case, in far fewer cases than the product.  Expensive T levels (Structure.costly)
@@ -30,6 +32,7 @@ from __future__ import annotations
 from allpairspy import AllPairs
 
 DIMS = ("equal", "D<Dv", "D>Dv")
+ONE_DIM = ("a", "b")        # an op with one dim (Structure.dims_pair False): the profile's a or b, as D = Dv
 VARLEN = (None, "long_last", "at_block")
 
 
@@ -43,7 +46,7 @@ def t_levels(structure, pass_: str, profile: str) -> list[int]:
 
 
 def _dims(kind: str, a: int, b: int) -> tuple[int, int]:
-    return {"equal": (a, a), "D<Dv": (a, b), "D>Dv": (b, a)}[kind]
+    return {"equal": (a, a), "D<Dv": (a, b), "D>Dv": (b, a), "a": (a, a), "b": (b, b)}[kind]
 
 
 def cu_seqlens(kind: str | None, T: int, c0: int, i: int = 0) -> tuple[int, ...] | None:
@@ -53,12 +56,13 @@ def cu_seqlens(kind: str | None, T: int, c0: int, i: int = 0) -> tuple[int, ...]
 
 
 def factors(structure, op_dtypes: tuple[str, ...], pass_: str, profile: str) -> list[tuple[str, list]]:
-    fs = [("T", t_levels(structure, pass_, profile)), ("dims", list(DIMS)), ("dtype", list(op_dtypes))]
+    fs = [("T", t_levels(structure, pass_, profile)), ("dims", list(DIMS if structure.dims_pair else ONE_DIM)),
+          ("dtype", list(op_dtypes))]
     if len(structure.heads) > 1:
         fs.append(("heads", list(structure.heads)))
     if structure.varlen:
         fs.append(("varlen", list(VARLEN)))
-    fs += [(o, [False, True]) for o in structure.options.get(pass_, ())]
+    fs += [(o, list(structure.option_levels.get(o, (False, True)))) for o in structure.options.get(pass_, ())]
     return fs
 
 
@@ -132,8 +136,10 @@ def levels_of(structure, case, pass_: str, profile: str) -> dict:
     D = getattr(case, "D", None) or getattr(case, "Dk", None)
     cu = getattr(case, "cu_seqlens", None)
     c0 = min(structure.lengths.get(pass_, {}).values(), default=1)
+    one = {v: k for k, v in zip(ONE_DIM, structure.dims[profile])}
     out = {"T": case.T if case.T in t_levels(structure, pass_, profile) else None,
-           "dims": "equal" if D == case.Dv else "D<Dv" if D < case.Dv else "D>Dv",
+           "dims": (one.get(D, "other") if not structure.dims_pair else
+                    "equal" if D == case.Dv else "D<Dv" if D < case.Dv else "D>Dv"),
            "varlen": None if cu is None else "long_last" if cu[1] == 1 else "at_block" if cu[1] in (c0, c0 + 1)
            else "other"}
     out.update(structure.present(case))

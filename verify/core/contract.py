@@ -31,7 +31,7 @@ def _wanted(op, names, dtype: torch.dtype, device: str, shapes=None) -> str:
     parts = []
     for i, n in enumerate(names):
         want = torch.float32 if n in op.fp32_outputs else dtype
-        shape = f" {list(shapes[i])}" if shapes is not None else ""
+        shape = f" {list(shapes[i])}" if shapes is not None and shapes[i] is not None else ""
         parts.append(f"{n}{shape} {str(want).removeprefix('torch.')} on {device}")
     return parts[0] if len(parts) == 1 else f"a tuple ({', '.join(parts)})"
 
@@ -43,19 +43,22 @@ def _refuse(op, names, dtype, device, raw, shapes=None):
 
 def outputs(op, raw, dtype: torch.dtype, device: str, names: tuple[str, ...] | None = None) -> tuple:
     """raw, the implementation's return value, as the tuple of the op's outputs (`names`, default op.outputs), each
-    a tensor in its dtype on `device`; a UsageError otherwise."""
+    a tensor in its dtype on `device`, or None at a place beside others (an output an option turns off: whether it
+    should be is the kernel's to get right, judged as a failure); a UsageError otherwise."""
     names = names or op.outputs
     got = (raw,) if len(names) == 1 and torch.is_tensor(raw) else raw
-    if not isinstance(got, (tuple, list)) or len(got) != len(names) or not all(torch.is_tensor(t) for t in got):
+    if not isinstance(got, (tuple, list)) or len(got) != len(names) or not torch.is_tensor(got[0]) or \
+            not all(t is None or torch.is_tensor(t) for t in got):
         _refuse(op, names, dtype, device, raw)
     for n, t in zip(names, got):
-        if t.dtype != (torch.float32 if n in op.fp32_outputs else dtype) or t.device.type != device:
+        if t is not None and (t.dtype != (torch.float32 if n in op.fp32_outputs else dtype) or t.device.type != device):
             _refuse(op, names, dtype, device, raw)
     return tuple(got)
 
 
 def shapes(op, got, expected, dtype: torch.dtype, device: str, names: tuple[str, ...] | None = None) -> None:
-    """Each output's shape is the float64 oracle's (`expected`: its outputs' shapes); a UsageError otherwise."""
+    """Each output's shape is the float64 oracle's (`expected`: its outputs' shapes, None for one an option turns
+    off); a UsageError otherwise."""
     names = names or op.outputs
-    if [tuple(t.shape) for t in got] != [tuple(e) for e in expected]:
+    if any(t is not None and e is not None and tuple(t.shape) != tuple(e) for t, e in zip(got, expected)):
         _refuse(op, names, dtype, device, tuple(got) if len(got) > 1 else got[0], expected)

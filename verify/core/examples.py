@@ -68,16 +68,17 @@ def load_file(path: str, op) -> dict:
     return x
 
 
-def in_dtypes(x: dict, dtype: str, device: str) -> dict:
-    """x with q, k, v in dtype, cu_seqlens int32 and every other tensor fp32, on device."""
-    return {n: None if t is None else (t.to(TORCH_DTYPES[dtype]) if n in KERNEL_DTYPE_INPUTS else
-                                       t.int() if n == "cu_seqlens" else t.float()).to(device)
+def in_dtypes(x: dict, dtype: str, device: str, dtype_inputs: tuple[str, ...] = KERNEL_DTYPE_INPUTS) -> dict:
+    """x with the op's dtype inputs (q, k, v unless its record says otherwise: KernelOp.dtype_inputs) in dtype,
+    cu_seqlens int32 and every other tensor fp32, on device; a value that is no tensor (an option) as it is."""
+    return {n: t if not isinstance(t, torch.Tensor) else (t.to(TORCH_DTYPES[dtype]) if n in dtype_inputs else
+                                                          t.int() if n == "cu_seqlens" else t.float()).to(device)
             for n, t in x.items()}
 
 
 def load(path: str, op, dtype: str, device: str) -> dict:
     """A saved example, validated, in the check's dtypes (in_dtypes)."""
-    return in_dtypes(load_file(path, op), dtype, device)
+    return in_dtypes(load_file(path, op), dtype, device, op.dtype_inputs)
 
 
 def save(x: dict, path) -> None:

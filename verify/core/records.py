@@ -49,14 +49,63 @@ class Conventions:
 class ConventionProbe:
     """One declared convention, measured: on `case` in fp32 the kernel must agree with the oracle under the
     declared convention (within its forward budget) and differ from `alternative` by more than 10x it.
-    alternative(op, x64, scale) -> the oracle's outputs under the other convention."""
+    alternative(op, x64, scale) -> the oracle's outputs under the other convention.
+
+    Three other kinds measure an option of the entry point that the boundary cases leave at one value (`Fixed`),
+    `given(op, x, scale)` being the kernel's outputs with the option given: "option": they must agree with
+    `meaning(fn, x, scale)`, the option's meaning applied to a reference fn(**inputs, scale) (the oracle; the
+    same-dtype implementation for the budget), and differ by more than 10x from `alternative` (default: the
+    oracle without the option); "no_effect": they must be the same bits as the kernel's outputs without it (a
+    performance knob, precomputed metadata); "refused": `given` must raise, its error matching the regular
+    expression `what_else` (the implementation refuses the option here)."""
     name: str
     description: str
-    what_else: str                      # the alternative, in words
+    what_else: str                      # the alternative, in words (kind "refused": the error it must raise)
     case: object
-    alternative: Callable
+    alternative: Callable | None = None
     output: str = "o"
     kernel_scale_none: bool = False     # call the kernel with scale=None (the scale_default probe)
+    kind: str = "convention"            # "convention" | "option" | "no_effect" | "refused"
+    given: Callable | None = None       # (op, inputs, scale) -> the kernel's outputs with the option given
+    options: tuple[str, ...] = ()       # the entry point's parameters the probe gives (every kind but convention)
+    meaning: Callable | None = None     # kind option: (fn, inputs, scale) -> fn's outputs under the option
+    discriminates: bool = True          # kind option: False where the option leaves the judged output's value as it
+    #                                     is (a chunk size, the final state not requested): no alternative to rule out
+
+    def __post_init__(self):
+        if self.kind not in PROBE_KINDS:
+            raise ValueError(f"probe {self.name!r}: kind {self.kind!r} is not one of {PROBE_KINDS}")
+        convention, option = self.kind == "convention", self.kind == "option"
+        if (convention and self.alternative is None) or (not convention and (self.given is None or not self.options)) \
+                or option != (self.meaning is not None):
+            raise ValueError(f"probe {self.name!r}: a convention has an alternative; the other kinds `given` and the "
+                             "options it gives; kind option (only) its meaning")
+
+
+PROBE_KINDS = ("convention", "option", "no_effect", "refused")
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """A parameter of the entry point that the boundary cases do not vary, and the reason, verified:
+    "probe": the record's ConventionProbes named in `by` (comma-separated) give it its other value classes (scale=None:
+    scale_default; an option probe, a refusal);
+    "no_effect" / "refused": the record's probe `by`, of that kind, gives it (a knob shown not to change the
+    results; a value the implementation refuses here); "pass": the record's pass `by` gives it (PaTH's
+    use_cache=True: the decode pass); "variant": the records named in `by` (comma-separated) each give it one
+    value (MDN's chunk_size: mdn_chunk16 / 32 / 64); "multi_device": a parameter of type `by` that spreads the
+    call over the ranks of a process group (context parallelism), outside what one device's check can call.
+    property_tests/unit/test_entry_options.py verifies each."""
+    kind: str
+    by: str
+    why: str
+
+    def __post_init__(self):
+        if self.kind not in FIXED_KINDS or not self.by or not self.why:
+            raise ValueError(f"Fixed({self.kind!r}, {self.by!r}): kind must be one of {FIXED_KINDS}, with by and why")
+
+
+FIXED_KINDS = ("probe", "no_effect", "refused", "pass", "variant", "multi_device")
 
 
 @dataclass(frozen=True)
@@ -87,6 +136,10 @@ class Structure:
     # regimes about the input values that take no boundary case, so that what a check reports is its regime's
     # own failure (PaTH's magnitude: non-finite output at |q| > 65504 would stand in for every case given to it)
     value_regimes: tuple = ()
+    # option -> its levels, where they are not (False, True): value classes (a width 3 or 4, an activation
+    # left out (None) or "silu"), in the order the covering array takes them (its filler rows take the last)
+    option_levels: dict = field(default_factory=dict)
+    dims_pair: bool = True              # False: one dim (a or b, given as D = Dv), where the op has no second one
     notes: str = ""                     # where each constant is in the kernel package, and why a level is left out
 
 
@@ -139,6 +192,10 @@ class KernelOp:
     layout: str = ""                    # the canonical call in words: each input's shape, dtype and meaning; outputs
     adapt_inputs: Callable | None = None   # (canonical inputs) -> the inputs as the implementation takes them (a
     #                                     convention that changed across its versions), before anything sees them
+    dtype_inputs: tuple[str, ...] = ("q", "k", "v")   # the inputs in the checked dtype (`verify compare --inputs`)
+    entry: Callable | None = None       # () -> the production entry point the adapter calls (its signature's options)
+    entry_params: dict = field(default_factory=dict)   # each parameter of the entry point with a default -> the
+    #                                     record's optional input or structure option that varies it, or a Fixed
 
     def __post_init__(self):
         """A bad record is refused when it is made (PyTorch's OpInfo does the same), naming the field."""
@@ -191,9 +248,10 @@ def as_tuple(x) -> tuple:
     return x if isinstance(x, tuple) else (x,)
 
 
-def scale_of(x: dict) -> float:
-    """The canonical attention scale 1/sqrt(D), D the key head dim (the last dim of q)."""
-    return x["q"].shape[-1] ** -0.5
+def scale_of(x: dict) -> float | None:
+    """The canonical attention scale 1/sqrt(D), D the key head dim (the last dim of q); None for an op without
+    queries (fla's modules: a convolution, a norm), whose callables take and ignore `scale`."""
+    return x["q"].shape[-1] ** -0.5 if "q" in x else None
 
 
 def scale_default_probe(op_name: str, case) -> ConventionProbe:

@@ -23,9 +23,12 @@ def keys(x: dict, required: tuple[str, ...], optional: tuple[str, ...], op: str)
         raise UsageError(f"missing tensor {', '.join(missing)} ({needs})")
     if unknown:
         raise UsageError(f"unknown tensor {', '.join(unknown)} ({needs})")
-    for n, t in x.items():
-        if t is not None and not isinstance(t, torch.Tensor):
+    for n, t in x.items():     # an optional input may be an option's value (fla's modules: an activation, eps)
+        if t is not None and not isinstance(t, torch.Tensor) and (n in required or not isinstance(t, OPTION_VALUES)):
             raise UsageError(f"{n}: a {type(t).__name__}, not a tensor")
+
+
+OPTION_VALUES = (bool, int, float, str)
 
 
 def shape(name: str, t: torch.Tensor | None, expected: tuple[int, ...], layout: str) -> None:
@@ -51,7 +54,7 @@ def heads(HQ: int, H: int) -> None:
 
 def finite(x: dict) -> None:
     for n, t in x.items():
-        if t is not None and t.is_floating_point():
+        if isinstance(t, torch.Tensor) and t.is_floating_point():
             bad = ~torch.isfinite(t)
             if bad.any():
                 first = tuple(int(i) for i in bad.nonzero()[0])

@@ -6,7 +6,8 @@ A record says everything the checks, the commands and the report need about one 
 implementation that sets the budget (verify/same_dtype.py), dtypes and passes, output and gradient names,
 the case type and its input builder, the regimes with their hypothesis strategies, budget factors,
 input validation, regression cases, convention probes, localize's stages, its mutants and the report's
-family.  Each family of ops is one module here (attention_ops.py: PaTH and FoX; mdn_ops.py; gdn_ops.py).
+family.  Each family of ops is one module here (attention_ops.py: PaTH and FoX; mdn_ops.py; gdn_ops.py;
+conv_ops.py and norm_ops.py: fla's modules).
 
 Adding an op (docs/design.md, "Adding an op"): one op module with its record, one adapter, one mutant in
 the record; built-in ops are listed in BUILT_IN below, an op defined elsewhere (a plug-in module named by
@@ -23,13 +24,16 @@ from pathmdn_verify.core.ids import CheckId
 from pathmdn_verify.core.records import KernelOp, as_tuple, scale_of
 from pathmdn_verify.ops import impls
 from pathmdn_verify.ops.attention_ops import FORGETTING_ATTN, PATH_ATTN
+from pathmdn_verify.ops.conv_ops import SHORT_CONV, SHORT_CONV_UPDATE
 from pathmdn_verify.ops.gdn_ops import GDN_CHUNK, GDN_RECURRENT
 from pathmdn_verify.ops.mdn_ops import MDN_CHUNK_OPS, MDN_RECURRENT
+from pathmdn_verify.ops.norm_ops import NORM_OPS
 
 __all__ = ["OPS", "REPLAY", "KernelOp", "add", "as_tuple", "boundary_cases", "explicit_cases", "mutants", "record",
            "regression_cases", "scale_of"]
 
-BUILT_IN = (PATH_ATTN, FORGETTING_ATTN, *MDN_CHUNK_OPS, MDN_RECURRENT, GDN_CHUNK, GDN_RECURRENT)
+BUILT_IN = (PATH_ATTN, FORGETTING_ATTN, *MDN_CHUNK_OPS, MDN_RECURRENT, GDN_CHUNK, GDN_RECURRENT, SHORT_CONV,
+            SHORT_CONV_UPDATE, *NORM_OPS)
 OPS: dict[str, KernelOp] = {}
 
 

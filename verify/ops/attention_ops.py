@@ -23,6 +23,7 @@ from pathmdn_verify.core.records import (
     BUDGET_FACTOR_BLOCKWISE,
     ConventionProbe,
     Decode,
+    Fixed,
     KernelOp,
     Structure,
     scale_default_probe,
@@ -179,7 +180,8 @@ def _boundary_case(T, D, Dv, HQ, H, cu_seqlens, seed, g=True):
 # At ci the super-block gets one level, T = 514: one boundary crossed, and the varlen batch (0, 1, 514) has a
 # long sequence of 513 tokens, past it too (511 and 512 stay inside one super-block, whose 128-token blocks
 # the other levels cover).  A PaTH backward at T = 1026 costs 15-25 s under the interpreter, 4x one at 514:
-# 2c + 2 runs at full (on a GPU).
+# 2c + 2 runs at full (on a GPU) and, at every profile, as one regression case of bwd.fp32.beta_uniform (K == V,
+# where the array's T > 300 cases have K != V and meet the listed dv defect).
 PATH_STRUCTURE = Structure(
     lengths={"fwd": {"chunk": 64, "block": 128}, "bwd": {"chunk": 64, "block": 128, "super_block": 512},
              "decode": {"chunk": 64}},
@@ -392,7 +394,8 @@ FOX_LAYOUT = ('q [B, T, HQ, D], k [B, T, H, D], v [B, T, H, Dv] in the dtype che
     'returns o [B, T, HQ, Dv] = softmax(scale * q k^T + gate) v')
 
 
-def _attention_op(name, title, fla_fn, conv, oracle_fn, same_dtype_fn, names, grads, regimes, gated, entry, **extra):
+def _attention_op(name, title, fla_fn, conv, oracle_fn, same_dtype_fn, names, grads, regimes, gated, entry,
+                  option_probes=(), **extra):
     """A softmax-attention op: fla_fn(**x, scale), oracle_fn(**x, scale, gate_scaled) and
     same_dtype_fn(**x, prec, scale, gate_scaled) under the measured gate convention conv.gate_scaled."""
     probe_case = PathCase(T=64, D=16, Dv=32, gate="mixed", seed=3)   # Dv != D shows a K/V head-dim mix-up
@@ -411,9 +414,19 @@ def _attention_op(name, title, fla_fn, conv, oracle_fn, same_dtype_fn, names, gr
         error_inputs=lambda x: validate_inputs(x, conv.head_dims),
         sample_case=PathCase(T=8, HQ=2, H=1, gate="mixed", seed=1), query_inputs=("q", "g"),
         examples=BOUNDED_EXAMPLES,
-        probes=(gate_probe, scale_default_probe(name, probe_case)), refusal=fla_ops.missing_backward,
+        probes=(gate_probe, scale_default_probe(name, probe_case), *option_probes), refusal=fla_ops.missing_backward,
+        entry=entry,
         layout=PATH_LAYOUT if name == "path_attn" else FOX_LAYOUT, **extra)
 
+
+SCALE_PROBED = Fixed("probe", "scale_default", "scale=None is 1/sqrt(D); every other check gives it")
+# FoX's sliding window (query i sees keys i - W + 1 .. i): the forward against the oracle's windowed logits, at T = 200
+# with W = 40, where the second 128-query block starts at key block 1 (i_start = (128 - 39) // 64 * 64)
+FOX_WINDOW_PROBE = ConventionProbe(
+    "sliding_window", "measures that fla parallel_forgetting_attn with window_size=40 attends to the last 40 keys",
+    "no window", PathCase(T=200, D=16, Dv=32, gate="weak", seed=3), kind="option",
+    given=fla_ops.given_with(window_size=40), options=("window_size",),
+    meaning=lambda fn, x, s: fn(**x, scale=s, window=40))
 
 PATH_ATTN = _attention_op(
     "path_attn", "path_attn", fla_ops.path_attn, fla_ops.PATH_CONVENTIONS, P.path_attn,
@@ -428,6 +441,11 @@ PATH_ATTN = _attention_op(
         # which the ci draws (T <= 160) never reach: one 64-token block past it; a weak gate keeps the terms
         # across it large
         "bwd.fp32.gate_weak": [PathCase(T=576, gate="weak", seed=1)],
+        # coverage: three super-blocks (the first, a middle one and the last: chunk_cumprod_householder's suffix and
+        # whole products across a middle one), which ci's boundary cases (T <= 514) never reach; a one-token sequence
+        # beside one of 1025 tokens, K == V (with K != V the listed dv defect fails the check); 9 s on the 2-core CPU
+        # (37 s with two query heads)
+        "bwd.fp32.beta_uniform": [PathCase(T=1026, gate="mixed", cu_seqlens=(0, 1, 1026), seed=2)],
         # coverage: the varlen path of the decode cache (prepare_k_cache), two sequences of two blocks each
         "decode.fp32.beta_uniform": [PathCase(T=160, cu_seqlens=(0, 70, 160), seed=2)],
         # non-finite on the H200 from |q| ~ 4.6e5 (the report's magnitude sweep): the queries of a later 128-token
@@ -448,7 +466,8 @@ PATH_ATTN = _attention_op(
             # the decode cache is one kernel (parallel_path_fwd_kernel_prepare_k_cache) with no intermediate result
             "decode": one_stage("key cache (one kernel)", "prepare_k_cache_fn", "decode")},
     package=("fla.ops.path_attn",), report="path", mutants=PATH_MUTANTS, not_reached=PATH_NOT_REACHED,
-    structure=PATH_STRUCTURE)
+    structure=PATH_STRUCTURE, entry_params={"g": "g", "cu_seqlens": "cu_seqlens", "scale": SCALE_PROBED,
+                                            "use_cache": Fixed("pass", "decode", "the decode cache (k_cache)")})
 
 FORGETTING_ATTN = _attention_op(
     "forgetting_attn", "forgetting_attn (FoX)", fla_ops.forgetting_attn, fla_ops.FOX_CONVENTIONS, P.fox_attn,
@@ -467,4 +486,6 @@ FORGETTING_ATTN = _attention_op(
     stages={"fwd": lambda op, x, dtype, fp32_dot: fox_stages.stages(op, x, dtype, fp32_dot),
             "bwd": lambda op, x, dtype, fp32_dot: fox_stages.stages(op, x, dtype, fp32_dot, backward=True)},
     package=("fla.ops.forgetting_attn", "fla.ops.attn"), report="fox", mutants=FOX_MUTANTS, structure=FOX_STRUCTURE,
-    not_reached=FOX_NOT_REACHED)
+    not_reached=FOX_NOT_REACHED, option_probes=(FOX_WINDOW_PROBE,),
+    entry_params={"cu_seqlens": "cu_seqlens", "scale": SCALE_PROBED,
+                  "window_size": Fixed("probe", "sliding_window", "the forward with a window of 40 keys")})

@@ -3,6 +3,7 @@ the records of fla's chunk (chunk sizes 16, 32, 64) and fused recurrent MDN (doc
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 import torch
@@ -20,6 +21,7 @@ from pathmdn_verify.core.records import (
     BUDGET_FACTOR_BLOCKWISE,
     BUDGET_FACTOR_SEQUENTIAL,
     ConventionProbe,
+    Fixed,
     KernelOp,
     Structure,
 )
@@ -328,7 +330,10 @@ def _mdn_op(name, chunk, conv, budget_factor, regression_cases=None, probes=(), 
         stages=_mdn_stages(chunk),
         package=("fla.ops.momentum_delta_rule",), report="mdn", not_reached=MDN_NOT_REACHED, refusal=fla_ops.missing_backward,
         layout=MDN_LAYOUT,
-        references=REFERENCES_ON,
+        references=REFERENCES_ON, entry=functools.partial(fla_ops._mdn_entry, "fused_recurrent" if chunk is None
+                                                          else "chunk"),
+        entry_params=MDN_ENTRY_PARAMS if chunk is None else {**MDN_ENTRY_PARAMS, "chunk_size": Fixed(
+            "variant", "mdn_chunk16,mdn_chunk32,mdn_chunk64", "each record gives its chunk size; left out it is 64")},
         mutants=tuple(m for m in MDN_MUTANTS if op_of(m.killers[0]) == name),
         structure=MDN_RECURRENT_STRUCTURE if chunk is None else _mdn_structure(chunk))
 
@@ -340,8 +345,74 @@ MDN_PROBES = (ConventionProbe("residual_alpha_k",
               ConventionProbe("scale_default", "measures that fla's MDN with scale=None uses 1/sqrt(Dk)",
                               "scale=None means 1", MDN_PROBE_CASE, lambda op, x, s: op.oracle(**x, scale=1.0),
                               kernel_scale_none=True))
+
+
+def _l2(t):
+    """Rows l2-normalised as fla's l2norm_fwd: t / sqrt(sum(t^2) + 1e-6)."""
+    return t / torch.sqrt((t * t).sum(-1, keepdim=True) + 1e-6)
+
+
+def _inputs_as(**change):
+    """An option's meaning that is a change of the inputs: fn on the inputs with each named one replaced by f(x)."""
+    def meaning(fn, x, s):
+        return fn(**{**x, **{n: f(x) for n, f in change.items()}}, scale=s)
+    return meaning
+
+
+def _half_qk(x):
+    return {**x, "q": 0.5 * x["q"], "k": 0.5 * x["k"]}
+
+
+def _option_probes(case, p_case) -> tuple:
+    """The entry point's other options, each measured on one case (pathmdn_verify.core.records.Fixed): case for the
+    gates, p_case (alpha small where only bf16 runs: the residual's alpha then shows far above its budget) for p."""
+    alpha = lambda x: torch.exp(x["log_alpha"])[..., None]        # noqa: E731
+    qk_given = fla_ops.given_with(use_qk_l2norm_in_kernel=True)
+    return (
+        ConventionProbe("qk_l2norm_in_kernel", "measures that fla's MDN with use_qk_l2norm_in_kernel=True (its default) "
+                        "l2-normalises q and k", "q, k as given", case, kind="option",
+                        given=lambda op, x, s: qk_given(op, _half_qk(x), s), options=("use_qk_l2norm_in_kernel",),
+                        meaning=lambda fn, x, s: fn(**{**x, "q": _l2(0.5 * x["q"]), "k": _l2(0.5 * x["k"])}, scale=s),
+                        alternative=lambda op, x, s: op.oracle(**_half_qk(x), scale=s)),
+        ConventionProbe("beta_default_ones", "measures that fla's MDN with beta left out uses beta = 1", "beta as drawn",
+                        case, kind="option", given=fla_ops.given_with(beta=None), options=("beta",),
+                        meaning=_inputs_as(beta=lambda x: torch.ones_like(x["beta"]))),
+        ConventionProbe("eta_default_ones", "measures that fla's MDN with eta left out uses eta = 1", "eta as drawn",
+                        case, kind="option", given=fla_ops.given_with(eta=None), options=("eta",),
+                        meaning=_inputs_as(eta=lambda x: torch.ones_like(x["eta"]))),
+        ConventionProbe("final_state_not_requested", "measures fla's MDN output with output_final_state left out", "",
+                        case, kind="option", given=fla_ops.given_with(output_final_state=False),
+                        options=("output_final_state",), discriminates=False,
+                        meaning=lambda fn, x, s: (fn(**x, scale=s)[0], None, None)),
+        ConventionProbe("cu_seqlens_refused", "measures that fla's MDN refuses cu_seqlens", r"Variable-length "
+                        r"`cu_seqlens`( is)? not yet supported", case, kind="refused", options=("cu_seqlens",),
+                        given=lambda op, x, s: fla_ops.given_with(cu_seqlens=torch.tensor(
+                            [0, x["q"].shape[1]], dtype=torch.long, device=x["q"].device))(op, x, s)),
+        ConventionProbe("p_times_alpha_with_p", "measures that fla's MDN with p given and use_p_times_alpha=True uses "
+                        "alpha_t p_t", "p_t as given", replace(p_case, p_given=True), kind="option",
+                        given=fla_ops.given_with(use_p_times_alpha=True), options=("use_p_times_alpha",),
+                        meaning=_inputs_as(p=lambda x: alpha(x) * x["p"])),
+        ConventionProbe("p_default_without_alpha", "measures that fla's MDN with p left out and use_p_times_alpha=False "
+                        "uses p_t = k_t", "p_t = alpha_t k_t", p_case, kind="option",
+                        given=fla_ops.given_with(use_p_times_alpha=False), options=("use_p_times_alpha",),
+                        meaning=_inputs_as(p=lambda x: x["k"])))
+
+
+MDN_ENTRY_PARAMS = {
+    "p": "p", "initial_state": "S0",
+    "beta": Fixed("probe", "beta_default_ones", "beta left out is 1; every other check gives it"),
+    "eta": Fixed("probe", "eta_default_ones", "eta left out is 1; every other check gives it"),
+    "scale": Fixed("probe", "scale_default", "scale=None is 1/sqrt(Dk); every other check gives it"),
+    "output_final_state": Fixed("probe", "final_state_not_requested", "every other check asks for (S_T, M_T)"),
+    "cu_seqlens": Fixed("refused", "cu_seqlens_refused", "varlen is not supported (NotImplementedError)"),
+    "use_qk_l2norm_in_kernel": Fixed("probe", "qk_l2norm_in_kernel", "the checks give q, k as they are (False)"),
+    "use_p_times_alpha": Fixed("probe", "p_times_alpha_with_p,p_default_without_alpha",
+                               "the checks give it True with p left out, False with p given"),
+}
+MDN_PROBES = MDN_PROBES + _option_probes(MDN_PROBE_CASE, MDN_PROBE_CASE)
 # The chunk path runs in bf16 only: with alpha ~ 0.1 the two residuals differ by far more than its budget.
-MDN_CHUNK_PROBES = (replace(MDN_PROBES[0], case=replace(MDN_PROBE_CASE, alpha="small", initial_state=True)), MDN_PROBES[1])
+MDN_CHUNK_PROBES = (replace(MDN_PROBES[0], case=replace(MDN_PROBE_CASE, alpha="small", initial_state=True)),
+                    MDN_PROBES[1], *_option_probes(MDN_PROBE_CASE, replace(MDN_PROBE_CASE, alpha="small")))
 MDN_CHUNK_OPS = [_mdn_op(f"mdn_chunk{c}", c, fla_ops.MDN_CONVENTIONS, BUDGET_FACTOR_BLOCKWISE, {
     # fla's log(beta + 1e-6) bias at T = 1 (expected failures; the search draws these rarely)
     "fwd.bf16.alpha_near1": [MdnCase(T=1, alpha="near1", seed=50)],

@@ -175,10 +175,11 @@ MODULE, FUNCTION = 'fla.ops.gated_delta_rule', 'chunk_gated_delta_rule'
 KEYWORDS = ('q', 'k', 'v', 'g', 'beta', 'scale', 'initial_state', 'output_final_state', 'use_qk_l2norm_in_kernel', 'cu_seqlens')
 
 
-def kernel(entry, q, k, v, g, beta, S0=None, cu_seqlens=None):
-    """Gated DeltaNet: (o, S_T); g = log alpha, beta and q, k as given."""
+def kernel(entry, q, k, v, g=None, beta=None, S0=None, output_final_state=None, cu_seqlens=None):
+    """Gated DeltaNet: (o, S_T, or None when output_final_state is False); g = log alpha, beta and q, k as given
+    (the fused recurrent kernel takes g and beta left out: no decay, beta 1)."""
     return entry(q=q, k=k, v=v, g=g, beta=beta, scale=q.shape[-1] ** -0.5, initial_state=S0,
-                 output_final_state=True, use_qk_l2norm_in_kernel=False,
+                 output_final_state=output_final_state is not False, use_qk_l2norm_in_kernel=False,
                  cu_seqlens=None if cu_seqlens is None else cu_seqlens.long())
 
 
