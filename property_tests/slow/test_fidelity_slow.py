@@ -52,6 +52,7 @@ RED_WHEN_OFF = {
     "device_calls": ["env.interpreter.device_calls"],
     "bounds": ["env.interpreter.bounds"],
     "bf16_guard": ["env.interpreter.bf16_guard"],
+    "fp32_fma": ["env.interpreter.fp32_fma"],
 }
 
 CANARY_CHILD = """
@@ -220,6 +221,39 @@ def test_bf16_lowering_canary_rejects_the_unfused_model():
         print(json.dumps([r.status, r.details["x * y + x"]]))
     """)
     assert out == ["fail", ["fma.rn.bf16"]]
+
+
+def test_fp32_fma_lowering_canary_rejects_the_unfused_model():
+    """Negative control: expecting x*y - z to compile with the product rounded first (no fma.rn.f32) fails."""
+    out = run_child("""
+        import json, warnings
+        warnings.filterwarnings("ignore")
+        from pathmdn_verify.platform import fidelity
+        fidelity.activate()
+        import pathmdn_verify.checks.fidelity_canaries as I
+        from pathmdn_verify.core.registry import Context
+        I._FUSED[0] = False
+        r = I.fp32_fma_lowering(Context(device="cpu"))
+        print(json.dumps([r.status, r.details["x * y - z"]]))
+    """)
+    assert out == ["fail", ["fma.rn.f32"]]
+
+
+def test_fp32_fma_follows_tritons_switch():
+    """TRITON_DEFAULT_FP_FUSION=0 (the GPU then rounds every product): the emulation rounds too, and the canary,
+    which expects the default, fails."""
+    out = run_child("""
+        import json, os, warnings
+        warnings.filterwarnings("ignore")
+        os.environ["TRITON_DEFAULT_FP_FUSION"] = "0"
+        from pathmdn_verify.platform import fidelity
+        fidelity.activate()
+        import pathmdn_verify.checks.fidelity_canaries as I
+        from pathmdn_verify.core.registry import Context
+        r = I.fp32_fma(Context(device="cpu"))
+        print(json.dumps([r.status, r.details["x * y - z"]]))
+    """)
+    assert out == ["fail", "rounded"]
 
 
 GAP_CHILD = """

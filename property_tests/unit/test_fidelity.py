@@ -7,7 +7,7 @@ import pytest
 
 PARTS = ("bf16_dot", "bf16_round", "autotune", "tf32", "dot_order", "numpy_index", "loop_index", "bf16_arith",
          "bf16_scalar", "tl_alias", "torch_cpu_device", "lang_cache", "np_dtypes",
-         "lazy_types", "device_calls", "bounds", "bf16_guard")
+         "lazy_types", "device_calls", "bounds", "bf16_guard", "fp32_fma")
 
 
 def test_parts_list_matches_layer():

@@ -19,6 +19,7 @@ from fractions import Fraction
 from pathmdn_verify.core.bits import (
     bf16_rne,
     f32_bits,
+    f32_rne,
     f32_from_bits,
     round_tf32_half_away,
     truncate_tf32,
@@ -139,8 +140,24 @@ def _k():
             acc += j.to(tl.int64)
         tl.store(o_ptr + tl.arange(0, N), acc)
 
+    @triton.jit
+    def fp32_fma_kernel(x_ptr, y_ptr, z_ptr, o_ptr, N: tl.constexpr, OP: tl.constexpr):
+        r = tl.arange(0, N)
+        x = tl.load(x_ptr + r)
+        y = tl.load(y_ptr + r)
+        z = tl.load(z_ptr + r)
+        if OP == 0:
+            o = x * y - z                                  # fma.rn.f32 on sm_90: the product unrounded
+        elif OP == 1:
+            o = z + x * y                                  # the product on the right: fused as well
+        elif OP == 2:
+            o = tl.where(x > -1e30, x * y, 0.0) - z        # through a select: the product rounded first
+        else:
+            o = tl.fma(x, y, -z)                           # explicit: one rounding
+        tl.store(o_ptr + r, o)
+
     _KERNELS.update(dot=dot_kernel, cast=cast_kernel, double=double_kernel, index=index_kernel,
-                    bf16_arith=bf16_arith_kernel, loop=loop_kernel, alias=alias_kernel,
+                    bf16_arith=bf16_arith_kernel, loop=loop_kernel, alias=alias_kernel, fp32_fma=fp32_fma_kernel,
                     triton=triton, tl=tl)
     return _KERNELS
 
@@ -745,6 +762,115 @@ def upstream_bf16_scalar(ctx: Context) -> Result:
     if len(raised) == len(SCALAR):
         return Result("pass", message="raw interpreter still raises AttributeError get_bf16 (keep bf16_scalar)")
     return Result("fail", message=f"raw interpreter now builds bf16 constants ({out}): bf16_scalar may go")
+
+
+# ------------------------------------------------------------------------------------------------
+# fp32 multiply-add contraction: x*y +- z is one fma.rn.f32 on the GPU (Triton's enable_fp_fusion)
+
+_FMA_OPS = {0: "x * y - z", 1: "z + x * y", 2: "where(., x * y, 0) - z", 3: "fma(x, y, -z)"}
+_FUSED = {0: True, 1: True, 2: False, 3: True}        # which the GPU computes with the product unrounded
+
+
+def _fma_inputs(torch, seed: int):
+    """x = y = 1 + 2^-13 first (x*y - 1 is 2^-12 + 2^-26 fused, 2^-12 with the product rounded), then random
+    values whose products are not exact in fp32."""
+    g = torch.Generator().manual_seed(seed + 5)
+    x = torch.cat([torch.tensor([1 + 2 ** -13]), torch.randn(15, generator=g)]).float()
+    y = torch.cat([torch.tensor([1 + 2 ** -13]), torch.randn(15, generator=g)]).float()
+    z = torch.cat([torch.tensor([1.0]), torch.randn(15, generator=g)]).float()
+    return x, y, z
+
+
+def _fma_want(x, y, z, op: int, fused: bool) -> list[float]:
+    """Each element's fp32 result, exactly: fused, x*y +- z rounded once; else the product rounded first."""
+    out = []
+    for a, b, c in zip(*(map(Fraction, t.double().tolist()) for t in (x, y, z))):
+        p = a * b if fused else Fraction(f32_rne(a * b))
+        out.append(f32_rne(c + p if op == 1 else p - c))
+    return out
+
+
+def _fp32_fma(ctx: Context, raw: bool = False) -> dict:
+    """Per op: 'fused' / 'rounded' (which exact result came back, bit for bit) or what else happened."""
+    torch, dev = _setup(ctx)
+    x, y, z = _fma_inputs(torch, ctx.seed)
+    out = {}
+    for op, what in _FMA_OPS.items():
+        o = torch.zeros(16, dtype=torch.float32, device=dev)
+        try:
+            _launch(ctx, raw, _k()["fp32_fma"], (1,), x.to(dev), y.to(dev), z.to(dev), o, 16, op)
+        except Exception as exc:
+            out[what] = f"raised {exc!r}"[:200]
+            continue
+        got = o.cpu().double().tolist()
+        out[what] = next((name for name, fused in (("fused", True), ("rounded", False))
+                          if got == _fma_want(x, y, z, op, fused)), f"neither (got {got[:2]})")
+    return out
+
+
+@check("env.interpreter.fp32_fma",
+       "fp32 x*y - z and z + x*y are one fused multiply-add (the product unrounded) as the GPU computes them by "
+       "default, a product through a select is rounded first, tl.fma rounds once: bit for bit")
+def fp32_fma(ctx: Context) -> Result:
+    out = _fp32_fma(ctx)
+    want = {what: "fused" if _FUSED[op] else "rounded" for op, what in _FMA_OPS.items()}
+    bad = {what: got for what, got in out.items() if got != want[what]}
+    r = within(len(bad), 0, f"fp32 multiply-adds not as the GPU computes them (of {len(want)})")
+    r.details.update(out)
+    return r
+
+
+@check("env.interpreter.upstream_bug.fp32_fma",
+       "raw interpreter still rounds an fp32 product before the add it feeds: keep fp32_fma", devices=("cpu",))
+def upstream_fp32_fma(ctx: Context) -> Result:
+    out = _fp32_fma(ctx, raw=True)
+    unfused = sum(1 for op, what in _FMA_OPS.items() if _FUSED[op] and out[what] == "rounded")
+    r = rejects(unfused, 0, "raw interpreter fp32 multiply-adds with the product rounded first")
+    r.message += (" (bug still present: keep fp32_fma)" if r.status == "pass"
+                  else " (raw interpreter now fuses: fp32_fma can go)")
+    r.details.update(out)
+    return r
+
+
+def sm90_fp32_instructions() -> dict[str, list[str]]:
+    """The fp32 instructions each canary op compiles to for an H200 (sm_90): PTX built by Triton's own compiler,
+    no GPU needed.  Runs in a process without the interpreter (see bf16_lowering)."""
+    import re
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    k = _k()
+    signature = {"x_ptr": "*fp32", "y_ptr": "*fp32", "z_ptr": "*fp32", "o_ptr": "*fp32", "N": "constexpr",
+                 "OP": "constexpr"}
+    seen = {}
+    for op, what in _FMA_OPS.items():
+        src = ASTSource(fn=k["fp32_fma"], signature=signature, constexprs={"N": 16, "OP": op})
+        ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32)).asm["ptx"]
+        seen[what] = sorted(set(re.findall(r"\b(?:fma\.rn|mul\.rn|mul|add|sub|add\.rn|sub\.rn)\.f32\b", ptx)))
+    return seen
+
+
+@check("env.interpreter.fp32_fma_lowering",
+       "Triton still compiles the canary's fp32 multiply-adds for sm_90 as fp32_fma emulates them (PTX built on the "
+       "cpu): fma.rn.f32 for a product feeding an add or subtract, a rounded mul.f32 through a select",
+       devices=("cpu",))
+def fp32_fma_lowering(ctx: Context) -> Result:
+    import json
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", "import json; from pathmdn_verify.checks.fidelity_canaries import "
+                           "sm90_fp32_instructions as f; print(json.dumps(f()))"], capture_output=True, text=True,
+                          env=env)
+    if proc.returncode != 0:
+        return Result("error", message="compiling the fp32 canary kernel for sm_90 failed: "
+                      + proc.stderr.strip()[-1500:], kind="check_error")
+    seen = json.loads(proc.stdout.splitlines()[-1])
+    bad = {what: seen[what] for op, what in _FMA_OPS.items() if ("fma.rn.f32" in seen[what]) != _FUSED[op]}
+    r = within(len(bad), 0, f"fp32 multiply-adds compiled otherwise than emulated (of {len(_FMA_OPS)})")
+    r.details.update(seen)
+    return r
 
 
 # ------------------------------------------------------------------------------------------------

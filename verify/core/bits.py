@@ -38,13 +38,14 @@ def f32_from_bits(bits: int) -> float:
     return struct.unpack("<f", struct.pack("<I", bits))[0]
 
 
-def bf16_rne(x) -> float:
-    """The bf16 value nearest to x (int, float or Fraction, finite), ties to even, overflow to inf: exact,
-    by rational arithmetic (bf16: 8 significant bits, exponent >= -126, subnormal spacing 2^-133); an
-    independent check of the bit-level conversions below.
+def rne(x, significant: int) -> float:
+    """The value of a binary format with `significant` bits and fp32's exponent range (bf16: 8, fp32: 24)
+    nearest to x (int, float or Fraction, finite), ties to even, overflow to inf: exact, by rational arithmetic
+    (exponent >= -126, subnormal spacing 2^(-127 - significant + 1)); an independent check of the bit-level
+    conversions below.
 
-    >>> bf16_rne(1 + 2**-8), bf16_rne(1 + 3 * 2**-8), bf16_rne(257)
-    (1.0, 1.015625, 256.0)
+    >>> rne(1 + 2**-8, 8), rne(1 + 3 * 2**-8, 8), rne(257, 8), rne(1 + 2**-24, 24), rne(1 + 3 * 2**-24, 24)
+    (1.0, 1.015625, 256.0, 1.0, 1.000000238418579)
     """
     f = Fraction(x)
     if f == 0:
@@ -53,7 +54,7 @@ def bf16_rne(x) -> float:
     e = a.numerator.bit_length() - a.denominator.bit_length()
     if Fraction(2) ** e > a:
         e -= 1                                       # now 2^e <= a < 2^(e+1)
-    ulp = Fraction(2) ** (max(e, -126) - 7)
+    ulp = Fraction(2) ** (max(e, -126) - (significant - 1))
     n, r = divmod(a, ulp)
     n = int(n)
     if r > ulp / 2 or (r == ulp / 2 and n % 2 == 1):
@@ -62,6 +63,24 @@ def bf16_rne(x) -> float:
     if v >= Fraction(2) ** 128:
         return sign * math.inf
     return sign * float(v)
+
+
+def bf16_rne(x) -> float:
+    """rne(x, 8): the bf16 value nearest to x.
+
+    >>> bf16_rne(1 + 2**-8), bf16_rne(1 + 3 * 2**-8), bf16_rne(257)
+    (1.0, 1.015625, 256.0)
+    """
+    return rne(x, 8)
+
+
+def f32_rne(x) -> float:
+    """rne(x, 24): the fp32 value nearest to x (as a Python float).
+
+    >>> f32_rne(1 + 2**-12 + 2**-26) == 1 + 2**-12, f32_rne(2**-12 + 2**-26) == 2**-12 + 2**-26
+    (True, True)
+    """
+    return rne(x, 24)
 
 
 # ------------------------------------------------------------------------------- torch tensors

@@ -71,7 +71,7 @@ from pathmdn_verify.core.errors import Bf16ArithmeticNotEmulated, OutOfBoundsAcc
 
 PARTS = ("bf16_dot", "bf16_round", "autotune", "tf32", "dot_order", "numpy_index", "loop_index", "bf16_arith",
          "bf16_scalar", "tl_alias", "torch_cpu_device", "lang_cache", "np_dtypes",
-         "lazy_types", "device_calls", "bounds", "bf16_guard")
+         "lazy_types", "device_calls", "bounds", "bf16_guard", "fp32_fma")
 FP32_DOT_MODES = ("tf32", "ieee")
 TESTED_TRITON = ("3.6.",)          # version prefixes the patches were written and measured against
 ALLOW_UNTESTED_ENV = "VERIFY_ALLOW_UNTESTED_TRITON"
@@ -306,18 +306,72 @@ def _bf16_emulations():
 EXACT_PRODUCT = "_verify_exact_product"     # TensorHandle.attr key: a bf16 product's exact float64 value
 
 
-def _fused(product, addend):
-    """fma.rn.bf16(a, b, c): product (= a*b, exact in float64) + addend rounded ONCE to bf16.  The sum
-    is formed in float64 with its TwoSum error made sticky (round to odd), which f64_to_bf16_bits then
-    rounds to nearest even without double rounding."""
+def _odd_sum(product, addend):
+    """product + addend (float64 arrays, the product exact) rounded to odd in float64: the TwoSum error made
+    sticky, so that one later rounding to a format of at most 51 bits (bf16, fp32) rounds the exact sum once."""
     import numpy as np
     with np.errstate(all="ignore"):
         s = product + addend
         bb = s - product
         err = (product - (s - bb)) + (addend - bb)
         odd = (s.view(np.uint64) & np.uint64(1)) == 1
-        s = np.where(np.isfinite(err) & (err != 0) & ~odd, np.nextafter(s, s + err), s)
-    return f64_to_bf16_bits(s)
+        return np.where(np.isfinite(err) & (err != 0) & ~odd, np.nextafter(s, s + err), s)
+
+
+def _fused(product, addend):
+    """fma.rn.bf16(a, b, c): product (= a*b, exact in float64) + addend rounded ONCE to bf16."""
+    return f64_to_bf16_bits(_odd_sum(product, addend))
+
+
+FP32_FACTORS = "_verify_fp32_factors"     # TensorHandle.attr key: an fp32 product's two factors (numpy arrays)
+
+
+def _make_fp32_fma(binary_op, create_fma):
+    """fp32_fma: the GPU contracts an fp32 add or subtract whose operand is a multiply's result into one fused
+    multiply-add (fma.rn.f32: the product unrounded, one rounding), as Triton compiles by default (enable_fp_fusion:
+    LLVM's NVPTX backend fuses aggressively, whatever else uses the product; ptxas --fmad=true); the raw interpreter
+    rounds the product first.  Emulated: an fp32 multiply's result keeps its factors; an add or subtract given it
+    directly (not through a select, a load or a conversion) computes x*y +- z exactly in float64 and rounds once
+    (the left product where both are; LLVM takes the one of fewer uses).  tl.fma on fp32 rounds once too.  Off
+    where Triton's own switch is (TRITON_DEFAULT_FP_FUSION=0).  Not emulated: a launch's own enable_fp_fusion=False
+    (no verified op sets it), and the GPU's boundaries between basic blocks (a product carried across a loop
+    iteration is still fused here)."""
+    import numpy as np
+    import triton.language as tl
+    from triton import knobs
+    from triton.runtime.interpreter import TensorHandle
+
+    def fp32(*handles):
+        return all(isinstance(h, TensorHandle) and h.dtype.scalar == tl.float32 for h in handles)
+
+    def fused(x, y, z, dtype):
+        product = x.astype(np.float64) * y.astype(np.float64)
+        out = _odd_sum(*np.broadcast_arrays(product, z.astype(np.float64))).astype(np.float32)
+        return TensorHandle(out.reshape(np.broadcast_shapes(np.shape(x), np.shape(y), np.shape(z))), dtype)
+
+    def contracting_binary_op(self, lhs, rhs, op):
+        if _bypass or not knobs.language.default_fp_fusion or op not in (np.multiply, np.add, np.subtract) \
+                or not fp32(lhs, rhs):
+            return binary_op(self, lhs, rhs, op)
+        if op is np.multiply:
+            out = binary_op(self, lhs, rhs, op)
+            out.attr[FP32_FACTORS] = (lhs.data, rhs.data)
+            return out
+        product, other = (lhs, rhs) if FP32_FACTORS in lhs.attr else (rhs, lhs)
+        if FP32_FACTORS not in product.attr:
+            return binary_op(self, lhs, rhs, op)
+        x, y = product.attr[FP32_FACTORS]
+        if op is np.subtract:      # x*y - z, or z - x*y = (-x)*y + z
+            x, z = (x, -other.data) if product is lhs else (-x, other.data)
+        else:
+            z = other.data
+        return fused(x, y, z, lhs.dtype.scalar)
+
+    def fused_fma(self, x, y, z):
+        if _bypass or not fp32(x, y, z):
+            return create_fma(self, x, y, z)
+        return fused(x.data, y.data, z.data, z.dtype.scalar)
+    return contracting_binary_op, fused_fma
 
 
 def _make_bf16_arith(original, what: str, emulate: bool, guard: bool):
@@ -698,7 +752,8 @@ def activate(fp32_dot: str = "tf32", parts=PARTS, allow_untested_triton: bool | 
                              "the fidelity patches do not fit this triton")
 
     def install(owner, name, new):
-        _originals[(owner, name)] = owner.__dict__.get(name, _INHERITED)
+        _originals.setdefault((owner, name), owner.__dict__.get(name, _INHERITED))   # the first: a part may wrap
+        #                                                                              another's patch
         setattr(owner, name, new)
 
     if {"bf16_dot", "tf32", "dot_order"} & set(parts):
@@ -726,6 +781,10 @@ def activate(fp32_dot: str = "tf32", parts=PARTS, allow_untested_triton: bool | 
             what = name if owner is builder else f"{owner.__name__}.{name}: a bf16 reduction or scan"
             install(owner, name, _make_bf16_arith(getattr(owner, name), what, "bf16_arith" in parts,
                                                   "bf16_guard" in parts))
+    if "fp32_fma" in parts:
+        contracting, fused_fma = _make_fp32_fma(builder.binary_op, builder.create_fma)
+        install(builder, "binary_op", contracting)
+        install(builder, "create_fma", fused_fma)
     if "bf16_scalar" in parts:
         install(builder, "get_bf16", _get_bf16)
     if "lang_cache" in parts:
