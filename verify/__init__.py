@@ -8,7 +8,7 @@ This module is the public API; everything else in the package is internal.
     pv.op_specs()                 the ops, each with its canonical call (inputs, layouts, outputs, passes, dtypes)
     pv.implement(op, fn, name=..., fp32_dot=...)   register your implementation of an op (or the decorator
     pv.implementation(op, name=..., fp32_dot=...)  form); what it does not offer is declared, never failed
-    pv.check(name)                run its checks in this process: a list of CheckResult
+    pv.check(name)                run its checks, each in a worker process: a list of CheckResult
     pv.OpRecord, pv.declare_op    a new op: its record (refused when malformed) and its checks
 
 Plug-ins: an installed package names a module (or an Implementation) in the entry-point group
@@ -54,6 +54,7 @@ class CheckResult:
     budget: float | None
     message: str
     repro: str
+    cached: bool = False            # reused from the verdict cache (the check did not run again)
 
 
 def op_specs() -> dict[str, OpSpec]:
@@ -91,24 +92,20 @@ def implementation(op: str, **declared):
 
 
 def check(name: str, *, profile: str = "quick", device: str | None = None, seed: int = 0, select: str | None = None,
-          examples: int | None = None) -> list[CheckResult]:
-    """Run the checks of implementation `name` (its kernel checks; -k expression `select` narrows them) in this
-    process, one after the other; the expected-failure list applies as in `verify all`."""
-    from pathmdn_verify.core.registry import Context, select as choose
-    from pathmdn_verify.platform import environment
-    from pathmdn_verify.run import load_checks, runner
-    load_checks()
-    chosen = choose([select] if select else None, None, (f"kernel.{name}.",))
-    if not chosen:
-        raise ValueError(f"no check of an implementation {name!r} matches {select!r}: is it registered?")
-    ctx = Context(device=environment.resolve_device(device), profile=profile, seed=seed, examples=examples)
-    scope = runner.scope(ctx, None)
-    out = []
-    for c in chosen:
-        o = runner.run_one(c, ctx, scope)
-        r = o.result
-        out.append(CheckResult(o.id, r.status, r.kind, r.measured, r.budget, r.message, o.repro))
-    return out
+          examples: int | None = None, workers: str = "auto", cache: bool = True,
+          cache_dir: str | None = None) -> list[CheckResult]:
+    """Run the checks of implementation `name` (its kernel checks; -k expression `select` narrows them) as
+    `verify kernels --impl name` does: each in a worker process (a kernel that crashes costs only its check,
+    kind crashed), verdicts reused from the verdict cache (cache=False: none; cache_dir: its folder, else
+    $VERIFY_CACHE_DIR or beside Triton's cache), the expected-failure list applied.  The workers import the module
+    that registered the implementation; one registered at run time (inside a function) needs workers="0": its
+    checks then run in this process, without isolation or verdict cache."""
+    from pathmdn_verify.run.session import RunOptions, Session
+    session = Session(RunOptions(prefixes=(f"kernel.{name}.",), patterns=(select,) if select else (), impls=(name,),
+                                 device=device, profile=profile, seeds=(seed,), workers=workers, examples=examples,
+                                 cache=cache, cache_dir=cache_dir))
+    return [CheckResult(o.id, o.result.status, o.result.kind, o.result.measured, o.result.budget, o.result.message,
+                        o.repro, "cached" in o.result.details) for o in session.run().outcomes]
 
 
 def declare_op(record):

@@ -11,9 +11,6 @@ properties, which pytest's JUnit XML writes.  This module imports only pytest un
 """
 from __future__ import annotations
 
-import json
-import shlex
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -40,12 +37,12 @@ def pytest_collection_modifyitems(session, config, items):
     specs = config.getoption("verify_impl")
     if not specs:
         return
-    from pathmdn_verify.commands.checks import implementations
     from pathmdn_verify.core.errors import UsageError
     from pathmdn_verify.core.ids import CheckId
     from pathmdn_verify.core.registry import select
+    from pathmdn_verify.run.session import implementations
     try:
-        names = implementations(specs)
+        names = implementations(tuple(specs))
     except UsageError as exc:          # a plug-in that cannot be loaded: pytest's own usage error, one line
         raise pytest.UsageError(str(exc)) from None
     expr = config.getoption("verify_k")
@@ -103,26 +100,17 @@ class VerifyItem(pytest.Item):
 
 
 def _run(config, ids: list[str]) -> dict[str, dict]:
-    """Run the checks ids as `verify all` does (its workers, the expected-failure list); check id -> its JSON.  A
-    usage error of the run (an implementation that breaks its op's return contract) ends the session as pytest's
-    usage error, its one line the message."""
-    import contextlib
-    import io
-
-    from pathmdn_verify import cli
-    err = io.StringIO()
-    with tempfile.TemporaryDirectory(prefix="pytest_verify_") as tmp:
-        out = Path(tmp) / "run.json"
-        argv = ["kernels", *(a for s in config.getoption("verify_impl") for a in ("--impl", s)),
-                *(a for i in ids for a in ("--id", i)), "--profile", config.getoption("verify_profile"),
-                "--seed", str(config.getoption("verify_seed")), "--workers", config.getoption("verify_workers"),
-                "--json", str(out)]
-        if config.getoption("verify_device"):
-            argv += ["--device", config.getoption("verify_device")]
-        with contextlib.redirect_stderr(err):
-            code = cli.main(argv)
-        if code == 2:
-            pytest.exit(err.getvalue().strip().removeprefix("verify: error: "), returncode=pytest.ExitCode.USAGE_ERROR)
-        if not out.exists():
-            raise VerifyFailed(f"`verify {shlex.join(argv)}` wrote no result (exit status {code})")
-        return {c["id"]: c for c in json.loads(out.read_text())["checks"]}
+    """Run the checks ids as `verify kernels` does (a library Session: its workers, the verdict cache, the
+    expected-failure list); check id -> its outcome, as the JSON result holds it.  A usage error of the run (an
+    implementation that breaks its op's return contract) ends the session as pytest's usage error, in one line."""
+    from pathmdn_verify.core.errors import UsageError
+    from pathmdn_verify.core.results import outcome_json
+    from pathmdn_verify.run.session import RunOptions, Session
+    try:
+        result = Session(RunOptions(
+            prefixes=("kernel.",), ids=tuple(ids), impls=tuple(config.getoption("verify_impl")),
+            device=config.getoption("verify_device"), profile=config.getoption("verify_profile"),
+            seeds=(config.getoption("verify_seed"),), workers=config.getoption("verify_workers"))).run()
+    except UsageError as exc:
+        pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
+    return {o.id: outcome_json(o) for o in result.outcomes}

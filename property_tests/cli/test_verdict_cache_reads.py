@@ -20,7 +20,7 @@ FILES = {
                         "    gain *= float(os.environ.get('CACHETOY_GAIN', '1'))\n"
                         "    f = lambda t: None if t is None else t.double()\n"
                         "    o = path_oracle.path_attn(f(q), f(k), f(v), f(w), gate(f(beta)) * gain, g=f(g),\n"
-                        "                              cu_seqlens=cu_seqlens, scale=scale)\n"
+                        "                              cu_seqlens=cu_seqlens, scale=scale, gate_scaled=True)\n"
                         "    return o.to(q.dtype)\n",
     "cachetoy_helper.py": "def gate(beta):\n    return beta\n",
     "gain.json": '{"gain": 1.0}',

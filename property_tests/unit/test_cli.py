@@ -79,7 +79,7 @@ def test_fatal_cuda_error_stops_the_search(registry):
         raise AssertionError("unreachable: every draw is >= 5")
     chk = runner.Check("test.cuda.lost", "raises a fatal CUDA error",
                        lambda ctx: search(st.integers(5, 100), evaluate, ctx, "test.cuda.lost", max_examples=20))
-    rec = runner.run_one(chk, Context(), xfails.current_scope("cpu", "ci"))
+    rec = runner.apply_xfails(runner.execute(chk, Context()), xfails.current_scope("cpu", "ci"))
     assert len(seen) == 1                                 # stopped at once: no shrinking on a dead context
     assert rec.result.status == "fail" and f"[{seen[0]}]" in rec.result.message
     assert "fatal CUDA error" in rec.result.message and rec.result.kind == "cuda_fatal"

@@ -8,7 +8,7 @@ import json
 import coverage
 
 from pathmdn_verify import cli
-from pathmdn_verify.commands.coverage import analyse, kernels_and_launchers
+from pathmdn_verify.run.code_coverage import analyse, kernels_and_launchers
 from pathmdn_verify.platform.mutation import fla_package_dir
 
 

@@ -80,7 +80,7 @@ def test_capabilities_follow_the_declaration():
 
 def test_unsupported_variants_are_skips_and_the_rest_is_judged():
     pv.implement("path_attn", exact, name="t_run", fp32_dot="ieee", dtypes=("fp32",))
-    results = {r.id: r for r in pv.check("t_run", select="fwd and beta_uniform", profile="ci")}
+    results = {r.id: r for r in pv.check("t_run", select="fwd and beta_uniform", profile="ci", workers="0")}
     bf16, fp32 = (results[f"kernel.t_run.path_attn.fwd.{d}.beta_uniform"] for d in ("bf16", "fp32"))
     assert bf16.status == "skip" and bf16.kind == "unsupported" and "offers no bf16" in bf16.message
     # fp32 ran its cases but the varlen ones, which it says it did not run and why
@@ -95,8 +95,8 @@ def test_budgets_follow_the_declared_dot(monkeypatch):
         return exact(q, k, v, w, beta, g, scale) * (1 + 3e-5)
     pv.implement("path_attn", slightly_off, name="t_ieee", fp32_dot="ieee", dtypes=("fp32",))
     pv.implement("path_attn", slightly_off, name="t_tf32", fp32_dot="tf32", dtypes=("fp32",))
-    ieee, = pv.check("t_ieee", select="fwd.fp32.beta_uniform", profile="quick")
-    tf32, = pv.check("t_tf32", select="fwd.fp32.beta_uniform", profile="quick")
+    ieee, = pv.check("t_ieee", select="fwd.fp32.beta_uniform", profile="quick", workers="0")   # registered here
+    tf32, = pv.check("t_tf32", select="fwd.fp32.beta_uniform", profile="quick", workers="0")   # at run time
     assert ieee.status == "fail" and tf32.status == "pass", (ieee.message, tf32.message)
 
 

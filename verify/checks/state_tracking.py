@@ -17,56 +17,16 @@ from __future__ import annotations
 import math
 import random
 
-import torch
 
 from pathmdn_verify.core.engine import call_kernel
 from pathmdn_verify.platform.setup import prepare
 from pathmdn_verify.core.precision import Precision
 from pathmdn_verify.core.registry import Context, Result, register
 from pathmdn_verify.ops.attention_ops import PATH_ATTN
+from pathmdn_verify.ops.state_tracking import construction, decides_identity, swap_sequence
 
-D = 16          # the smallest head dim the kernels support; 6 coordinates are used
 N_VALUES = {"quick": (16, 64), "ci": (16, 64, 256), "full": (64, 256, 1024, 4096, 8192)}
 SEQUENCES = {"quick": 3, "ci": 4, "full": 8}
-
-
-def swap_sequence(n: int, identity: bool, rng: random.Random) -> list[tuple[int, int]]:
-    """n transpositions of {0..4}; identity=True makes them compose to the identity (a palindrome of
-    swaps, length n even), otherwise a sequence whose composition is not the identity."""
-    while True:
-        half = [tuple(rng.sample(range(5), 2)) for _ in range(n // 2)]
-        swaps = half + half[::-1] if identity else [tuple(rng.sample(range(5), 2)) for _ in range(n)]
-        if composes_to_identity(swaps) == identity:
-            return swaps
-
-
-def composes_to_identity(swaps) -> bool:
-    perm = list(range(5))
-    for a, b in swaps:
-        perm[a], perm[b] = perm[b], perm[a]
-    return perm == list(range(5))
-
-
-def construction(swaps, dtype, device) -> dict:
-    n = len(swaps)
-    T = n + 1
-    q = torch.zeros(1, T, 1, D, dtype=torch.float64)
-    k = torch.zeros_like(q)
-    v = torch.zeros_like(q)
-    w = torch.zeros_like(q)
-    w[0, 0, 0, 0] = 1.0                   # token 0's transform never enters a logit; any unit vector
-    for t, (a, b) in enumerate(swaps, start=1):
-        w[0, t, 0, a], w[0, t, 0, b] = 2 ** -0.5, -(2 ** -0.5)
-    k[0, 0, 0, :6] = torch.tensor([1, 2, 3, 4, 5, -54.5], dtype=torch.float64)
-    q[0, n, 0, :6] = n * torch.tensor([1, 2, 3, 4, 5, 1], dtype=torch.float64)
-    v[0, 0, 0, 0] = 1.0
-    beta = torch.full((1, T, 1), 2.0, dtype=torch.float64)
-    return {"q": q.to(dtype).to(device), "k": k.to(dtype).to(device), "v": v.to(dtype).to(device),
-            "w": w.float().to(device), "beta": beta.float().to(device)}
-
-
-def decides_identity(o_last0: float, n: int) -> bool:
-    return o_last0 > 1.0 / (n + 1)
 
 
 def _run(dtype: str):

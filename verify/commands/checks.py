@@ -1,27 +1,23 @@
 """The check-running commands (`verify all`, `oracles`, `symbolic`, `kernels`, `layers`: one per check family) and
-`verify list`; and what every command that runs checks shares (`run_options`, `prepare`, `execute`: `verify mutants`
-runs its killer checks through them too).
+`verify list`; and what every command that runs checks shares (`run_options`, `options_of`, `execute`: `verify
+mutants` reports through them too).
 
-A run is prepared (options checked, the selection and the contexts made), executed (workers, progress, Ctrl-C)
-and reported (summary, JSON, JUnit, exit status).  Exit status of a run: 0 when nothing failed (expected failures
+Each command maps its arguments to RunOptions, runs a library Session (pathmdn_verify.run.session) with the console
+(header, progress, Ctrl-C) and renders the result (summary, JSON, JUnit, exit status).  Exit status of a run: 0 when nothing failed (expected failures
 allowed), 1 when a check failed or errored, 130 / 143 when interrupted by Ctrl-C / SIGTERM (the results of the
 checks that finished are still written).
 """
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import re
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from pathmdn_verify.commands import options
 from pathmdn_verify.core.errors import UsageError
 from pathmdn_verify.core.ids import CheckId
-from pathmdn_verify.core.registry import Check, Context
+from pathmdn_verify.run import load_checks
 from pathmdn_verify.run import xfail_list as xfails
+from pathmdn_verify.run.session import RunOptions, Session, implementations
 
 # subcommand -> (id prefixes it runs, help)
 FAMILIES = {
@@ -33,7 +29,6 @@ FAMILIES = {
                "fla.layers: PaTH, FoX, MDN, GDN) against float64 literals of the same layers, and the device answers "
                "they read"),
 }
-KERNEL_PREFIXES = ("kernel.", "layer.", "env.interpreter.")    # checks that import the kernel package
 
 
 def add_parser(sub) -> None:
@@ -116,17 +111,36 @@ def run_options(p: argparse.ArgumentParser) -> None:
 
 
 def run(args, command: list[str]) -> int:
-    from pathmdn_verify.run import load_checks
-    load_checks()
     if args.command == "list":
         return _list(args)
-    plan = prepare(args, command, _selection)
-    return execute(plan, CheckSession(plan))
+    return execute(Session(options_of(args)), args, command)
+
+
+def options_of(args, prefixes: tuple[str, ...] | None | str = "family") -> RunOptions:
+    """The RunOptions of a check-running command's arguments (prefixes: the family's, unless given); the result
+    files must be writable (a usage error before any work)."""
+    from pathmdn_verify.core import results
+    for path, flag in ((args.json, "--json"), (args.junit, "--junit")):
+        results.check_writable(path, flag)
+    first = args.seed if getattr(args, "seed_from", None) is None else args.seed_from
+    if getattr(args, "repeat", 1) < 1:
+        raise UsageError(f"--repeat {args.repeat}: must be at least 1")
+    return RunOptions(
+        prefixes=FAMILIES[args.command][0] if prefixes == "family" else prefixes, patterns=tuple(args.patterns or ()),
+        ids=tuple(args.ids or ()), impls=tuple(args.impl or ()), device=args.device, profile=args.profile,
+        seeds=tuple(range(first, first + getattr(args, "repeat", 1))), workers=args.workers,
+        check_timeout=args.check_timeout, time_limit=getattr(args, "time_limit", None),
+        exitfirst=getattr(args, "exitfirst", False), shard=getattr(args, "shard", None),
+        durations=getattr(args, "durations", None), fp32_dot=args.fp32_dot, configs=args.configs,
+        references=args.references, kernel_root=args.kernel_root, examples=args.examples,
+        save_failing=getattr(args, "save_failing", None), xfails=tuple(args.xfails or ()),
+        xfails_only=tuple(args.xfails_only or ()), cache=not args.no_cache, cache_dir=args.cache_dir, debug=args.debug)
 
 
 def _list(args) -> int:
     from pathmdn_verify.core.registry import select
-    names = implementations(args.impl) if args.impl else None
+    load_checks()
+    names = implementations(tuple(args.impl)) if args.impl else None
     chosen = select(args.patterns, args.ids)
     if names is not None:
         chosen = [c for c in chosen if CheckId.parse(c.id).impl in (None, *names)]
@@ -138,243 +152,44 @@ def _list(args) -> int:
     return 0
 
 
-def _selection(args, seconds: dict[str, float] | None) -> list[Check]:
-    from pathmdn_verify.core.registry import select
-    from pathmdn_verify.run.runner import shard
-    from pathmdn_verify.core.registry import REGISTRY
-    unknown = [i for i in args.ids or () if i not in REGISTRY]
-    if unknown:
-        raise UsageError(f"--id {unknown[0]}: no such check (`verify list` lists them; an implementation's checks "
-                         "exist once --impl names it)")
-    chosen = select(args.patterns, args.ids, FAMILIES[args.command][0])
-    if not chosen:
-        raise UsageError(f"no check of `verify {args.command}` matches {args.patterns or args.ids}; see `verify list`")
-    if args.shard:
-        m = re.fullmatch(r"(\d+)/(\d+)", args.shard)
-        if not m or not 1 <= int(m[1]) <= int(m[2]):
-            raise UsageError(f"--shard {args.shard}: must be K/N with 1 <= K <= N")
-        chosen = shard(chosen, int(m[1]), int(m[2]), seconds)
-    return chosen
-
-
-def _durations(path: str) -> dict[str, float]:
-    """Per-check seconds of a --json result (the checks that ran)."""
-    from pathmdn_verify.core import results
-    return {c["id"]: c["seconds"] for c in results.load(path)["checks"] if c["started"]}
-
-
-@dataclass
-class Plan:
-    """A prepared run: the selection and the contexts it runs in (one per seed of --repeat)."""
-    args: argparse.Namespace
-    command: list[str]
-    device: str
-    chosen: list[Check]
-    contexts: list[Context]
-    workers: int
-    kernels: bool                   # the selection imports the kernel package
-    timeout: float
-    durations: dict[str, float] | None
-    impls: tuple[str, ...] = ("fla",)     # the implementations whose kernel and layer checks run
-
-    @property
-    def seeds(self) -> list[int]:
-        return [c.seed for c in self.contexts]
-
-
-def _validate(args) -> None:
-    if args.examples is not None and args.examples < 1:
-        raise UsageError(f"--examples {args.examples}: must be at least 1")
-    if getattr(args, "repeat", 1) < 1:
-        raise UsageError(f"--repeat {args.repeat}: must be at least 1")
-    if getattr(args, "time_limit", None) is not None and not args.time_limit > 0:
-        raise UsageError(f"--time-limit {args.time_limit}: must be positive")
-    if args.check_timeout is not None and not args.check_timeout > 0:
-        raise UsageError(f"--check-timeout {args.check_timeout}: must be positive")
-    if getattr(args, "save_failing", None) and Path(args.save_failing).exists() and not Path(args.save_failing).is_dir():
-        raise UsageError(f"--save-failing {args.save_failing}: not a directory")
-    if args.xfails and args.xfails_only:
-        raise UsageError("--xfails adds to the built-in list, --xfails-only replaces it: give one of them")
-    xfails.chosen(args.xfails or (), args.xfails_only or ())   # a malformed list: one line naming it, exit 2
-
-
-def implementations(specs: list[str] | None) -> tuple[str, ...]:
-    """The implementation names of --impl SPEC... (default: the built-in fla), loaded in this process, and the
-    specs passed on to the run's workers ($VERIFY_IMPLS)."""
-    from pathmdn_verify.ops.impls import BUILT_IN
-    from pathmdn_verify.run import IMPLS_ENV, load_checks, load_impl
-    specs = [s for s in specs or [BUILT_IN]]
-    load_checks()       # the installed plug-ins, whose names a spec may give
-    names = tuple(dict.fromkeys(n for s in specs for n in load_impl(s)))
-    os.environ[IMPLS_ENV] = json.dumps([s for s in specs if s != BUILT_IN])
-    load_checks()       # the checks of the implementations just loaded
-    return names
-
-
-def prepare(args, command: list[str], selection) -> Plan:
-    """Check the options (a usage error before any work), then the selection, its seeds and contexts.
-    selection(args, durations) -> the checks to run."""
-    from pathmdn_verify.core import results
-    from pathmdn_verify.kernels.fla_ops import check_fla_version
-    from pathmdn_verify.platform import environment
-    from pathmdn_verify.platform.kernel_root import activate
-    from pathmdn_verify.run import runner
-    _validate(args)
-    if args.kernel_root:
-        args.kernel_root = activate(args.kernel_root)
-    device = environment.resolve_device(args.device)
-    if args.configs == "autotune" and device == "cpu":
-        raise UsageError("--configs autotune: Triton's timing needs a GPU; on the cpu every config ties (use cover)")
-    for path, flag in ((args.json, "--json"), (args.junit, "--junit")):
-        results.check_writable(path, flag)
-    durations = _durations(args.durations) if getattr(args, "durations", None) else None
-    names = implementations(args.impl)
-    chosen = [c for c in selection(args, durations) if CheckId.parse(c.id).impl in (None, *names)]
-    if not chosen:
-        raise UsageError(f"no check of the implementation(s) {', '.join(names)} matches the selection")
-    kernels = any(c.id.startswith(KERNEL_PREFIXES) for c in chosen)
-    if kernels:
-        check_fla_version()
-    first = args.seed if getattr(args, "seed_from", None) is None else args.seed_from
-    save_failing = None
-    if getattr(args, "save_failing", None):
-        Path(args.save_failing).mkdir(parents=True, exist_ok=True)
-        save_failing = str(Path(args.save_failing).resolve())
-    contexts = [Context(device=device, profile=args.profile, seed=s, fp32_dot=args.fp32_dot,
-                        kernel_root=args.kernel_root, examples=args.examples, save_failing=save_failing,
-                        configs=args.configs, references=args.references)
-                for s in range(first, first + getattr(args, "repeat", 1))]
-    return Plan(args, command, device, chosen, contexts,
-                workers=min(runner.worker_count(args.workers, device), max(1, len(chosen))),   # a worker per check at most
-                kernels=kernels, timeout=args.check_timeout or runner.CHECK_TIMEOUT[args.profile], durations=durations,
-                impls=names)
-
-
-class CheckSession:
-    """Runs a plan's registered checks in the runner's workers (pathmdn_verify.run.runner.Workers)."""
-
-    def __init__(self, plan: Plan):
-        self.plan = plan
-        self.workers = None
-        self.cache = verdict_cache(plan)
-
-    def start(self) -> dict:
-        """Start the workers, unless the verdict cache holds every check's verdict; what the first one loaded
-        (kernel package, interpreter fidelity) for the header, or the kernel package found here."""
-        from pathmdn_verify.platform import environment
-        from pathmdn_verify.run import cache, runner
-        p = self.plan
-        try:
-            package = environment.kernel_package()
-        except ImportError:
-            package = None
-        root = Path(package["path"]).parent if package else None
-        if self.cache is not None and all(cache.cacheable(c.id) and self.cache.get(c.id, ctx, root) is not None
-                                          for ctx in p.contexts for c in p.chosen):       # the header a worker gives:
-            return {"kernel_package": package if p.kernels else None,        # no package for a kernel-free run
-                    "interpreter_fidelity": None, "import_error": None}
-        self.workers = runner.Workers(p.workers, p.contexts[0], p.kernels, p.args.debug, cache=self.cache,
-                                      run_label=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                                      start_timeout=min(runner.START_TIMEOUT, p.timeout))
-        return self.workers.wait_ready()
-
-    def run(self, ctx: Context, finished: dict, progress, deadline: float | None) -> None:
-        p = self.plan
-        if self.workers is None:          # every verdict from the cache: the pool's loop with nothing to start
-            from pathmdn_verify.run import runner
-            runner.from_cache(p.chosen, ctx, finished, self.cache, progress.done)
-            return
-        self.workers.run(p.chosen, ctx, finished, p.timeout, deadline, progress.start, progress.done,
-                         getattr(p.args, "exitfirst", False), p.durations)
-
-    def close(self) -> None:
-        if self.workers is not None:
-            self.workers.close()
-
-    def report(self, outcomes, console) -> None:
-        """What this kind of run adds to the summary (nothing for checks)."""
-
-
-def verdict_cache(plan: Plan):
-    """The run's verdict cache (pathmdn_verify.run.cache), or None under --no-cache."""
-    from pathmdn_verify.platform import environment
-    from pathmdn_verify.run import cache, xfail_list
-    if getattr(plan.args, "no_cache", False):
-        return None
-    name = environment.describe(plan.device)["device_name"] if plan.device == "cuda" else None
-    folder = Path(plan.args.cache_dir) if getattr(plan.args, "cache_dir", None) else cache.default_dir()
-    return cache.VerdictCache(folder, xfail_list.device_class(plan.device, name))
-
-
-def execute(plan: Plan, session) -> int:
-    """Run a plan through a session (start, run per context, close, report), with the console, Ctrl-C handling,
-    the summary and the result files every check-running command shares; the exit status."""
+def execute(session: Session, args, command: list[str], report=None) -> int:
+    """Run a session with the console (header, progress, Ctrl-C) and report it (summary, JSON, JUnit); the exit
+    status.  report(outcomes, console): what a kind of run adds to the summary (verify mutants: its table)."""
     from pathmdn_verify.run import runner, terminal
-    args = plan.args
     for path in (args.json, args.junit):      # never leave a stale result in place
         if path:
             Path(path).unlink(missing_ok=True)
     console = terminal.make_console()
-    started, t0 = time.time(), time.monotonic()
-    finished: dict[int, dict] = {ctx.seed: {} for ctx in plan.contexts}
-    interrupted, info = None, {}
-    listed_before = xfails.use(xfails.chosen(args.xfails or (), args.xfails_only or ()))   # what the runner applies
+    progress = terminal.Progress(console, len(session.chosen), args.verbose, args.debug)
+    seeds = [ctx.seed for ctx in session.contexts]
+    on_context = (lambda n, ctx: console.rule(f"run {n}/{len(seeds)}: seed {ctx.seed}")) if len(seeds) > 1 else None
     with runner.stopped_by_signals():        # the user's handlers come back once the results are written
         try:
-            try:
-                info = session.start()
-                _header(plan, info, console)
-                _run_contexts(plan, session, console, finished)
-            except runner.Interrupted as exc:
-                interrupted = exc.code
-            finally:
-                session.close()
-            runs = {ctx.seed: [finished[ctx.seed].get(i) or runner.not_run(c, ctx, runner.INTERRUPTED)
-                               for i, c in enumerate(plan.chosen)] for ctx in plan.contexts}
-            return _report(plan, session, runs, info, console, started, time.monotonic() - t0, interrupted)
+            result = session.run(lambda info: _header(session, args, info, console), progress.start, progress.done,
+                                 on_context)
         finally:
-            xfails.use(listed_before)
+            progress.close()
+        return _report(result, args, command, console, report)
 
 
-def _run_contexts(plan: Plan, session, console, finished: dict) -> None:
-    """Each context (seed) of the plan in turn, with the progress lines; --exitfirst stops between them."""
-    from pathmdn_verify.run import runner, terminal
-    args = plan.args
-    deadline = None if getattr(args, "time_limit", None) is None else time.monotonic() + args.time_limit
-    progress = terminal.Progress(console, len(plan.chosen), args.verbose, args.debug)
-    try:
-        for n, ctx in enumerate(plan.contexts, 1):
-            if len(plan.contexts) > 1:
-                console.rule(f"run {n}/{len(plan.contexts)}: seed {ctx.seed}")
-            if getattr(args, "exitfirst", False) and runner.any_failed(
-                    r for done in finished.values() for r in done.values()):
-                finished[ctx.seed] = {i: runner.not_run(c, ctx, runner.EXITFIRST) for i, c in enumerate(plan.chosen)}
-                continue
-            session.run(ctx, finished[ctx.seed], progress, deadline)
-    finally:
-        progress.close()
-
-
-def _header(plan: Plan, info: dict, console) -> None:
+def _header(session: Session, args, info: dict, console) -> None:
     from pathmdn_verify.kernels.fla_import import IMPORT_FIXES, scan_fixes
     from pathmdn_verify.platform import environment
-    from pathmdn_verify.run import runner
-    args, seeds = plan.args, plan.seeds
+    seeds = [ctx.seed for ctx in session.contexts]
     env = environment.versions()
-    shard = getattr(args, "shard", None)
-    console.print(f"verify {args.command}: {len(plan.chosen)} checks{f' (shard {shard})' if shard else ''}, "
-                  f"device={plan.device}, profile={args.profile}, seed{'s' if len(seeds) > 1 else ''}="
-                  f"{_span(seeds)}, workers={plan.workers}, torch {env['torch']}, triton {env['triton']}, "
+    shard = session.options.shard
+    console.print(f"verify {args.command}: {len(session.chosen)} checks{f' (shard {shard})' if shard else ''}, "
+                  f"device={session.device}, profile={args.profile}, seed{'s' if len(seeds) > 1 else ''}="
+                  f"{_span(seeds)}, workers={session.workers}, torch {env['torch']}, triton {env['triton']}, "
                   f"{environment.describe_kernel_package(info['kernel_package'])}")
     if info["kernel_package"]:      # the declared import fixes this tree calls for (pathmdn_verify.kernels.fla_import)
         info["kernel_package"]["import_fixes"] = scan_fixes(info["kernel_package"]["path"])
         for file, names in info["kernel_package"]["import_fixes"].items():
             console.print(f"import fix for {file}: " + "; ".join(f"{n}: {IMPORT_FIXES[n][0]}" for n in names),
                           highlight=False, soft_wrap=True)
-    console.print(xfails.describe(runner.scope(plan.contexts[0], info["kernel_package"])), highlight=False,
-                  soft_wrap=True)
-    console.print("implementations: " + ", ".join(_dots(name, args.fp32_dot) for name in plan.impls), highlight=False,
-                  soft_wrap=True)
+    console.print(xfails.describe(session.scope(info["kernel_package"])), highlight=False, soft_wrap=True)
+    console.print("implementations: " + ", ".join(_dots(name, args.fp32_dot) for name in session.impls),
+                  highlight=False, soft_wrap=True)
 
 
 def _dots(name: str, run_dot: str) -> str:
@@ -386,36 +201,26 @@ def _dots(name: str, run_dot: str) -> str:
     return f"{name} (fp32 dots: {', '.join(dots)}, declared)"
 
 
-def _report(plan: Plan, session, runs: dict, info: dict, console, started: float, wall: float,
-            interrupted: int | None) -> int:
+def _report(result, args, command: list[str], console, report=None) -> int:
     """The summary, the JSON and JUnit files; the exit status."""
     from pathmdn_verify.core import results
-    from pathmdn_verify.platform import configs, environment
-    from pathmdn_verify.run import runner, terminal
-    args = plan.args
-    outcomes = [r for rs in runs.values() for r in rs]
-    terminal.print_summary(outcomes, console, wall, interrupted is not None)
-    configs_doc = configs.summary(args.configs, outcomes)     # per kernel: configs run / declared
-    asked = args.verbose or any(a == "--configs" or a.startswith("--configs=") for a in plan.command)
-    if asked and (line := configs.summary_line(configs_doc)):      # a note only for who asked about configs
+    from pathmdn_verify.platform import configs
+    from pathmdn_verify.run import terminal
+    outcomes = result.outcomes
+    terminal.print_summary(outcomes, console, result.wall, result.interrupted is not None)
+    asked = args.verbose or any(a == "--configs" or a.startswith("--configs=") for a in command)
+    if asked and (line := configs.summary_line(configs.summary(args.configs, outcomes))):   # for who asked
         console.print(line, highlight=False, soft_wrap=True)
-    if len(runs) > 1:
-        terminal.print_repeat_summary(runs, console)
-    session.report(outcomes, console)
-    environment_doc = {**environment.versions(), **environment.describe(plan.device), "profile": args.profile,
-                       "seed": plan.seeds[0], "fp32_dot": args.fp32_dot, "kernel_root": args.kernel_root,
-                       "workers": plan.workers, "shard": getattr(args, "shard", None), "check_timeout": plan.timeout,
-                       "interpreter_fidelity": info.get("interpreter_fidelity"), "configs": configs_doc,
-                       "expected_failures": xfails.scope_json(runner.scope(plan.contexts[0], info.get("kernel_package"))),
-                       **({"seeds": plan.seeds} if len(runs) > 1 else {})}
-    doc = results.document(outcomes, command=plan.command, toolkit=environment.toolkit(),
-                           kernel_package=info.get("kernel_package"), environment=environment_doc,
-                           started=started, wall_seconds=wall, interrupted=interrupted is not None)
+    if len(result.runs) > 1:
+        terminal.print_repeat_summary(result.runs, console)
+    if report is not None:
+        report(outcomes, console)
+    doc = result.document(command)
     if args.json:
         results.write_json(args.json, doc)
     if args.junit:
-        results.write_junit(args.junit, doc["checks"], interrupted=interrupted is not None)
-    return interrupted or results.exit_status(doc["checks"])
+        results.write_junit(args.junit, doc["checks"], interrupted=result.interrupted is not None)
+    return result.interrupted or results.exit_status(doc["checks"])
 
 
 def _span(seeds: list[int]) -> str:

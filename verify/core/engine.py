@@ -135,7 +135,7 @@ def kernel_outputs(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int
     dev = x[op.required[0]].device.type
     kernel = lambda **a: op.kernel(**a, scale=s)
     returned = [] if returned is None else returned
-    check = lambda raw: returned.extend(contract.outputs(op, raw, prec.torch_dtype, dev)) or tuple(returned)  # noqa: E731
+    check = lambda raw: returned.extend(contract.outputs(op, raw, prec.torch_dtype, dev, x=x)) or tuple(returned)  # noqa: E731
     with hooks.phase("kernel", dev):
         if pass_ == "fwd":
             with torch.no_grad():
@@ -158,7 +158,7 @@ def measure(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int, ref: 
     outs = kernel_outputs(op, pass_, x, prec, seed, returned, strided)
     dev = x[op.required[0]].device.type
     expected = expectations(op, pass_, x, prec, seed, ref or dev, shapes, strided)
-    contract.shapes(op, returned, shapes, prec.torch_dtype, dev)
+    contract.shapes(op, returned, shapes, prec.torch_dtype, dev, x=x)
     return [_absent(e.name, out, e.oracle) or judged(e.name, out.to(ref or dev), e.oracle, e.budget)
             for e, out in zip(expected, outs, strict=True) if out is not None or e.oracle is not None]
 
@@ -279,9 +279,9 @@ def convention_result(op: KernelOp, p, ctx: Context) -> Result:
     meaning = p.meaning or (lambda fn, a, scale: fn(**a, scale=scale))
     outs = contract.outputs(op, call_kernel(p.given, op, x, s) if p.given else
                             call_kernel(op.kernel, **x, scale=None if p.kernel_scale_none else s), prec.torch_dtype,
-                            ctx.device)
+                            ctx.device, x=x)
     expected = as_tuple(meaning(oracle, x64, s))
-    contract.shapes(op, outs, [None if e is None else e.shape for e in expected], prec.torch_dtype, ctx.device)
+    contract.shapes(op, outs, [None if e is None else e.shape for e in expected], prec.torch_dtype, ctx.device, x=x)
     out, declared = outs[i], expected[i]
     other = as_tuple(p.alternative(op, x64, s) if p.alternative else op.oracle(**x64, scale=s))[i]
     same = as_tuple(meaning(same_dtype, x32, s))[i]

@@ -163,6 +163,7 @@ class KernelOp:
     sample_case: object                 # a small valid input (OpInfo's sample inputs), for the bad-input tests
     passes: tuple[str, ...] = ("fwd", "bwd")
     fp32_outputs: tuple[str, ...] = ()  # outputs always float32 (final states); the others are in the dtype checked
+    fp32_when: Callable | None = None   # (inputs) -> the outputs float32 in that call (an option asks for it)
     dot: str | None = None              # fp32 dot format the kernel uses (None: the run's --fp32-dot)
     references: str = "device"          # where the oracle and same-dtype run under --references auto: "device"
     #                                     (the run's) or "cpu" (measured faster there on a GPU run)
@@ -238,6 +239,10 @@ class KernelOp:
 
     def convention_id(self, name: str) -> str:
         return str(CheckId.kernel(self.impl, self.name, "convention", name))
+
+    def float32_outputs(self, x: dict | None = None) -> set[str]:
+        """The outputs returned in float32 for inputs x: fp32_outputs, and those an option asks for (fp32_when)."""
+        return set(self.fp32_outputs) | set(self.fp32_when(x) if self.fp32_when is not None and x is not None else ())
 
     def inputs(self, case, dtype, device="cpu") -> dict:
         return {n: t for n, t in self.make_inputs(case, dtype, device).items() if n in self.required + self.optional}

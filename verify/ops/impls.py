@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
@@ -46,6 +47,7 @@ class Implementation:
     head_dims: tuple[int, ...] | None = None
     decode: Callable | None = None
     spec: str | None = None             # how a fresh process finds it again (--impl SPEC): module[:attr] or entry point
+    module: str | None = None           # the module whose code registered it (None: the main script)
     version: str | None = None          # for the expected-failure list: "<name> <version>"
     record: KernelOp | None = None
 
@@ -99,13 +101,22 @@ def implement(base: KernelOp, fn: Callable, *, name: str, fp32_dot: str, passes:
                          f"{', '.join(lacking)}")
     takes = frozenset(base.optional if params is None else (n for n in base.optional if n in params))
     impl = Implementation(name, op, fn, fp32_dot, passes, dtypes, takes, frozenset(base.optional), gqa, grouped_values,
-                          None if head_dims is None else tuple(head_dims), decode, spec, version)
+                          None if head_dims is None else tuple(head_dims), decode, spec, _caller_module(), version)
     key = (name, op)
     if key in IMPLS and IMPLS[key].fn is not fn:
         raise ValueError(f"implementation {name!r} of {op} is already registered (by {IMPLS[key].spec or 'a module'})")
     impl = dataclasses.replace(impl, record=bind(base, impl))
     IMPLS[key] = impl
     return impl
+
+
+def _caller_module() -> str | None:
+    """The module whose code called implement (the first frame outside this toolkit); None for the main script."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("pathmdn_verify"):
+        frame = frame.f_back
+    name = frame.f_globals.get("__name__") if frame is not None else None
+    return None if name in (None, "__main__") else name
 
 
 def _parameters(fn) -> set[str] | None:

@@ -295,8 +295,13 @@ NORM_NOT_REACHED = {
 }
 
 
+def _fp32_r(x: dict) -> tuple[str, ...]:
+    """r is float32 when fla keeps it so (_r_fp32)."""
+    return ("r",) if _r_fp32(x) else ()
+
+
 def _norm_op(name, title, kernel, oracle, same, required, optional, grad_inputs, outputs, regimes, error_inputs,
-             sample_case, probes, structure, entry, entry_params, source):
+             sample_case, probes, structure, entry, entry_params, source, fp32_when=_fp32_r):
     return KernelOp(
         name=name, title=title, kernel=kernel, conventions=fla_ops.NORM_CONVENTIONS, oracle=oracle, same_dtype=same,
         make_inputs=norm_inputs, required=required, optional=optional, grad_inputs=grad_inputs, outputs=outputs,
@@ -305,7 +310,7 @@ def _norm_op(name, title, kernel, oracle, same, required, optional, grad_inputs,
         package=("fla.modules.norm",), structure=structure, not_reached=NORM_NOT_REACHED,
         stages={p: one_stage(f"{title} (one stage)", source, p) for p in ("fwd", "bwd")},
         mutants=tuple(m for m in NORM_MUTANTS if op_of(m.killers[0]) == name), layout=kernel.__doc__ or title,
-        entry=entry, entry_params=entry_params,
+        entry=entry, entry_params=entry_params, fp32_when=fp32_when,
         dtype_inputs=tuple(n for n in required + optional if n not in ("prenorm", "residual_in_fp32", "activation",
                                                                         "eps", "is_rms_norm", "num_groups",
                                                                         "output_dtype")))
@@ -341,7 +346,8 @@ L2NORM = _norm_op(
     lambda prec, scale, **x: same_dtype.l2norm(prec, **_only(_defaults(x, L2_DEFAULTS), ("x", "eps", "output_dtype"))),
     ("x",), ("eps", "output_dtype"), ("x",), ("y",), TYPICAL_TINY, validate_l2, NormCase(T=8, seed=1), L2_PROBES,
     L2_STRUCTURE, fla_ops.l2norm_entry, {"eps": "eps", "output_dtype": "output_dtype"},
-    "l2norm_fwd_kernel(_row) / l2norm_bwd_kernel(_row)")
+    "l2norm_fwd_kernel(_row) / l2norm_bwd_kernel(_row)", fp32_when=lambda x: ("y",) if x.get("output_dtype") == "fp32"
+    else ())
 GROUP_NORM = _norm_op(
     "group_norm", "group norm", lambda scale, **x: fla_ops.group_norm(**_only(x, (*GROUP_IN, "residual_in_fp32"))),
     lambda scale, **x: MOD.group_norm(**_only(_defaults(x, GROUP_DEFAULTS), GROUP_IN)),

@@ -77,13 +77,15 @@ def toolkit() -> dict:
             "git_dirty": git_dirty(here) if commit else None}
 
 
-def kernel_package() -> dict:
-    """The kernel package that `import fla` would load in this process (found, not imported): name, version (its
-    fla/__init__.py's __version__), directory, the distribution that installed it (None for a checkout) and the
-    checkout's git commit.  ImportError when there is none."""
+def kernel_package(root: str | None = None) -> dict:
+    """The kernel package that `import fla` would load in this process, or from the kernel root `root` (found, not
+    imported): name, version (its fla/__init__.py's __version__), directory, the distribution that installed it
+    (None for a checkout) and the checkout's git commit.  ImportError when there is none."""
+    import importlib.machinery
     import importlib.util
     import re
-    spec = importlib.util.find_spec(KERNEL_PACKAGE)
+    spec = (importlib.machinery.PathFinder.find_spec(KERNEL_PACKAGE, [root]) if root
+            else importlib.util.find_spec(KERNEL_PACKAGE))
     if spec is None or spec.origin is None:
         raise ImportError(f"no module named {KERNEL_PACKAGE!r}")
     init = Path(spec.origin).resolve()

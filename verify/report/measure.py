@@ -1,6 +1,6 @@
 """Measure one point: the kernel against the float64 oracle and the same-dtype implementation, by the checks' own
 functions (pathmdn_verify.core.engine.measure, the budget rule of pathmdn_verify.core.budget, the ops of pathmdn_verify.commands.compare), plus
-the a-priori bounds; and measure a list of points in the runner's workers (pathmdn_verify.run.runner.Workers: a
+the a-priori bounds; and measure a list of points in a run's workers (pathmdn_verify.run.session.Session.map: a
 point whose worker crashes or hangs costs only that point).
 
 A point's measurement is plain data (floats may be non-finite; pathmdn_verify.report.document writes them as strict
@@ -16,7 +16,7 @@ import time
 import torch
 
 from pathmdn_verify.references import mdn_oracle as MDN
-from pathmdn_verify.checks import state_tracking as ST
+from pathmdn_verify.ops import state_tracking as ST
 from pathmdn_verify.core import engine
 from pathmdn_verify.core.errors import UsageError, VariantUnsupported, is_interpreter_gap
 from pathmdn_verify.core.inputs import as_oracle
@@ -26,7 +26,8 @@ from pathmdn_verify.core.registry import Context
 from pathmdn_verify.report import bounds
 from pathmdn_verify.report.sweeps import Point, axis_value, inputs, measured
 from pathmdn_verify.platform import setup
-from pathmdn_verify.run.runner import CHECK_TIMEOUT, Lost, Workers
+from pathmdn_verify.run.runner import Lost
+from pathmdn_verify.run.session import RunOptions, Session
 
 
 def measure(point: Point, device: str, fp32_dot: str) -> dict:
@@ -167,12 +168,7 @@ def run_points(points: list[Point], device: str, fp32_dot: str, workers: int, pr
             facts["interpreter_fidelity"] = seen["interpreter_fidelity"] or facts["interpreter_fidelity"]
             facts["autotune_configs"].update(seen["autotune_configs"])
         progress(points[i], True)
-    ctx = Context(device=device, profile=profile, fp32_dot=fp32_dot)
-    pool = Workers(workers, ctx, kernels=True)
-    try:
-        facts["kernel_package"] = pool.wait_ready()["kernel_package"]
-        values = pool.map([(measure_in_worker, (pt, device, fp32_dot)) for pt in points], CHECK_TIMEOUT[profile],
-                          lambda i: progress(points[i], False), done)
-    finally:
-        pool.close()
+    session = Session(RunOptions(prefixes=(), device=device, profile=profile, fp32_dot=fp32_dot, workers=str(workers)))
+    values = session.map([(measure_in_worker, (pt, device, fp32_dot)) for pt in points],
+                         lambda i: progress(points[i], False), done, facts)
     return [lost(pt, v) if isinstance(v, Lost) else v[0] for pt, v in zip(points, values)], facts

@@ -117,11 +117,14 @@ def _load(key: str, load, default_spec: str, where: str) -> tuple[str, ...]:
         return _loaded[key]
     before = set(impls.IMPLS)
     try:
-        named = _implementations(load(), default_spec)
+        obj = load()
+        named = _implementations(obj, default_spec)
     except UsageError:
         raise
     except Exception as exc:
         raise UsageError(f"{where}: {_plug_in_error(exc)}") from exc
+    if isinstance(obj, types.ModuleType):      # imported before (by the caller's own code): what it registered then
+        named += [i for i in impls.registered() if i.module == obj.__name__]
     for i in named:
         impls.IMPLS.setdefault((i.name, i.op), i)
     for k in [k for k in impls.IMPLS if k not in before]:    # how a fresh process finds it again: where it came from

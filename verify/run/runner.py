@@ -245,13 +245,13 @@ def _loaded_package() -> dict | None:
         return None
 
 
-def scope(ctx: Context, kernel_package: dict | None) -> xfail_list.Scope:
-    """What the expected-failure list is judged against: the kernel package the workers loaded, the device
-    class and the profile."""
+def scope(ctx: Context, kernel_package: dict | None, lists: tuple[Path, ...] = ()) -> xfail_list.Scope:
+    """What the expected-failure lists (`lists`, default the built-in one) are judged against: the kernel package
+    the workers loaded, the device class and the profile."""
     name = environment.describe(ctx.device)["device_name"] if ctx.device == "cuda" else None
     others = {i.name: f"{i.name} {i.version}" if i.version else i.name for i in registered()}
     return xfail_list.Scope(xfail_list.identity(kernel_package), xfail_list.device_class(ctx.device, name), ctx.profile,
-                            (kernel_package or {}).get("path"), tuple(sorted(others.items())))
+                            (kernel_package or {}).get("path"), tuple(sorted(others.items())), tuple(lists))
 
 
 def apply_xfails(outcome: Outcome, scope: xfail_list.Scope) -> Outcome:
@@ -259,11 +259,6 @@ def apply_xfails(outcome: Outcome, scope: xfail_list.Scope) -> Outcome:
     the known kind and size becomes xfail, a worse one stays a failure saying so, a listed pass is marked."""
     outcome.result = xfail_list.apply(outcome.id, outcome.result, scope)
     return outcome
-
-
-def run_one(check: Check, ctx: Context, scope: xfail_list.Scope, debug: bool = False) -> Outcome:
-    """execute + apply_xfails in this process (tests; the CLI always uses workers)."""
-    return apply_xfails(execute(check, ctx, debug), scope)
 
 
 # ---------------------------------------------------------------------------------------------- workers
@@ -308,14 +303,22 @@ def _worker_init(debug: bool, environ: dict[str, str], path: list[str]) -> None:
     if not debug:
         for text in environment.CONTRADICTED_WARNINGS:
             warnings.filterwarnings("ignore", message=text)
-    load_checks()
+    try:
+        load_checks()
+    except UsageError as exc:      # said by the start task, which the run reads (an initializer's error is lost)
+        _init_error.append(str(exc))
+
+
+_init_error: list[str] = []       # a worker's usage error while it registered the checks
 
 
 def _worker_start(ctx: Context, kernels: bool) -> dict:
     """The first task of every worker: import the kernel package the way kernel checks do (after the CPU
-    interpreter's fidelity layer) and say what was loaded; the import error as text when it fails."""
-    info = {"pid": os.getpid(), "kernel_package": None, "interpreter_fidelity": None, "import_error": None}
-    if kernels:
+    interpreter's fidelity layer) and say what was loaded; the import error as text when it fails, a usage error
+    of the registration as such."""
+    info = {"pid": os.getpid(), "kernel_package": None, "interpreter_fidelity": None, "import_error": None,
+            "usage_error": _init_error[0] if _init_error else None}
+    if kernels and not _init_error:
         try:
             if ctx.kernel_root:     # the tree first on sys.path, and fla without its model zoo when needed
                 from pathmdn_verify.platform.kernel_root import activate
@@ -419,6 +422,7 @@ class Workers:
     cache: object = None           # a VerdictCache (pathmdn_verify.run.cache) to reuse and keep verdicts, or None
     run_label: str = ""            # the run a kept verdict comes from, for a later run's record of it
     start_timeout: float = START_TIMEOUT
+    lists: tuple[Path, ...] = ()   # the run's expected-failure lists (empty: the built-in one)
     slots: list[_Slot] = field(default_factory=list)
 
     def __post_init__(self):
@@ -505,6 +509,8 @@ class Workers:
             info = slot.future.result()
         except cf.process.BrokenProcessPool:
             return self._failed_start(slot, f"its worker died while starting (exit code {slot.process.exitcode})")
+        if info.get("usage_error"):
+            raise UsageError(f"a worker process: {info['usage_error']}")
         if info["import_error"]:
             where = f"--kernel-root {self.ctx.kernel_root}" if self.ctx.kernel_root else "the installed fla"
             raise UsageError(f"{where}: the kernel package cannot be imported: {info['import_error']}")
@@ -554,7 +560,7 @@ class Workers:
         fills `finished` (selection index -> judged Outcome) as they end and calls on_done in selection order.
         `deadline` (time.monotonic()): start no check after it; exitfirst: start none after a check failed or
         errored (the expected failures applied)."""
-        listed = scope(ctx, self.info and self.info["kernel_package"])
+        listed = scope(ctx, self.info and self.info["kernel_package"], self.lists)
         pending = start_order(checks, ctx.device, durations)
         if self.cache is not None:          # a verdict whose check and everything it read are unchanged
             for i in list(pending):
@@ -755,32 +761,6 @@ class Workers:
                 on_done(i, values[i])
             self._check_starts()
         return [values[i] for i in range(len(tasks))]
-
-
-def run_ids(ids: tuple[str, ...], ctx: Context, workers: int = 1, exitfirst: bool = False) -> list[Outcome]:
-    """The checks `ids` (in that order) on ctx's kernel package (ctx.kernel_root, else the installed one) in
-    `workers` fresh worker processes, judged against the expected-failure list: what `verify all --id ...`
-    outcomes, without starting an interpreter for the command (a mutant check runs one such set per mutant)."""
-    pool = Workers(workers, ctx, kernels=True)
-    try:
-        pool.wait_ready()
-        return pool.run([REGISTRY[i] for i in ids], ctx, {}, CHECK_TIMEOUT[ctx.profile], exitfirst=exitfirst)
-    finally:
-        pool.close()
-
-
-def from_cache(checks: list[Check], ctx: Context, finished: dict[int, Outcome], verdicts, on_done) -> None:
-    """Every check's verdict from the verdict cache (the caller found them all there), judged against the
-    expected-failure list, reported in selection order."""
-    try:
-        package = environment.kernel_package()
-    except ImportError:
-        package = None
-    listed = scope(ctx, package)
-    root = Path(package["path"]).parent if package else None
-    for i, c in enumerate(checks):
-        finished[i] = apply_xfails(verdicts.get(c.id, ctx, root), listed)
-        on_done(i, finished[i])
 
 
 def next_startable(pending: list[int], checks: list[Check], warming: dict[str, int]) -> int | None:

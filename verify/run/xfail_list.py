@@ -52,7 +52,6 @@ MIN_FACTOR = 10.0    # the bound is at least ten times the largest ratio measure
 FIELDS = {"id", "ids", "packages", "devices", "profiles", "kinds", "exception", "ratios", "compare_ratio",
           "reproduces", "regime", "measured", "cause", "commits", "trees", "fault", "signatures"}
 COMMIT_RANGE = re.compile(r"(?:[0-9a-f]{7,40})?(?:\.\.(?:[0-9a-f]{7,40})?)?")   # "a..b", "a..", "..b", "a"
-_ACTIVE: list[Path] = []     # the lists of this run (see use); empty: the built-in list alone
 
 
 def chosen(added=(), only=()) -> tuple[Path, ...]:
@@ -64,16 +63,9 @@ def chosen(added=(), only=()) -> tuple[Path, ...]:
     return paths
 
 
-def use(paths: tuple[Path, ...]) -> tuple[Path, ...]:
-    """Make `paths` the lists that apply / describe / applicable read when given no path; the lists before."""
-    before = lists()
-    _ACTIVE[:] = paths
-    return before
-
-
-def lists(path: str | Path | None = None) -> tuple[Path, ...]:
-    """The lists to read: `path` alone, else the run's (use), else the built-in list."""
-    return (Path(path),) if path else tuple(_ACTIVE) or (EXPECTED_FAILURES_FILE,)
+def lists(scope: "Scope", path: str | Path | None = None) -> tuple[Path, ...]:
+    """The lists to read: `path` alone, else the scope's (its run's), else the built-in list."""
+    return (Path(path),) if path else scope.lists or (EXPECTED_FAILURES_FILE,)
 
 
 @dataclass(frozen=True)
@@ -84,6 +76,7 @@ class Scope:
     profile: str
     root: str | None = None   # the kernel package's directory (.../fla): where `commits` and `trees` are looked up
     impls: tuple[tuple[str, str], ...] = ()   # (name, identity "<name> <version>" or "<name>") of the others
+    lists: tuple[Path, ...] = ()    # the expected-failure lists of the run (`chosen`); empty: the built-in list
 
     def identity(self, impl: str | None) -> str | None:
         """The identity an entry's `packages` is matched against for checks of implementation `impl`."""
@@ -174,8 +167,9 @@ class Entry:
 
 
 def load(path: Path | None = None) -> list[Entry]:
-    """Every entry of the lists (`lists(path)`), validated (a bad file is a one-line UsageError naming the entry)."""
-    return _entries(lists(path))
+    """Every entry of `path`, else of the built-in list, validated (a bad file is a one-line UsageError naming the
+    entry)."""
+    return _entries((Path(path),) if path else (EXPECTED_FAILURES_FILE,))
 
 
 def _entries(paths: tuple[Path, ...]) -> list[Entry]:
@@ -268,7 +262,7 @@ def expected_failures(path: Path | None = None) -> dict[str, Entry]:
 
 def applicable(scope: Scope, path: Path | None = None) -> dict[str, Entry]:
     """check id -> the entry that applies to this scope (of two, the later list's)."""
-    paths = lists(path)
+    paths = lists(scope, path)
     return _applicable(scope, paths, tuple(p.stat().st_mtime_ns if p.exists() else 0 for p in paths))
 
 
@@ -280,7 +274,7 @@ def _applicable(scope: Scope, paths: tuple[Path, ...], mtimes: tuple[int, ...]) 
 def describe(scope: Scope, path: Path | None = None) -> str:
     """One line for the run's header: how many entries of which lists apply to which scope, and which packages
     the lists were measured on."""
-    paths = lists(path)
+    paths = lists(scope, path)
     entries = _entries(paths)
     n = len({id(e) for e in applicable(scope, path).values()})
     measured = sorted({p for e in entries for p in e.packages or ()})
@@ -295,7 +289,7 @@ def scope_json(scope: Scope) -> dict:
     """The run's scope and which lists applied, for the JSON environment (read back by `xfails --update`)."""
     return {"scope": {"package": scope.package, "device": scope.device, "profile": scope.profile,
                       "root": scope.root, "impls": [list(i) for i in scope.impls]},
-            "applied": describe(scope), "files": [str(p) for p in lists()]}
+            "applied": describe(scope), "files": [str(p) for p in lists(scope)]}
 
 
 def apply(check_id: str, result: Result, scope: Scope, path: Path | None = None) -> Result:
