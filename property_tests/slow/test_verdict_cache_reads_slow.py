@@ -17,7 +17,7 @@ from hypothesis import given, settings, strategies as st
 
 from helpers import by_id, run_cli
 
-from pathmdn_verify.run import cache
+from pathmdn_verify.run import verdicts
 
 TRACE = """
 import json, sys
@@ -75,13 +75,13 @@ def test_an_edit_to_any_file_a_kept_verdict_read_makes_it_stale(tmp_path):
     assert r.returncode == 0 and {c["status"] for c in by_id(doc).values()} == {"pass"}, r.stdout[-3000:]
     import importlib.util
     root = Path(importlib.util.find_spec("fla").origin).resolve().parent.parent     # not imported here
-    entries = {c: cache.kept_entry(tmp_path / "cache", c) for c in CHECKS}
-    names = {c: sorted(cache.kept_reads(tmp_path / "cache", c)) for c in CHECKS}
+    entries = {c: verdicts.kept_entry(tmp_path / "cache", c) for c in CHECKS}
+    names = {c: sorted(verdicts.kept_reads(tmp_path / "cache", c)) for c in CHECKS}
     assert all(len(n) > 500 for n in names.values())
 
-    def lists(edited: str) -> cache.ReadLists:
+    def lists(edited: str) -> verdicts.ReadLists:
         """The run's read lists, seen where `edited` has other contents than it was kept with."""
-        out = cache.ReadLists(tmp_path / "cache" / "reads", float("inf"))
+        out = verdicts.ReadLists(tmp_path / "cache" / "reads", float("inf"))
         path = root / edited if not os.path.isabs(edited) else Path(edited)
         out.digests[path] = "0" * 64
         return out

@@ -12,7 +12,7 @@ import subprocess
 from helpers import PATIENCE, load, run_cli, verify_command, wait_for_marker
 
 from pathmdn_verify.platform.mutation import fla_package_dir
-from pathmdn_verify.run import cache
+from pathmdn_verify.run import verdicts
 
 CHECKS = ("kernel.fla.gdn_chunk.fwd.fp32.typical", "kernel.fla.gdn_recurrent.fwd.fp32.typical",
           "kernel.fla.path_attn.fwd.fp32.beta_uniform", "kernel.fla.mdn_recurrent.fwd.fp32.typical",
@@ -51,7 +51,7 @@ def test_only_what_a_change_reaches_reruns(tmp_path):
     _, fresh = _run(tmp_path, root, "fresh", "--no-cache")
     assert not _cached(fresh)
 
-    read = {i: cache.kept_reads(tmp_path / "cache", i) for i in CHECKS}
+    read = {i: verdicts.kept_reads(tmp_path / "cache", i) for i in CHECKS}
     reach = {i for i in CHECKS if PLANTED in read[i]}
     assert "kernel.fla.gdn_chunk.fwd.fp32.typical" in reach
     target = root / PLANTED

@@ -10,8 +10,11 @@ import torch
 from pathmdn_verify.core import contract
 from pathmdn_verify.core.errors import UsageError
 
-ONE = SimpleNamespace(name="path_attn", impl="mine", outputs=("o",), fp32_outputs=())
-THREE = SimpleNamespace(name="mdn_recurrent", impl="mine", outputs=("o", "S_T", "M_T"), fp32_outputs=("S_T", "M_T"))
+ONE = SimpleNamespace(name="path_attn", impl="mine", outputs=("o",), float32_outputs=lambda x=None: set())
+THREE = SimpleNamespace(name="mdn_recurrent", impl="mine", outputs=("o", "S_T", "M_T"),
+                        float32_outputs=lambda x=None: {"S_T", "M_T"})
+NORM = SimpleNamespace(name="rms_norm_gated", impl="mine", outputs=("y", "r"),   # r in fp32 when asked for
+                       float32_outputs=lambda x=None: {"r"} if (x or {}).get("residual_in_fp32") else set())
 o = torch.zeros(1, 8, 2, 16, dtype=torch.bfloat16)
 S = torch.zeros(1, 2, 16, 16)
 
@@ -53,3 +56,16 @@ def test_a_wrong_shape_names_the_oracles():
         contract.shapes(ONE, (o.transpose(1, 2),), (o.shape,), torch.bfloat16, "cpu")
     with pytest.raises(UsageError, match=r"S_T \[1, 2, 16, 16\] float32"):
         contract.shapes(THREE, (o, S[:, :1], S), (o.shape, S.shape, S.shape), torch.bfloat16, "cpu")
+
+
+def test_an_output_an_option_asks_in_float32_is_held_to_it():
+    """A norm's residual kept in fp32 (residual_in_fp32): float32 then, the dtype checked otherwise; the same
+    tensors refused the other way."""
+    r32, r16 = torch.zeros(1, 8, 16), torch.zeros(1, 8, 16, dtype=torch.bfloat16)
+    y = r16.clone()
+    assert contract.outputs(NORM, (y, r32), torch.bfloat16, "cpu", x={"residual_in_fp32": True}) == (y, r32)
+    assert contract.outputs(NORM, (y, r16), torch.bfloat16, "cpu", x={}) == (y, r16)
+    with pytest.raises(UsageError, match="r float32 on cpu"):
+        contract.outputs(NORM, (y, r16), torch.bfloat16, "cpu", x={"residual_in_fp32": True})
+    with pytest.raises(UsageError, match="r bfloat16 on cpu"):
+        contract.outputs(NORM, (y, r32), torch.bfloat16, "cpu", x={})

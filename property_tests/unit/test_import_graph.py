@@ -130,3 +130,34 @@ def test_a_circle_is_found(tmp_path):
     mods = _plant(tmp_path, {"verify/layers/__init__.py": "from pathmdn_verify.layers.calls import X\n",
                              "verify/layers/calls.py": "from pathmdn_verify.layers import Y\nX = 1\n"})
     assert circles(edges(mods)) == [{"pathmdn_verify.layers", "pathmdn_verify.layers.calls"}]
+
+
+def commands_imported_outside_the_cli(graph) -> list[tuple[str, str, str]]:
+    """Imports of verify/commands/ from anything but the CLI and the commands themselves (library code runs
+    through pathmdn_verify.run.session; a command is a thin entry point)."""
+    return sorted(e for e in graph if layer(e[1]) == "commands" and layer(e[0]) not in ("commands", "cli"))
+
+
+def report_importing_a_check_family(graph) -> list[tuple[str, str, str]]:
+    return sorted(e for e in graph if layer(e[0]) == "report" and layer(e[1]) == "checks")
+
+
+def test_only_the_cli_imports_the_commands_and_the_report_no_check_family():
+    graph = edges(modules(REPO))
+    assert commands_imported_outside_the_cli(graph) == []
+    assert report_importing_a_check_family(graph) == []
+
+
+def test_a_library_module_importing_a_command_or_the_report_a_family_is_found(tmp_path):
+    """The negative controls: the pytest plugin driving a command, the report importing a check family (both
+    above them in the layers, so only these rules see them)."""
+    mods = _plant(tmp_path, {"verify/pytest_plugin.py": "from pathmdn_verify.commands.checks import run\n",
+                             "verify/commands/checks.py": "def run():\n    pass\n", "verify/commands/__init__.py": "",
+                             "verify/report/measure.py": "from pathmdn_verify.checks import state_tracking\n",
+                             "verify/report/__init__.py": "", "verify/checks/state_tracking.py": "X = 1\n",
+                             "verify/checks/__init__.py": ""})
+    graph = edges(mods)
+    assert commands_imported_outside_the_cli(graph) == [
+        ("pathmdn_verify.pytest_plugin", "pathmdn_verify.commands.checks", "import")]
+    assert report_importing_a_check_family(graph) == [
+        ("pathmdn_verify.report.measure", "pathmdn_verify.checks.state_tracking", "import")]

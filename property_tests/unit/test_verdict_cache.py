@@ -12,7 +12,7 @@ import pytest
 
 from pathmdn_verify.core.registry import Context, Result
 from pathmdn_verify.core.results import Outcome
-from pathmdn_verify.run import cache
+from pathmdn_verify.run import verdicts
 
 CHECK = "kernel.fla.gdn_chunk.fwd.fp32.typical"
 
@@ -32,12 +32,12 @@ def root(tmp_path) -> Path:
 
 
 def _keep(tmp_path, root, ctx=Context(), files=("fla/chunk.py",), vc=None, **kw):
-    vc = vc or _past(cache.VerdictCache(tmp_path / "c", "cpu"))
+    vc = vc or _past(verdicts.VerdictCache(tmp_path / "c", "cpu"))
     assert vc.put(_outcome(**kw), ctx, "run-1", {str(root / f) for f in files}, root)
     return vc
 
 
-def _past(vc: cache.VerdictCache) -> cache.VerdictCache:
+def _past(vc: verdicts.VerdictCache) -> verdicts.VerdictCache:
     """A cache whose run started after the fixture's files were written (a file changed since the run started is
     never kept: see test_a_file_changed_during_the_run_is_not_kept)."""
     vc.reads.started = float("inf")
@@ -46,7 +46,7 @@ def _past(vc: cache.VerdictCache) -> cache.VerdictCache:
 
 def test_an_unchanged_check_replays_its_verdict_with_the_run_it_came_from(tmp_path, root):
     _keep(tmp_path, root)
-    hit = cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root)
+    hit = verdicts.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root)
     assert hit is not None and hit.result.status == "pass" and hit.result.measured == 0.5
     assert hit.result.details["cached"]["run"] == "run-1" and hit.result.details["cached"]["seconds"] == 1.25
 
@@ -55,13 +55,13 @@ def test_an_unchanged_check_replays_its_verdict_with_the_run_it_came_from(tmp_pa
                                             ("error", "RuntimeError: launch failed")])
 def test_a_failing_or_erroring_verdict_is_cached_and_replays_message_and_repro(tmp_path, root, status, message):
     _keep(tmp_path, root, status=status, message=message)
-    hit = cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root)
+    hit = verdicts.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root)
     assert (hit.result.status, hit.result.message, hit.repro) == (status, message, f"verify run --id {CHECK}")
 
 
-@pytest.mark.parametrize("kind", cache.NOT_KEPT)
+@pytest.mark.parametrize("kind", verdicts.NOT_KEPT)
 def test_a_verdict_of_the_machine_is_not_kept(tmp_path, root, kind):
-    vc = _past(cache.VerdictCache(tmp_path / "c", "cpu"))
+    vc = _past(verdicts.VerdictCache(tmp_path / "c", "cpu"))
     out = _outcome(status="error")
     out.result.kind = kind
     assert not vc.put(out, Context(), "run-1", {str(root / "fla/chunk.py")}, root)
@@ -72,35 +72,35 @@ def test_a_verdict_of_the_machine_is_not_kept(tmp_path, root, kind):
 def test_a_file_the_check_depended_on_changed_misses_and_its_control_replays(tmp_path, root):
     _keep(tmp_path, root)
     (root / "fla" / "chunk.py").write_text("SCALE = 1.01\n")
-    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is None
+    assert verdicts.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is None
     # control: a verdict kept without that file among its dependencies replays after the same change
     _keep(tmp_path, root, files=("fla/unused.py",))
-    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is not None
+    assert verdicts.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is not None
 
 
 def test_a_file_the_check_never_reached_changes_nothing(tmp_path, root):
     _keep(tmp_path, root)
     (root / "fla" / "unused.py").write_text("X = 1\n")
-    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is not None
+    assert verdicts.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is not None
 
 
 def test_a_file_gone_misses(tmp_path, root):
     _keep(tmp_path, root)
     (root / "fla" / "chunk.py").unlink()
-    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is None
+    assert verdicts.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is None
 
 
 def test_the_same_files_in_another_kernel_root_replay(tmp_path, root):
     """Dependencies are named by their path in the kernel root: a bisect's worktree of the same code reuses."""
     _keep(tmp_path, root)
     other = shutil.copytree(root, tmp_path / "elsewhere")
-    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), other) is not None
+    assert verdicts.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), other) is not None
 
 
 PARAMS = {"seed": 1, "profile": "quick", "examples": 3, "configs": "all", "fp32_dot": "ieee", "references": "cpu"}
 
 
-class _Without(cache.VerdictCache):
+class _Without(verdicts.VerdictCache):
     """A cache whose key leaves one run parameter out (the negative control)."""
     left_out = ""
 
@@ -113,7 +113,7 @@ class _Without(cache.VerdictCache):
 def test_each_run_parameter_is_in_the_key(tmp_path, root, param):
     _keep(tmp_path, root)
     changed = dataclasses.replace(Context(), **{param: PARAMS[param]})
-    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, changed, root) is None
+    assert verdicts.VerdictCache(tmp_path / "c", "cpu").get(CHECK, changed, root) is None
     control = type("Control", (_Without,), {"left_out": param})(tmp_path / "c", "cpu")
     assert control.get(CHECK, changed, root) is not None
 
@@ -122,8 +122,8 @@ def test_each_run_parameter_is_in_the_key(tmp_path, root, param):
                                                ("environment", "torch"), ("environment", "triton"),
                                                ("environment", "transformers"), ("environment", "python")])
 def test_the_toolkit_versions_and_device_class_are_in_the_key(tmp_path, root, component, changed):
-    def verdicts(change: bool, control: bool) -> cache.VerdictCache:
-        vc = _past(cache.VerdictCache(tmp_path / ("control" if control else "c"), "cpu"))
+    def made(change: bool, control: bool) -> verdicts.VerdictCache:
+        vc = _past(verdicts.VerdictCache(tmp_path / ("control" if control else "c"), "cpu"))
         if change and component == "environment":
             vc.base["environment"] = {**vc.base["environment"], changed: "0.0.0-other"}
         elif change:
@@ -132,10 +132,10 @@ def test_the_toolkit_versions_and_device_class_are_in_the_key(tmp_path, root, co
             del vc.base[component]
         return vc
 
-    _keep(tmp_path, root, vc=verdicts(change=False, control=False))
-    assert verdicts(change=True, control=False).get(CHECK, Context(), root) is None
-    _keep(tmp_path, root, vc=verdicts(change=False, control=True))
-    assert verdicts(change=True, control=True).get(CHECK, Context(), root) is not None
+    _keep(tmp_path, root, vc=made(change=False, control=False))
+    assert made(change=True, control=False).get(CHECK, Context(), root) is None
+    _keep(tmp_path, root, vc=made(change=False, control=True))
+    assert made(change=True, control=True).get(CHECK, Context(), root) is not None
 
 
 @pytest.mark.parametrize("variable", ["VERIFY_EMULATE_H200_OFF", "VERIFY_IMPLS", "VERIFY_EXTRA_CHECKS", "MY_GAIN",
@@ -147,11 +147,11 @@ def test_every_environment_variable_is_in_the_key(tmp_path, root, monkeypatch, v
     monkeypatch.delenv(variable, raising=False)
     _keep(tmp_path, root)
     monkeypatch.setenv(variable, "1")
-    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is None
+    assert verdicts.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is None
     monkeypatch.delenv(variable)
-    for name in cache.NOT_KEYED:
+    for name in verdicts.NOT_KEYED:
         monkeypatch.setenv(name, str(tmp_path / "elsewhere"))
-    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is not None
+    assert verdicts.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is not None
 
 
 def test_a_plug_in_modules_source_is_in_the_key(tmp_path, root, monkeypatch):
@@ -165,11 +165,11 @@ def test_a_plug_in_modules_source_is_in_the_key(tmp_path, root, monkeypatch):
     monkeypatch.setenv("VERIFY_EXTRA_CHECKS", "my_op")
     _keep(tmp_path, root)
     (plugins / "notes.py").write_text("X = 1\n")
-    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is not None
+    assert verdicts.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is not None
     (plugins / "my_op.py").write_text("GAIN = 1.01\n")
-    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is None
+    assert verdicts.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is None
     (plugins / "my_op.py").write_text("GAIN = 1.0\n")
-    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is not None
+    assert verdicts.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is not None
 
 
 def test_every_source_of_an_implementations_package_is_in_the_key(tmp_path, root, monkeypatch):
@@ -191,30 +191,30 @@ def test_every_source_of_an_implementations_package_is_in_the_key(tmp_path, root
                     fp32_dot="ieee")
     _keep(tmp_path, root)
     (tmp_path / "mine" / "notes.py").write_text("X = 1\n")
-    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is not None
+    assert verdicts.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is not None
     (pkg / "sub" / "later.py").write_text("Y = 2\n")
-    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is None
+    assert verdicts.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is None
 
 
 def test_a_file_changed_during_the_run_is_not_kept(tmp_path, root):
     """A file modified after the run started may have been read in either version: the verdict is not kept (the
     control: the same put from a run that started after the edit keeps it)."""
-    vc = cache.VerdictCache(tmp_path / "c", "cpu")
+    vc = verdicts.VerdictCache(tmp_path / "c", "cpu")
     (root / "fla" / "chunk.py").write_text("SCALE = 1.02\n")
     assert not vc.put(_outcome(), Context(), "run-1", {str(root / "fla/chunk.py")}, root)
-    assert _past(cache.VerdictCache(tmp_path / "c", "cpu")).put(_outcome(), Context(), "run-1",
+    assert _past(verdicts.VerdictCache(tmp_path / "c", "cpu")).put(_outcome(), Context(), "run-1",
                                                                 {str(root / "fla/chunk.py")}, root)
 
 
 def test_reads_not_observed_keep_nothing(tmp_path, root):
     """A check whose reads are not known (run in the caller's process, a worker's report missed) is never kept."""
-    vc = _past(cache.VerdictCache(tmp_path / "c", "cpu"))
+    vc = _past(verdicts.VerdictCache(tmp_path / "c", "cpu"))
     assert not vc.put(_outcome(), Context(), "run-1", None, root)
     assert vc.get(CHECK, Context(), root) is None
 
 
 def test_a_bisect_steps_replayed_cases_are_in_the_key(tmp_path, root):
-    vc = _past(cache.VerdictCache(tmp_path / "c", "cpu"))
+    vc = _past(verdicts.VerdictCache(tmp_path / "c", "cpu"))
     vc.put(_outcome(), Context(), "abc", {str(root / "fla/chunk.py")}, root, {"replay": ["B=1"]})
     assert vc.get(CHECK, Context(), root, {"replay": ["B=2"]}) is None
     assert vc.get(CHECK, Context(), root, {"replay": ["B=1"]}) is not None
@@ -225,7 +225,7 @@ def toolkit(tmp_path_factory) -> list[Path]:
     """A copy of the toolkit's source folders (their hash is the toolkit's component of the key; outside
     tmp_path, whose JSON documents are held to the results schema)."""
     out, tmp_path = [], tmp_path_factory.mktemp("copy")
-    for folder in cache.toolkit_folders():
+    for folder in verdicts.toolkit_folders():
         out.append(Path(shutil.copytree(folder, tmp_path / "toolkit" / folder.name,
                                         ignore=shutil.ignore_patterns("__pycache__"))))
     return out
@@ -238,41 +238,41 @@ def _file(folders, name):
 @pytest.mark.parametrize("name", ["path_oracle.py", "budget.py", "search.py", "gdn_ops.py"])
 def test_a_reference_budget_or_search_change_changes_the_toolkit_hash(toolkit, name):
     """A reference (an oracle), a budget, the search and an op record: each is a source of the toolkit."""
-    before = cache.toolkit_hash(toolkit)
+    before = verdicts.toolkit_hash(toolkit)
     f = _file(toolkit, name)
     f.write_text(f.read_text() + "\n# one line more\n")
-    assert cache.toolkit_hash(toolkit) != before
+    assert verdicts.toolkit_hash(toolkit) != before
 
 
 def test_a_file_moved_within_the_toolkit_changes_its_hash(toolkit):
-    before = cache.toolkit_hash(toolkit)
+    before = verdicts.toolkit_hash(toolkit)
     f = _file(toolkit, "path_oracle.py")
     f.rename(f.parent.parent / f.name)
-    assert cache.toolkit_hash(toolkit) != before
+    assert verdicts.toolkit_hash(toolkit) != before
 
 
 def test_the_expected_failure_list_is_not_in_the_toolkit_hash(toolkit):
     """It is applied to the raw verdict after the lookup (an entry's edit needs no rerun): its control."""
-    before = cache.toolkit_hash(toolkit)
+    before = verdicts.toolkit_hash(toolkit)
     f = _file(toolkit, "expected_failures.toml")
     f.write_text(f.read_text() + "\n# edited\n")
-    assert cache.toolkit_hash(toolkit) == before
+    assert verdicts.toolkit_hash(toolkit) == before
 
 
-@pytest.mark.parametrize("keep", [cache.KEEP, 1])
+@pytest.mark.parametrize("keep", [verdicts.KEEP, 1])
 def test_an_edit_and_its_revert_each_replay_their_own_verdict(tmp_path, root, monkeypatch, keep):
     """A key keeps an entry per set of dependency contents: after an edit's verdict is kept, the revert still
     finds the first one (a bisect's steps, a branch switched back and forth).  The control: one entry per key
     (KEEP = 1) loses it."""
-    monkeypatch.setattr(cache, "KEEP", keep)
+    monkeypatch.setattr(verdicts, "KEEP", keep)
     _keep(tmp_path, root, status="pass")
     chunk = root / "fla" / "chunk.py"
     chunk.write_text("SCALE = 1.01\n")
-    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is None
+    assert verdicts.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is None
     _keep(tmp_path, root, status="fail")
-    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root).result.status == "fail"
+    assert verdicts.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root).result.status == "fail"
     chunk.write_text("SCALE = 1.0\n")
-    back = cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root)
+    back = verdicts.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root)
     assert (back.result.status == "pass") if keep > 1 else back is None
 
 
@@ -280,8 +280,8 @@ def test_a_corrupt_entry_is_ignored_with_a_warning(tmp_path, root, capsys):
     vc = _keep(tmp_path, root)
     [entry] = [e for e in (tmp_path / "c").rglob("*.json") if "reads" not in e.parts]
     entry.write_text('{"run": "run-1", "reads": {')
-    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is None
+    assert verdicts.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is None
     err = capsys.readouterr().err
     assert "ignoring an unreadable verdict-cache entry" in err and entry.name in err
     _keep(tmp_path, root, vc=vc)               # the next run's verdict replaces it
-    assert cache.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is not None
+    assert verdicts.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is not None

@@ -50,7 +50,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from pathmdn_verify.core.errors import UsageError
-from pathmdn_verify.run import cache
+from pathmdn_verify.run import verdicts
 from pathmdn_verify.run.xfail_list import failure_kind, signature_matches
 from pathmdn_verify.commands import options
 
@@ -265,7 +265,7 @@ def run(args) -> int:
             "seed": args.seed, "examples": args.examples, "fp32_dot": args.fp32_dot, "fixed": args.fixed,
             "replay": {}, "signature": args.signature and _loose(args.signature),
             "bundle": args.bundle and str(Path(args.bundle).resolve()), "python": args.python or sys.executable,
-            "cache": None if args.no_cache else str(Path(args.cache_dir) if args.cache_dir else cache.default_dir())}
+            "cache": None if args.no_cache else str(Path(args.cache_dir) if args.cache_dir else verdicts.default_dir())}
     try:
         with worktree(plan.repo, plan.bad) as (wt, tmp):
             spec["records"] = str(tmp / "steps")
@@ -500,7 +500,7 @@ def _step(spec: dict) -> tuple[str, str, list[dict]]:
         return "skip", f"fla was imported from {origin}, not from {root}", []
     for cid, labels in spec["replay"].items():   # the cases drawn at the reference commit run first
         ops.REPLAY[cid] = [case_from_label(cid, lb) for lb in labels]
-    verdicts = cache.VerdictCache(Path(spec["cache"]), spec["device"]) if spec.get("cache") else None
+    verdicts = verdicts.VerdictCache(Path(spec["cache"]), spec["device"]) if spec.get("cache") else None
     records, read = [], set()           # every file this process read, so far
     for cid in spec["ids"]:
         extra = {"replay": spec["replay"].get(cid, [])}     # what the step runs first decides its verdict too

@@ -105,18 +105,22 @@ def run(args) -> int:
     if args.kernel_root:       # before anything imports fla; the child inherits it (PYTHONPATH) and repeats it
         from pathmdn_verify.platform.kernel_root import activate
         args.kernel_root = activate(args.kernel_root)
-    from pathmdn_verify.kernels import fla_ops
+    op, device, x, dtype = _validated(args)
+    if not args.in_child:          # validated: the kernel runs in a child, whose death is a verdict
+        return _in_child(args, device)
+    verdicts = _measure(args, op, device, x, dtype)
+    if verdicts is None:
+        return 1
+    return _render(args, op, device, dtype, verdicts)
+
+
+def _validated(args):
+    """(op record, device, the saved inputs, dtype) of a compare call, or a usage error."""
     from pathmdn_verify.core import examples, results
-    from pathmdn_verify.platform import environment
-    from pathmdn_verify.core.budget import OracleFailed
-    from pathmdn_verify.core.engine import measure
-    from pathmdn_verify.platform.setup import prepare
-    from pathmdn_verify.core.precision import Precision
-    from pathmdn_verify.core.registry import Context
-
+    from pathmdn_verify.kernels import fla_ops
     from pathmdn_verify.ops import OPS, impls
+    from pathmdn_verify.platform import environment
     from pathmdn_verify.run import load_checks, load_impl
-
     load_checks()       # the op table, with the ops of any plug-in module ($VERIFY_EXTRA_CHECKS)
     if args.op not in OPS:
         raise UsageError(f"--op {args.op}: not a kernel op; choose from {', '.join(OPS)}")
@@ -138,16 +142,23 @@ def run(args) -> int:
     if why := (op.offered(args.pass_, dtype) if op.offered else None):
         raise UsageError(f"not supported for this implementation: {why}")
     fla_ops.check_fla_version()
-    if not args.in_child:          # validated: the kernel runs in a child, whose death is a verdict
-        return _in_child(args, device)
+    return op, device, x, dtype
 
+
+def _measure(args, op, device: str, x: dict, dtype: str):
+    """Every tensor's verdict (pathmdn_verify.core.engine.measure); None when the kernel raised (said, and the
+    JSON written)."""
+    from pathmdn_verify.core import examples
+    from pathmdn_verify.core.budget import OracleFailed
+    from pathmdn_verify.core.engine import measure
+    from pathmdn_verify.core.precision import Precision
+    from pathmdn_verify.core.registry import Context
+    from pathmdn_verify.platform.setup import prepare
     prec = Precision.of(dtype, op.dot or args.fp32_dot)
-    ctx = Context(device=device, fp32_dot=args.fp32_dot)
     x = examples.in_dtypes(x, dtype, device, op.dtype_inputs)
-    prepare(ctx)
-    c = op.budget_factor[args.pass_]
+    prepare(Context(device=device, fp32_dot=args.fp32_dot))
     try:
-        verdicts = measure(op, args.pass_, x, prec, args.seed)
+        return measure(op, args.pass_, x, prec, args.seed)
     except OracleFailed as exc:       # not the kernel's failure: these inputs are outside what the oracle takes
         raise UsageError(f"--inputs {args.inputs}: {exc}") from exc
     except KernelUnavailable:
@@ -159,7 +170,7 @@ def run(args) -> int:
             message = f"{op.name} {args.pass_}: cuda_fatal: {type(exc).__name__}: {exc}".splitlines()[0]
             print(f"FAIL {message}; rerun with CUDA_LAUNCH_BLOCKING=1 to name the kernel")
             _write(args.json, _fail_doc(args, device, "cuda_fatal", message))
-            return 1
+            return None
         if args.debug:
             raise
         if is_interpreter_gap(exc):
@@ -168,7 +179,13 @@ def run(args) -> int:
         message = f"{op.name} raised {type(exc).__name__}: {exc}".splitlines()[0]
         print(f"FAIL {message}")
         _write(args.json, _fail_doc(args, device, "exception", message, exception=type(exc).__name__))
-        return 1
+        return None
+
+
+def _render(args, op, device: str, dtype: str, verdicts) -> int:
+    from pathmdn_verify.core import results
+    from pathmdn_verify.platform import environment
+    c = op.budget_factor[args.pass_]
     ok = all(v.ratio <= 1 for v in verdicts)
     print(f"verify compare: {op.name} {args.pass_} in {dtype} on {device}, inputs {args.inputs}, c = {c:g}")
     for v in verdicts:

@@ -1,7 +1,7 @@
 """What a worker process read: every file it opened for reading (the interpreter's audit hook sees each `open`,
 `import` included: a module's source or its .pyc) and the file of every module loaded in it (the ones the fork
 server imported before the hook existed), so that a verdict is kept with every input its check could have
-depended on (pathmdn_verify.run.cache).
+depended on (pathmdn_verify.run.verdicts).
 
 Observed, not guessed: no call graph decides what counts.  A worker's checks share what it loaded before them, so a
 check's reads are everything its worker read up to its end, a superset of what the check itself needed (a cached

@@ -49,7 +49,7 @@ from pathmdn_verify.core.registry import (
 )
 from pathmdn_verify.core.results import Outcome
 from pathmdn_verify.ops.impls import BUILT_IN, registered
-from pathmdn_verify.run import cache, load_checks
+from pathmdn_verify.run import verdicts, load_checks
 from pathmdn_verify.run import xfail_list
 
 # --check-timeout default per profile (seconds): above the slowest check of the profile on a 2-core CPU
@@ -419,7 +419,7 @@ class Workers:
     kernels: bool                  # import the kernel package in each worker at start
     debug: bool = False
     info: dict | None = None       # what the first worker reported at start (kernel package, fidelity)
-    cache: object = None           # a VerdictCache (pathmdn_verify.run.cache) to reuse and keep verdicts, or None
+    cache: object = None           # a VerdictCache (pathmdn_verify.run.verdicts) to reuse and keep verdicts, or None
     run_label: str = ""            # the run a kept verdict comes from, for a later run's record of it
     start_timeout: float = START_TIMEOUT
     lists: tuple[Path, ...] = ()   # the run's expected-failure lists (empty: the built-in one)
@@ -560,76 +560,19 @@ class Workers:
         fills `finished` (selection index -> judged Outcome) as they end and calls on_done in selection order.
         `deadline` (time.monotonic()): start no check after it; exitfirst: start none after a check failed or
         errored (the expected failures applied)."""
-        listed = scope(ctx, self.info and self.info["kernel_package"], self.lists)
-        pending = start_order(checks, ctx.device, durations)
-        if self.cache is not None:          # a verdict whose check and everything it read are unchanged
-            for i in list(pending):
-                if cache.cacheable(checks[i].id) and (hit := self.cache.get(checks[i].id, ctx, self._root())) is not None:
-                    finished[i] = apply_xfails(hit, listed)
-                    pending.remove(i)
-        # under --configs autotune on a GPU, an op's first kernel check runs alone: it times the op's kernels'
-        # configs into Triton's disk cache, which the op's other checks then read instead of each timing them
-        # at once (compilation needs no such wait: timing.compile_once compiles each key once per run)
-        warm_first = ctx.device == "cuda" and ctx.configs == "autotune"
-        warming: dict[str, int] = {}       # op group -> its first check, while that runs
-        seen: set[str] = set()
-        crashed: dict[int, Outcome] = {}    # a check whose worker died: run once more (an interpreter segfault
-        # under load was seen to pass on a rerun); a second crash is its result, the first is always reported
+        run = _Pass(self, checks, ctx, finished, timeout, deadline, on_start, exitfirst,
+                    scope(ctx, self.info and self.info["kernel_package"], self.lists), start_order(checks, ctx.device,
+                                                                                                  durations))
+        run.reuse()
         reported = 0
-        while pending or any(s.future is not None for s in self.slots):
-            if pending and (why := self.retired()):      # no worker will come: the checks left cannot run
-                for i in pending:
-                    finished[i] = apply_xfails(self._unstarted(checks[i], ctx, why), listed)
-                pending.clear()
-            for slot in self.slots:
-                i = next_startable(pending, checks, warming)
-                if slot.ready and slot.future is None and i is not None:
-                    pending.remove(i)
-                    if deadline is not None and time.monotonic() > deadline:
-                        finished[i] = not_run(checks[i], ctx, TIME_LIMIT)
-                        continue
-                    if exitfirst and any_failed(finished.values()):
-                        finished[i] = not_run(checks[i], ctx, EXITFIRST)
-                        continue
-                    if warm_first and checks[i].id.startswith("kernel.") and CheckId.parse(checks[i].id).group not in seen:
-                        seen.add(CheckId.parse(checks[i].id).group)
-                        warming[CheckId.parse(checks[i].id).group] = i
-                    if not self._submit(slot, i, _worker_run, checks[i].id, ctx, self.debug):
-                        pending.insert(0, i)       # its worker had died while idle: a fresh one takes it
-                        continue
-                    on_start(i, checks[i])
-            if not any(s.future is not None for s in self.slots):
-                continue
-            busy, done = self._wait_any(timeout)
-            for slot in busy:
-                i = slot.index
-                if slot.future in done and i is None:
-                    self._started(slot)
-                elif slot.future in done:
-                    outcome = self._collect(slot, checks[i], ctx)
-                    if self.cache is not None:     # the raw outcome, before the expected-failure list
-                        self.cache.put(outcome, ctx, self.run_label, slot.reads, self._root())
-                    if outcome.result.kind == "crashed" and i not in crashed:   # once more, in a fresh worker
-                        crashed[i] = outcome
-                        pending.insert(0, i)
-                        continue
-                    if i in crashed:
-                        outcome.result.message += f" [its first worker crashed: {crashed[i].result.message}]"
-                        outcome.result.details["first_attempt"] = crashed[i].result.message
-                    finished[i] = apply_xfails(outcome, listed)
-                elif i is not None and time.monotonic() - slot.t0 > timeout:
-                    finished[i] = apply_xfails(self._failed(slot, checks[i], ctx, "timeout",
-                                                     f"exceeded the per-check timeout of {timeout:g} s"), listed)
-            self._check_starts()
-            for group, first in list(warming.items()):
-                if first in finished:
-                    del warming[group]
+        while run.pending or any(s.future is not None for s in self.slots):
+            run.start()
+            if any(s.future is not None for s in self.slots):
+                run.collect(*self._wait_any(timeout))
+                self._check_starts()
             while reported < len(checks) and reported in finished:
                 on_done(reported, finished[reported])
                 reported += 1
-        while reported < len(checks) and reported in finished:      # every check's verdict from the cache
-            on_done(reported, finished[reported])
-            reported += 1
         return [finished[i] for i in range(len(checks))]
 
     @staticmethod
@@ -761,6 +704,101 @@ class Workers:
                 on_done(i, values[i])
             self._check_starts()
         return [values[i] for i in range(len(tasks))]
+
+
+@dataclass
+class _Pass:
+    """One run of a selection through a Workers pool: the checks left to start (`pending`, in start order), what
+    each start waits on, and the outcomes as they end (judged against `listed`)."""
+    pool: Workers
+    checks: list[Check]
+    ctx: Context
+    finished: dict[int, Outcome]
+    timeout: float
+    deadline: float | None
+    on_start: Callable[[int, Check], None]
+    exitfirst: bool
+    listed: xfail_list.Scope
+    pending: list[int]
+    # under --configs autotune on a GPU, an op's first kernel check runs alone: it times the op's kernels'
+    # configs into Triton's disk cache, which the op's other checks then read instead of each timing them
+    # at once (compilation needs no such wait: timing.compile_once compiles each key once per run)
+    warming: dict[str, int] = field(default_factory=dict)     # op group -> its first check, while that runs
+    seen: set[str] = field(default_factory=set)
+    # a check whose worker died runs once more (an interpreter segfault under load was seen to pass on a rerun);
+    # a second crash is its result, the first is always reported
+    crashed: dict[int, Outcome] = field(default_factory=dict)
+
+    def reuse(self) -> None:
+        """The verdicts the cache holds for checks whose every input is unchanged."""
+        kept = self.pool.cache
+        if kept is None:
+            return
+        for i in list(self.pending):
+            if verdicts.cacheable(self.checks[i].id) and \
+                    (hit := kept.get(self.checks[i].id, self.ctx, self.pool._root())) is not None:
+                self.finished[i] = apply_xfails(hit, self.listed)
+                self.pending.remove(i)
+
+    def start(self) -> None:
+        """Give each idle worker the next check it may start; with no worker left, the rest fail as crashed."""
+        pool = self.pool
+        if self.pending and (why := pool.retired()):      # no worker will come: the checks left cannot run
+            for i in self.pending:
+                self.finished[i] = apply_xfails(pool._unstarted(self.checks[i], self.ctx, why), self.listed)
+            self.pending.clear()
+        for slot in pool.slots:
+            i = next_startable(self.pending, self.checks, self.warming)
+            if not (slot.ready and slot.future is None and i is not None):
+                continue
+            self.pending.remove(i)
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                self.finished[i] = not_run(self.checks[i], self.ctx, TIME_LIMIT)
+            elif self.exitfirst and any_failed(self.finished.values()):
+                self.finished[i] = not_run(self.checks[i], self.ctx, EXITFIRST)
+            elif not pool._submit(slot, i, _worker_run, self.checks[i].id, self.ctx, pool.debug):
+                self.pending.insert(0, i)       # its worker had died while idle: a fresh one takes it
+            else:
+                self._warm(i)
+                self.on_start(i, self.checks[i])
+
+    def _warm(self, i: int) -> None:
+        group = CheckId.parse(self.checks[i].id).group
+        if self.ctx.device == "cuda" and self.ctx.configs == "autotune" and self.checks[i].id.startswith("kernel.") \
+                and group not in self.seen:
+            self.seen.add(group)
+            self.warming[group] = i
+
+    def collect(self, busy: list[_Slot], done: set) -> None:
+        """The starts and the checks that ended; the check past its timeout (its worker replaced)."""
+        pool = self.pool
+        for slot in busy:
+            i = slot.index
+            if slot.future in done and i is None:
+                pool._started(slot)
+            elif slot.future in done:
+                self._ended(slot, i)
+            elif i is not None and time.monotonic() - slot.t0 > self.timeout:
+                self.finished[i] = apply_xfails(pool._failed(slot, self.checks[i], self.ctx, "timeout",
+                                                             f"exceeded the per-check timeout of {self.timeout:g} s"),
+                                                self.listed)
+        for group, first in list(self.warming.items()):
+            if first in self.finished:
+                del self.warming[group]
+
+    def _ended(self, slot: _Slot, i: int) -> None:
+        pool = self.pool
+        outcome = pool._collect(slot, self.checks[i], self.ctx)
+        if pool.cache is not None:     # the raw outcome, before the expected-failure list
+            pool.cache.put(outcome, self.ctx, pool.run_label, slot.reads, pool._root())
+        if outcome.result.kind == "crashed" and i not in self.crashed:   # once more, in a fresh worker
+            self.crashed[i] = outcome
+            self.pending.insert(0, i)
+            return
+        if i in self.crashed:
+            outcome.result.message += f" [its first worker crashed: {self.crashed[i].result.message}]"
+            outcome.result.details["first_attempt"] = self.crashed[i].result.message
+        self.finished[i] = apply_xfails(outcome, self.listed)
 
 
 def next_startable(pending: list[int], checks: list[Check], warming: dict[str, int]) -> int | None:

@@ -24,7 +24,7 @@ from pathmdn_verify.core.errors import UsageError
 from pathmdn_verify.core.ids import CheckId
 from pathmdn_verify.core.registry import Check, Context
 from pathmdn_verify.core.results import Outcome
-from pathmdn_verify.run import load_checks, runner
+from pathmdn_verify.run import load_checks, runner, verdicts
 from pathmdn_verify.run import xfail_list
 
 # checks that import the kernel package (their workers import it first, after the interpreter fidelity layer)
@@ -56,7 +56,7 @@ class RunOptions:
     save_failing: str | None = None
     xfails: tuple[str, ...] = ()              # lists added to the built-in one
     xfails_only: tuple[str, ...] = ()         # lists instead of the built-in one
-    cache: bool = True                        # reuse and keep verdicts (pathmdn_verify.run.cache)
+    cache: bool = True                        # reuse and keep verdicts (pathmdn_verify.run.verdicts)
     cache_dir: str | None = None
     debug: bool = False
 
@@ -165,15 +165,14 @@ class Session:
         return chosen
 
     def _verdict_cache(self):
-        """The run's verdict cache (pathmdn_verify.run.cache), or None without one (in this process: no worker's
+        """The run's verdict cache (pathmdn_verify.run.verdicts), or None without one (in this process: no worker's
         reads to keep a verdict with)."""
         from pathmdn_verify.platform import environment
-        from pathmdn_verify.run import cache
         if not self.options.cache or self.workers == 0:
             return None
         name = environment.describe(self.device)["device_name"] if self.device == "cuda" else None
-        folder = Path(self.options.cache_dir) if self.options.cache_dir else cache.default_dir()
-        return cache.VerdictCache(folder, xfail_list.device_class(self.device, name))
+        folder = Path(self.options.cache_dir) if self.options.cache_dir else verdicts.default_dir()
+        return verdicts.VerdictCache(folder, xfail_list.device_class(self.device, name))
 
     def scope(self, kernel_package: dict | None) -> xfail_list.Scope:
         """What the expected-failure lists are judged against (runner.scope), with this run's lists."""
@@ -223,7 +222,7 @@ class Session:
         if self.workers == 0:
             return here
         root = Path(package["path"]).parent if package else None
-        if self.cache is not None and all(runner_cacheable(c.id) and self.cache.get(c.id, ctx, root) is not None
+        if self.cache is not None and all(verdicts.cacheable(c.id) and self.cache.get(c.id, ctx, root) is not None
                                           for ctx in self.contexts for c in self.chosen):
             return here
         self.pool = runner.Workers(self.workers, self.contexts[0], self.kernels, self.options.debug, cache=self.cache,
@@ -273,11 +272,6 @@ class Session:
         if self.pool is not None:
             self.pool.close()
             self.pool = None
-
-
-def runner_cacheable(check_id: str) -> bool:
-    from pathmdn_verify.run import cache
-    return cache.cacheable(check_id)
 
 
 def _durations(path: str) -> dict[str, float]:
