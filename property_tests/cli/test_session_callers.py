@@ -50,6 +50,8 @@ def test_pv_check_survives_a_crashing_kernel_and_reuses_verdicts(tmp_path):
     assert [r[3] for r in first] == [False, False]
     assert [(r[1], r[3]) for r in again] == [("fail", False), ("pass", True)]      # a crash is never kept
     assert [r[3] for r in fresh] == [False, False]                                   # the control: cache=False
+    kept, = (tmp_path / "verdicts").glob("durations-*.json")     # the start order of the next run, beside the cache
+    assert set(json.loads(kept.read_text())) == set(IDS) and all(s > 0 for s in json.loads(kept.read_text()).values())
 
 
 def test_the_pytest_plugin_survives_a_crashing_kernel(tmp_path):

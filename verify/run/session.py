@@ -126,7 +126,7 @@ class Session:
         self.device = environment.resolve_device(o.device)
         if o.configs == "autotune" and self.device == "cpu":
             raise UsageError("--configs autotune: Triton's timing needs a GPU; on the cpu every config ties (use cover)")
-        self.durations = _durations(o.durations) if o.durations else None
+        self.durations = _durations(o.durations) if o.durations else None     # start order and shards
         self.impls = implementations(o.impls)
         self.chosen = self._select()
         self.kernels = any(c.id.startswith(KERNEL_PREFIXES) for c in self.chosen)
@@ -143,6 +143,7 @@ class Session:
                                                       max(1, len(self.chosen)))
         self.timeout = o.check_timeout or runner.CHECK_TIMEOUT[o.profile]
         self.cache = self._verdict_cache()
+        self.kept_durations = self._kept_durations()
         self.pool: runner.Workers | None = None
 
     def _select(self) -> list[Check]:
@@ -173,6 +174,36 @@ class Session:
         name = environment.describe(self.device)["device_name"] if self.device == "cuda" else None
         folder = Path(self.options.cache_dir) if self.options.cache_dir else verdicts.default_dir()
         return verdicts.VerdictCache(folder, xfail_list.device_class(self.device, name))
+
+    def _kept_durations(self) -> Path | None:
+        """Where the seconds of this kind of run's checks are kept, beside the verdict cache (per device class and
+        profile): the start order of a run given no --durations (longest first; never the shards, which must be
+        the same on every machine)."""
+        if self.cache is None:
+            return None
+        return self.cache.folder / f"durations-{self.cache.base['device'].replace(':', '_').replace(' ', '_')}-" \
+                                   f"{self.options.profile}.json"
+
+    def _start_order_durations(self) -> dict[str, float] | None:
+        if self.durations is not None or self.kept_durations is None or not self.kept_durations.is_file():
+            return self.durations
+        try:
+            return {k: float(v) for k, v in json.loads(self.kept_durations.read_text()).items()}
+        except (OSError, ValueError, AttributeError):
+            return None        # unreadable: the default order (the file is rewritten after the run)
+
+    def _keep_durations(self, outcomes) -> None:
+        """The seconds of the checks that ran, merged into the kept ones."""
+        ran = {o.id: round(o.seconds, 3) for o in outcomes if o.started and "cached" not in o.result.details
+               and o.result.kind not in ("not_run",)}
+        if self.kept_durations is None or not ran:
+            return
+        kept = self._start_order_durations() if self.durations is None else {}
+        kept = {**(kept or {}), **ran}
+        tmp = self.kept_durations.with_suffix(f".{os.getpid()}.tmp")
+        self.kept_durations.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(kept, sort_keys=True))
+        tmp.replace(self.kept_durations)
 
     def scope(self, kernel_package: dict | None) -> xfail_list.Scope:
         """What the expected-failure lists are judged against (runner.scope), with this run's lists."""
@@ -207,6 +238,7 @@ class Session:
             self.close()
         runs = {ctx.seed: [finished[ctx.seed].get(i) or runner.not_run(c, ctx, runner.INTERRUPTED)
                            for i, c in enumerate(self.chosen)] for ctx in self.contexts}
+        self._keep_durations(o for run in runs.values() for o in run)
         return RunResult(self, runs, info, interrupted, started, time.monotonic() - t0)
 
     def _start(self) -> dict:
@@ -233,7 +265,7 @@ class Session:
     def _run_context(self, ctx: Context, finished: dict, deadline, on_start, on_done, info: dict) -> None:
         if self.pool is not None:
             self.pool.run(self.chosen, ctx, finished, self.timeout, deadline, on_start, on_done,
-                          self.options.exitfirst, self.durations)
+                          self.options.exitfirst, self._start_order_durations())
             return
         if self.workers == 0 and self.kernel_root:    # this process imports the tree: its path, for good
             from pathmdn_verify.platform.kernel_root import activate
