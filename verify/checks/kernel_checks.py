@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathmdn_verify import ops
 from pathmdn_verify.ops.impls import BUILT_IN, registered
 from pathmdn_verify.core import engine
-from pathmdn_verify.core.errors import Incompatible, VariantUnsupported, is_interpreter_gap
+from pathmdn_verify.core.errors import UsageError
+from pathmdn_verify.core.precision import Precision
 from pathmdn_verify.core.records import KernelOp
 from pathmdn_verify.core.registry import Context, Result, register
-from pathmdn_verify.core.errors import innermost_error
 from pathmdn_verify.core.search import search
 from pathmdn_verify.core.strategies import BWD_MAX_T
 from pathmdn_verify.platform import setup
@@ -63,7 +63,7 @@ def _with_dot(op: KernelOp, run):
     declared one, or the run's --fp32-dot for fla's Triton kernels)."""
     def with_dot(ctx: Context) -> Result:
         result = run(ctx)
-        result.details["fp32_dot"] = op.dot or ctx.fp32_dot
+        result.details["fp32_dot"] = Precision.of_op(op, "fp32", ctx.fp32_dot).dot
         return result
     return with_dot
 
@@ -103,15 +103,13 @@ def _declare_probe(op: KernelOp, p) -> None:
         setup.prepare(ctx)
         try:
             return engine.convention_result(op, p, ctx)
-        except VariantUnsupported as exc:
-            return Result("skip", message=str(exc), kind="unsupported")
-        except Incompatible as exc:
-            return Result("skip", message=str(exc), kind="incompatible")
-        except Exception as exc:
-            if is_interpreter_gap(exc):
-                return Result("skip", message=f"not verifiable on the CPU interpreter: {innermost_error(exc)}",
-                              kind="interpreter_gap")
+        except UsageError:
             raise
+        except Exception as exc:        # a skip (pathmdn_verify.core.errors.verdict_of), else the runner's to judge
+            result = Result.raised(exc)
+            if result.status != "skip":
+                raise
+            return result
     register(op.convention_id(p.name), p.description, _with_dot(op, run))
 
 

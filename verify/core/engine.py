@@ -212,7 +212,7 @@ def case_inputs(op: KernelOp, case, dtype, device: str) -> dict:
 def probe(op: KernelOp, case, dtype: str, pass_: str, ctx: Context) -> Probe:
     """One evaluation of a kernel check: the worst tensor verdict, the case and every tensor's verdict (under
     --configs all, of the worst config round: `_rounds`)."""
-    prec = Precision.of(dtype, op.dot or ctx.fp32_dot)
+    prec = Precision.of_op(op, dtype, ctx.fp32_dot)
     x = case_inputs(op, case, prec.torch_dtype, ctx.device)
     ref = reference_device(op, ctx, ctx.device)
     strided = getattr(case, "strided_upstream", False)      # a case field of ops whose structure varies it
@@ -235,7 +235,7 @@ def measure_decode(op: KernelOp, x: dict, prec: Precision, ref: str | None = Non
 
 
 def decode_probe(op: KernelOp, case, dtype: str, ctx: Context) -> Probe:
-    prec = Precision.of(dtype, op.dot or ctx.fp32_dot)
+    prec = Precision.of_op(op, dtype, ctx.fp32_dot)
     x = case_inputs(op, case, prec.torch_dtype, ctx.device)
     ref = reference_device(op, ctx, ctx.device)
     return _rounds(hooks.every_config(lambda: measure_decode(op, x, prec, ref)), case.label())
@@ -268,7 +268,7 @@ def convention_result(op: KernelOp, p, ctx: Context) -> Result:
     offered = [d for d in op.dtypes if not (op.offered and op.offered("fwd", d))]
     if not offered:
         raise VariantUnsupported(op.offered("fwd", op.dtypes[0]))
-    prec = Precision.of("fp32" if "fp32" in offered else offered[0], op.dot or ctx.fp32_dot)
+    prec = Precision.of_op(op, "fp32" if "fp32" in offered else offered[0], ctx.fp32_dot)
     x = case_inputs(op, p.case, prec.torch_dtype, ctx.device)
     if p.kind in ("no_effect", "refused"):
         return option_result(op, p, x)

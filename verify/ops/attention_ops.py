@@ -461,8 +461,8 @@ PATH_ATTN = _attention_op(
         cases=lambda fields, profile: path_cases(fields, profile, gated=False)),
     device_cases=tuple((dtype, case) for dtype in ("fp32", "bf16") for case in (
         PathCase(T=256, D=64, Dv=64, seed=1), PathCase(T=256, D=64, Dv=64, gate="mixed", beta="near2_4", seed=2))),
-    stages={"fwd": lambda op, x, dtype, fp32_dot: path_stages.stages(x, dtype, fp32_dot),
-            "bwd": lambda op, x, dtype, fp32_dot: path_stages.stages(x, dtype, fp32_dot, backward=True),
+    stages={"fwd": lambda op, x, dtype, fp32_dot: path_stages.stages(op, x, dtype, fp32_dot),
+            "bwd": lambda op, x, dtype, fp32_dot: path_stages.stages(op, x, dtype, fp32_dot, backward=True),
             # the decode cache is one kernel (parallel_path_fwd_kernel_prepare_k_cache) with no intermediate result
             "decode": one_stage("key cache (one kernel)", "prepare_k_cache_fn", "decode")},
     package=("fla.ops.path_attn",), report="path", mutants=PATH_MUTANTS, not_reached=PATH_NOT_REACHED,

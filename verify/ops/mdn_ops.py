@@ -309,7 +309,7 @@ def _mdn_stages(chunk) -> dict:
     if chunk is None:
         return {"fwd": one_stage("recurrence (one stage)", "recurrent_momentum_delta_rule_ref", "fwd"),
                 "bwd": one_stage("gradients (one stage)", "autograd of recurrent_momentum_delta_rule_ref", "bwd")}
-    return {"fwd": lambda op, x, dtype, fp32_dot: mdn_stages.stages(x, dtype, chunk, op.dot),
+    return {"fwd": lambda op, x, dtype, fp32_dot: mdn_stages.stages(op, x, dtype, fp32_dot, chunk),
             "bwd": one_stage("gradients (one stage)", "autograd of chunk_momentum_delta_rule_ref", "bwd")}
 
 

@@ -54,7 +54,7 @@ class Op:
         return f"{FAMILIES.get(self.family, self.family)} ({self.name})"
 
     def precision(self, dtype: str, fp32_dot: str) -> Precision:
-        return Precision.of(dtype, "ieee" if self.family == "form" else self.record.dot or fp32_dot)
+        return Precision.of(dtype, "ieee") if self.family == "form" else Precision.of_op(self.record, dtype, fp32_dot)
 
 
 _CHUNK = re.compile(r"chunk(\d+)$")

@@ -128,7 +128,7 @@ def one_stage(name: str, source: str, pass_: str):
     for one upstream gradient drawn from seed 0) are judged as its kernel check judges them
     (pathmdn_verify.core.engine), so the table has one stage and says which."""
     def stages(op, x: dict, dtype: str, fp32_dot: str) -> list[Stage]:
-        prec = Precision.of(dtype, op.dot or fp32_dot)
+        prec = Precision.of_op(op, dtype, fp32_dot)
         judged = engine.measure_decode(op, x, prec) if pass_ == "decode" else engine.measure(op, pass_, x, prec, 0)
         return [Stage(name, source, prec, pass_, judged=judged)]
     return stages

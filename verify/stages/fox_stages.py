@@ -33,6 +33,7 @@ from pathmdn_verify import same_dtype
 from pathmdn_verify.core.errors import KernelUnavailable
 from pathmdn_verify.core.inputs import as_oracle, floats_as
 from pathmdn_verify.core.precision import Precision
+from pathmdn_verify.core.records import scale_of
 from pathmdn_verify.kernels import fla_ops
 from pathmdn_verify.references import path_oracle as P
 from pathmdn_verify.stages import Stage, judge_gradients, launches, recording
@@ -90,8 +91,8 @@ def _head_grads(h: dict, q, k, v, do, scale, mm) -> dict:
 def stages(op, x: dict, dtype: str, fp32_dot: str, backward: bool = False) -> list[Stage]:
     """Run the kernel on x and return its stages, in the order it computes them."""
     assert not fla_ops.FOX_CONVENTIONS.gate_scaled, "the stage definitions follow fla's declared gate_scaled=False"
-    scale = x["q"].shape[-1] ** -0.5
-    wide, fp32 = Precision.of(dtype, fp32_dot), Precision.of("fp32", fp32_dot)
+    scale = scale_of(x)
+    wide, fp32 = Precision.of_op(op, dtype, fp32_dot), Precision.of_op(op, "fp32", fp32_dot)
     lse_prec = Precision("fp32", wide.dot)      # an fp32 tensor from the dtype's dots
     x64, x32 = as_oracle(x), floats_as(x, torch.float32)
     do = None

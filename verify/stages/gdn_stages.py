@@ -43,6 +43,7 @@ import torch
 from pathmdn_verify.core.errors import KernelUnavailable
 from pathmdn_verify.core.inputs import as_oracle, floats_as
 from pathmdn_verify.core.precision import Precision, fixed_order
+from pathmdn_verify.core.records import scale_of
 from pathmdn_verify.kernels import fla_ops
 from pathmdn_verify.references import mdn_oracle as MDN
 from pathmdn_verify.stages import Stage, judge_gradients, recording
@@ -139,8 +140,8 @@ def _reverse_cumsum(t: torch.Tensor) -> torch.Tensor:
 
 def stages(op, x: dict, dtype: str, fp32_dot: str, backward: bool = False) -> list[Stage]:
     """Run the kernel on x and return its stages, in the order it computes them."""
-    scale = x["q"].shape[-1] ** -0.5
-    wide, fp32 = Precision.of(dtype, fp32_dot), Precision.of("fp32", fp32_dot)
+    scale = scale_of(x)
+    wide, fp32 = Precision.of_op(op, dtype, fp32_dot), Precision.of_op(op, "fp32", fp32_dot)
     x64, x32 = as_oracle(x), floats_as(x, torch.float32)
     upstream = None
     if backward:

@@ -36,6 +36,7 @@ from pathmdn_verify.references import path_oracle as P
 from pathmdn_verify import same_dtype
 from pathmdn_verify.core.inputs import as_oracle, floats_as
 from pathmdn_verify.core.precision import Precision
+from pathmdn_verify.core.records import scale_of
 from pathmdn_verify.stages import Stage, recording
 from pathmdn_verify.core.errors import KernelUnavailable
 
@@ -103,11 +104,11 @@ def _stage_table(wide: Precision, fp32: Precision, backward: bool) -> dict[str, 
     return {n: Stage(n, src, p, pass_) for n, src, p, pass_ in rows}
 
 
-def stages(x: dict, dtype: str, fp32_dot: str, backward: bool = False) -> list[Stage]:
+def stages(op, x: dict, dtype: str, fp32_dot: str, backward: bool = False) -> list[Stage]:
     """Run the kernel on x (its inputs) and return its stages, in the order it computes them."""
     assert fla_ops.PATH_CONVENTIONS.gate_scaled, "the stage definitions follow fla's declared gate_scaled=True"
-    scale = x["q"].shape[-1] ** -0.5
-    wide, fp32 = Precision.of(dtype, fp32_dot), Precision.of("fp32", fp32_dot)
+    scale = scale_of(x)
+    wide, fp32 = Precision.of_op(op, dtype, fp32_dot), Precision.of_op(op, "fp32", fp32_dot)
     x64, x32 = as_oracle(x), floats_as(x, torch.float32)
     do = None
     if backward:
