@@ -6,13 +6,10 @@ checks pass 1/sqrt(D) explicitly, the scale_default probe passes None to the ker
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from pathmdn_verify.core.ids import CheckId
-
-_NAME = re.compile(r"[a-z][a-z0-9_]*")
+from pathmdn_verify.core.ids import NAME, CheckId
 
 # Budget factors c: how many times the same-dtype implementation's error a kernel may make (pathmdn_verify.core.budget).
 # Forward passes: the kernel performs the same rounded operations as the same-dtype implementation (same
@@ -201,9 +198,9 @@ class KernelOp:
         """A bad record is refused when it is made (PyTorch's OpInfo does the same), naming the field."""
         def bad(what: str):
             raise ValueError(f"op record {self.name!r}: {what}")
-        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
+        if not isinstance(self.name, str) or not NAME.fullmatch(self.name):
             bad("name must be lower-case letters, digits and _ (it is a word of check ids)")
-        if not self.impl or not _NAME.fullmatch(self.impl):
+        if not self.impl or not NAME.fullmatch(self.impl):
             bad(f"impl {self.impl!r} must be lower-case letters, digits and _")
         for field_ in ("kernel", "oracle", "same_dtype", "make_inputs", "cases", "error_inputs"):
             if not callable(getattr(self, field_)):

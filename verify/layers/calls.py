@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, replace
 import torch
 from allpairspy import AllPairs
 
+from pathmdn_verify.core.ids import CheckId
 from pathmdn_verify.core.registry import Result
 from pathmdn_verify.layers.table import LayerCase
 from pathmdn_verify.layers.cache import new_cache
@@ -190,8 +191,8 @@ def covering(calls: Calls) -> tuple[dict, ...]:
 
 def case_ids(name: str, calls: Calls, impl: str = "fla", **levels) -> tuple[str, ...]:
     """The ids of the record's cases whose row has every given level (a mutant's killers among the cases)."""
-    return tuple(f"layer.{impl}.{name}.pairwise.{calls.dtype}.{i:02d}" for i, row in enumerate(covering(calls))
-                 if all(row.get(k) == v for k, v in levels.items()))
+    return tuple(str(CheckId.of_layer(impl, name, "pairwise", calls.dtype, f"{i:02d}"))
+                 for i, row in enumerate(covering(calls)) if all(row.get(k) == v for k, v in levels.items()))
 
 
 def explained(calls: Calls, index: int) -> tuple[str, ...]:

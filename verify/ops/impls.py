@@ -18,16 +18,14 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import re
 from dataclasses import dataclass
 from typing import Callable
 
-from pathmdn_verify.core.ids import DTYPES, PASSES
+from pathmdn_verify.core.ids import DTYPES, NAME, PASSES
 from pathmdn_verify.core.records import KernelOp
 
 BUILT_IN = "fla"
 DOTS = ("ieee", "tf32")
-_NAME = re.compile(r"[a-z][a-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -78,7 +76,7 @@ def implement(base: KernelOp, fn: Callable, *, name: str, fp32_dot: str, passes:
     canonical inputs by name and `scale`, and returns the record's outputs.  A bad declaration is a ValueError
     here, never a failing check later."""
     op = base.name
-    if not isinstance(name, str) or not _NAME.fullmatch(name) or name == BUILT_IN:
+    if not isinstance(name, str) or not NAME.fullmatch(name) or name == BUILT_IN:
         raise ValueError(f"implementation name {name!r}: lower-case letters, digits and _, starting with a letter, "
                          f"not {BUILT_IN!r} (the built-in implementation)")
     if fp32_dot not in DOTS:
