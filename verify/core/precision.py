@@ -154,7 +154,7 @@ class Precision:
     @classmethod
     def of_op(cls, op, dtype: str, fp32_dot: str) -> "Precision":
         """The precision that op's budgets assume in dtype: fp32 products in the format its implementation
-        declares (op.dot: a KernelOp's), else in the run's (--fp32-dot)."""
+        declares (op.dot: a OpRecord's), else in the run's (--fp32-dot)."""
         return cls.of(dtype, op.dot or fp32_dot)
 
     @property

@@ -48,7 +48,7 @@ class LayerRecord:
     history: Callable[[str, str, str], tuple] = lambda variant, dtype, comparison: ()
 
     def __post_init__(self):
-        """A bad record is refused when it is made, naming the field (as an op record, KernelOp, is)."""
+        """A bad record is refused when it is made, naming the field (as an op record, OpRecord, is)."""
         def bad(what: str):
             raise ValueError(f"layer record {self.name!r}: {what}")
         if not isinstance(self.name, str) or not NAME.fullmatch(self.name):

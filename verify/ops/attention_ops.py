@@ -24,7 +24,7 @@ from pathmdn_verify.core.records import (
     ConventionProbe,
     Decode,
     Fixed,
-    KernelOp,
+    OpRecord,
     Structure,
     scale_default_probe,
 )
@@ -403,7 +403,7 @@ def _attention_op(name, title, fla_fn, conv, oracle_fn, same_dtype_fn, names, gr
         "gate_scaled", f"measures whether fla {name} multiplies the log forget gate by the attention scale",
         f"gate_scaled={not conv.gate_scaled}", probe_case,
         lambda op, x, s: op.oracle(**x, scale=s, gate_scaled=not op.conventions.gate_scaled))
-    return KernelOp(
+    return OpRecord(
         name=name, title=title, kernel=lambda scale, **x: fla_fn(**x, scale=scale), conventions=conv,
         oracle=lambda scale, gate_scaled=conv.gate_scaled, **x: oracle_fn(**x, scale=scale, gate_scaled=gate_scaled),
         same_dtype=lambda prec, scale, **x: same_dtype_fn(**x, prec=prec, scale=scale, gate_scaled=conv.gate_scaled),

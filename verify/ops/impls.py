@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from pathmdn_verify.core.ids import DTYPES, NAME, PASSES
-from pathmdn_verify.core.records import KernelOp
+from pathmdn_verify.core.records import OpRecord
 
 BUILT_IN = "fla"
 DOTS = ("ieee", "tf32")
@@ -45,7 +45,7 @@ class Implementation:
     decode: Callable | None = None
     spec: str | None = None             # how a fresh process finds it again (--impl SPEC): module[:attr] or entry point
     version: str | None = None          # for the expected-failure list: "<name> <version>"
-    record: KernelOp | None = None
+    record: OpRecord | None = None
 
     def unsupported(self, x: dict) -> str | None:
         """Why this implementation does not take the inputs x (canonical names), or None when it does."""
@@ -68,7 +68,7 @@ class Implementation:
 IMPLS: dict[tuple[str, str], Implementation] = {}     # (impl name, op name) -> registered implementation
 
 
-def implement(base: KernelOp, fn: Callable, *, name: str, fp32_dot: str, passes: tuple[str, ...] | None = None,
+def implement(base: OpRecord, fn: Callable, *, name: str, fp32_dot: str, passes: tuple[str, ...] | None = None,
               dtypes: tuple[str, ...] | None = None, gqa: bool = True, grouped_values: bool = True,
               head_dims: tuple[int, ...] | None = None, decode: Callable | None = None, spec: str | None = None,
               version: str | None = None) -> Implementation:
@@ -117,7 +117,7 @@ def _parameters(fn) -> set[str] | None:
     return {p.name for p in ps if p.kind is not p.VAR_POSITIONAL}
 
 
-def bind(base: KernelOp, impl: Implementation) -> KernelOp:
+def bind(base: OpRecord, impl: Implementation) -> OpRecord:
     """The op's record with impl's kernel and declarations: its own check ids (kernel.<impl>.<op>...), its dot
     format for the budgets, no fla-specific parts (stages, mutants, package lines, refusals)."""
     takes = impl.takes

@@ -22,7 +22,7 @@ from pathmdn_verify.core.records import (
     BUDGET_FACTOR_SEQUENTIAL,
     ConventionProbe,
     Fixed,
-    KernelOp,
+    OpRecord,
     Structure,
 )
 from pathmdn_verify.core.strategies import capped, shape_rows
@@ -314,7 +314,7 @@ def _mdn_stages(chunk) -> dict:
 
 
 def _mdn_op(name, chunk, conv, budget_factor, regression_cases=None, probes=(), grad_terms=None):
-    return KernelOp(
+    return OpRecord(
         name=name, title=name, kernel=lambda scale, **x: fla_ops.mdn(**x, scale=scale, chunk=chunk),
         conventions=conv,
         oracle=lambda scale, **x: MDN.recurrence(**x, scale=scale),

@@ -32,7 +32,7 @@ from pathmdn_verify.core.errors import (UsageError, VariantUnsupported, innermos
                                          kernel_frame)
 from pathmdn_verify.core.inputs import as_oracle
 from pathmdn_verify.core.precision import Precision
-from pathmdn_verify.core.records import KernelOp, as_tuple, scale_of
+from pathmdn_verify.core.records import OpRecord, as_tuple, scale_of
 from pathmdn_verify.repro import standalone
 from pathmdn_verify.repro.calls import CALLS
 
@@ -44,7 +44,7 @@ FILES = ("repro.py", "tensors.pt", "bundle.json", "ISSUE.md")
 class Example:
     """What a bundle reproduces: a check's op, pass and dtype on inputs x (the kernel's dtypes, CPU tensors)."""
     check: str
-    op: KernelOp
+    op: OpRecord
     pass_: str
     dtype: str
     label: str          # the case label (pathmdn_verify.core.inputs.case_label), or the file it came from

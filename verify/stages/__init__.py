@@ -50,6 +50,13 @@ class Stage:
     scale: float = 0.0
     judged: list[Verdict] | None = None     # verdicts made whole elsewhere (one_stage), instead of the tensors
 
+    def __post_init__(self):
+        if not self.name or not self.source or not isinstance(self.prec, Precision) or \
+                self.pass_ not in ("fwd", "bwd", "decode"):
+            raise ValueError(f"stage {self.name!r}: a name, the source that computes it, a Precision and the pass "
+                             f"(fwd, bwd or decode) whose budget factor judges it; got {self.source!r}, {self.prec!r}, "
+                             f"{self.pass_!r}")
+
     def piece(self, tensor: str) -> Piece:
         return self.tensors.setdefault(tensor, Piece())
 
