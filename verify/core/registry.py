@@ -137,7 +137,7 @@ def select(patterns: list[str] | None, ids: list[str] | None = None,
 
 
 # -k, as every command that selects checks by id reads it (matcher)
-K_HELP = ("select checks by id with a pytest -k expression: words joined by and/or/not and parentheses; a word "
+K_HELP = ("select {what} by id with a pytest -k expression: words joined by and/or/not and parentheses; a word "
           "matches the ids containing it, case-insensitively as in pytest; a word with * ? [ is a glob matching "
           "part of an id (e.g. -k 'path_attn and not bwd', -k 'path_attn.*.bf16'); repeatable (a union)")
 

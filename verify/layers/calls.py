@@ -43,7 +43,7 @@ from allpairspy import AllPairs
 from pathmdn_verify.core.ids import CheckId
 from pathmdn_verify.core.registry import Result
 from pathmdn_verify.layers.table import LayerCase
-from pathmdn_verify.layers.cache import new_cache
+from pathmdn_verify.layers.kv_cache import new_cache
 from pathmdn_verify.layers.common import LayerLacks, build, call, combine, judge, params64, precision
 
 

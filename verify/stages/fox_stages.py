@@ -1,8 +1,8 @@
 """fla FoX (forgetting attention), stage by stage (fla/ops/forgetting_attn/parallel.py, which runs
 fla/ops/attn/parallel.py's ParallelAttentionFunction).
 
-The forward (and, for a backward check, the backward) runs unchanged; the functions it calls are recorded
-(stages.recording) and so are the launches of the backward's two kernels (stages.launches), whose results the
+The forward (and, for a backward check, the backward) runs unchanged; the functions it calls are captured
+(stages.capturing) and so are the launches of the backward's two kernels (stages.launches), whose results the
 launching function never returns.  Each result is compared, sequence by sequence and query head by query
 head, with the softmax-attention equations in float64 (docs/design.md section 4; references/path_oracle.py),
 scores s_ij = scale q_i.k_j + G_i - G_j for j <= i (fla's declared gate_scaled=False), G = cumsum g:
@@ -36,7 +36,7 @@ from pathmdn_verify.core.precision import Precision
 from pathmdn_verify.core.records import scale_of
 from pathmdn_verify.kernels import fla_ops
 from pathmdn_verify.references import path_oracle as P
-from pathmdn_verify.stages import Stage, judge_gradients, launches, recording
+from pathmdn_verify.stages import Stage, capturing, judge_gradients, launches
 
 MODULE = "fla.ops.attn.parallel"
 FORWARD = ("parallel_attn_fwd",)
@@ -48,13 +48,13 @@ LN2 = math.log(2.0)
 
 
 def run(x: dict, scale: float, do: torch.Tensor | None) -> tuple[dict, dict, dict]:
-    """fla's parallel_forgetting_attn on x, forward (and backward with upstream do), its stages recorded.
+    """fla's parallel_forgetting_attn on x, forward (and backward with upstream do), its stages captured.
     Returns ({function: [(args, kwargs, outputs), ...]}, {kernel: {argument: tensor}}, {input: gradient})."""
     from pathmdn_verify.core.engine import grads_of
     mod = fla_ops._import(MODULE)
     kernel = lambda **a: fla_ops.forgetting_attn(a["q"], a["k"], a["v"], a["g"], scale, a["cu_seqlens"])
     names = FORWARD + (BACKWARD if do is not None else ())
-    with recording(mod, names) as calls, launches(mod, KERNELS if do is not None else {}) as launched:
+    with capturing(mod, names) as calls, launches(mod, KERNELS if do is not None else {}) as launched:
         if do is None:
             with torch.no_grad():
                 kernel(**x)

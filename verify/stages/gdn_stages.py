@@ -1,7 +1,7 @@
 """fla Gated DeltaNet chunk, stage by stage (fla/ops/gated_delta_rule/chunk.py with fla/ops/common/*).
 
-The forward (and, for a backward check, the backward) runs unchanged; the functions chunk.py calls are recorded
-(stages.recording) and each result is compared, chunk by chunk, sequence by sequence and value head by value
+The forward (and, for a backward check, the backward) runs unchanged; the functions chunk.py calls are captured
+(stages.capturing) and each result is compared, chunk by chunk, sequence by sequence and value head by value
 head, with the intermediate of the same definition in references/mdn_oracle.py: GDN is MDN with mu = 0,
 p = alpha k and eta = 1 (docs/design.md section 5), so chunk_forward_head's stable chunk form with those gates
 gives, per chunk of L tokens (abar the chunk's cumulative alpha, D = diag(beta), Gamma_ij = beta_j abar_i / abar_j):
@@ -47,7 +47,7 @@ from pathmdn_verify.core.precision import Precision, fixed_order
 from pathmdn_verify.core.records import scale_of
 from pathmdn_verify.kernels import fla_ops
 from pathmdn_verify.references import mdn_oracle as MDN
-from pathmdn_verify.stages import Stage, judge_gradients, recording
+from pathmdn_verify.stages import Stage, capturing, judge_gradients
 
 MODULE = "fla.ops.gated_delta_rule.chunk"
 FORWARD = ("chunk_gated_delta_rule_fwd_intra", "chunk_gated_delta_rule_fwd_h", "chunk_fwd_o")
@@ -59,12 +59,12 @@ LN2 = math.log(2.0)
 
 def run(x: dict, scale: float, upstream: list | None) -> tuple[dict, dict]:
     """fla's chunk_gated_delta_rule on x, forward (and backward with upstream [dO, dS_T]), every stage call
-    recorded.  Returns ({function: [(args, kwargs, outputs), ...]}, {input name: gradient} or {})."""
+    captured.  Returns ({function: [(args, kwargs, outputs), ...]}, {input name: gradient} or {})."""
     from pathmdn_verify.core.engine import grads_of
     mod = fla_ops._import(MODULE)
     kernel = lambda **a: fla_ops.gated_delta_rule(**a, scale=scale, chunk=True)
     names = FORWARD + (BACKWARD if upstream else ())
-    with recording(mod, names) as calls:
+    with capturing(mod, names) as calls:
         if upstream is None:
             with torch.no_grad():
                 kernel(**x)
@@ -141,8 +141,8 @@ def _reverse_cumsum(t: torch.Tensor) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class _Walk:
-    """What every head and chunk of one `stages` call reads: the stages it fills, the kernel's recorded tensors
-    (`_recorded`), the scale, the chunk size, the check's precision, the backward's upstream gradients [dO, dS_T]
+    """What every head and chunk of one `stages` call reads: the stages it fills, the kernel's captured tensors
+    (`_captured`), the scale, the chunk size, the check's precision, the backward's upstream gradients [dO, dS_T]
     (None: forward only) and the references of the key heads' gradients, summed over their value heads."""
     S: dict[str, Stage]
     k: dict
@@ -165,7 +165,7 @@ def stages(op, x: dict, dtype: str, fp32_dot: str, backward: bool = False) -> li
     calls, grads = run(x, scale, upstream)
     # q and k belong to key heads: their references sum the value heads of a group, as fla's results do
     summed = {n: [torch.zeros_like(x64["q"]), torch.zeros_like(x32["q"])] for n in ("dq", "dk direct", "dk via V~")}
-    walk = _Walk(_stage_table(wide, fp32, backward), _recorded(calls, backward), scale,
+    walk = _Walk(_stage_table(wide, fp32, backward), _captured(calls, backward), scale,
                  calls["chunk_gated_delta_rule_fwd_h"][0][1]["chunk_size"], wide, upstream, summed)
     G = x["v"].shape[2] // x["q"].shape[2]
     first_chunk = 0         # varlen: h and dh hold the chunks of every sequence, one after another
@@ -212,8 +212,8 @@ def _stage_table(wide: Precision, fp32: Precision, backward: bool) -> dict[str, 
     return {n: Stage(n, src, p, pass_) for n, src, p, pass_ in rows}
 
 
-def _recorded(calls: dict, backward: bool) -> dict:
-    """The kernel's tensors the stages read, by name, from `run`'s recorded calls."""
+def _captured(calls: dict, backward: bool) -> dict:
+    """The kernel's tensors the stages read, by name, from `run`'s captured calls."""
     out = lambda name, i=0: calls[name][i][2]        # noqa: E731
     k = {"g": calls["chunk_gated_delta_rule_fwd_intra"][0][1]["g"],      # the gate cumsum as the next stages get it
          "o": out("chunk_fwd_o")[0]}

@@ -1,7 +1,7 @@
 """fla PaTH, stage by stage (fla/ops/path_attn/parallel.py, ParallelPATHAttentionFunction).
 
 The forward (and, for a backward check, the backward) runs unchanged; the stage functions it calls are
-recorded (stages.recording) and each result is compared, block by block (BS tokens, the block the kernels
+captured (stages.capturing) and each result is compared, block by block (BS tokens, the block the kernels
 use), with references/path_oracle.py:
 
   gate cumsum      chunk_global_cumsum            G = cumsum g (per sequence)
@@ -38,7 +38,7 @@ from pathmdn_verify import same_dtype
 from pathmdn_verify.core.inputs import as_oracle, floats_as
 from pathmdn_verify.core.precision import Precision
 from pathmdn_verify.core.records import scale_of
-from pathmdn_verify.stages import Stage, recording
+from pathmdn_verify.stages import Stage, capturing
 from pathmdn_verify.core.errors import KernelUnavailable
 
 FORWARD = ("chunk_global_cumsum", "chunk_scaled_dot_kkt_fwd", "solve_tril", "intra_chunk_preprocess_fwd_fn",
@@ -49,7 +49,7 @@ LN2 = math.log(2.0)
 
 
 def run(x: dict, scale: float, do: torch.Tensor | None) -> tuple[dict, dict]:
-    """fla's parallel_path_attn on x, forward (and backward with upstream do), every stage call recorded.
+    """fla's parallel_path_attn on x, forward (and backward with upstream do), every stage call captured.
     Returns ({function: (args, kwargs, outputs)}, {input name: gradient} or {})."""
     from pathmdn_verify.core.engine import grads_of
     mod = fla_ops._import("fla.ops.path_attn.parallel")
@@ -57,7 +57,7 @@ def run(x: dict, scale: float, do: torch.Tensor | None) -> tuple[dict, dict]:
     entry = getattr(mod, "parallel_path_attn", None) or mod.parallel_path_attention    # the name before fla 0.3.2
     kernel = lambda **a: entry(a["q"], a["k"], a["v"], a["w"], a["beta"], a["g"], scale,
                                                 a["cu_seqlens"])[0]
-    with recording(mod, names) as calls:
+    with capturing(mod, names) as calls:
         if do is None:
             with torch.no_grad():
                 kernel(**x)
@@ -107,8 +107,8 @@ def _stage_table(wide: Precision, fp32: Precision, backward: bool) -> dict[str, 
 
 @dataclass(frozen=True)
 class _Walk:
-    """What every head and block of one `stages` call reads: the stages it fills, the kernel's recorded tensors
-    (`_recorded`), the scale, the precisions and the backward's upstream gradient (None: forward only)."""
+    """What every head and block of one `stages` call reads: the stages it fills, the kernel's captured tensors
+    (`_captured`), the scale, the precisions and the backward's upstream gradient (None: forward only)."""
     S: dict[str, Stage]
     k: dict
     scale: float
@@ -128,9 +128,9 @@ def stages(op, x: dict, dtype: str, fp32_dot: str, backward: bool = False) -> li
     if backward:
         shape = (*x["q"].shape[:3], x["v"].shape[-1])
         do = torch.randn(shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64).to(x["q"])
-    rec, grads = run(x, scale, do)
+    calls, grads = run(x, scale, do)
     eye = torch.eye(x["q"].shape[-1], dtype=torch.float64, device=x["q"].device)
-    walk = _Walk(_stage_table(wide, fp32, backward), _recorded(rec, backward), scale, wide, fp32, do, eye)
+    walk = _Walk(_stage_table(wide, fp32, backward), _captured(calls, backward), scale, wide, fp32, do, eye)
     B, T, HQ, _ = x["q"].shape
     G = HQ // x["k"].shape[2]
     for b in range(B):
@@ -144,18 +144,18 @@ def stages(op, x: dict, dtype: str, fp32_dot: str, backward: bool = False) -> li
     return [st for st in walk.S.values() if st.tensors]
 
 
-def _recorded(rec: dict, backward: bool) -> dict:
-    """The kernel's tensors the stages read, by name, from `run`'s recorded calls."""
-    k = {"BS": rec["intra_chunk_preprocess_fwd_fn"][1]["BT"], "A": rec["chunk_scaled_dot_kkt_fwd"][2][0],
-         "Tinv": rec["solve_tril"][2][0]}
-    if "chunk_global_cumsum" in rec:        # called with a gate only
-        k["G"] = rec["chunk_global_cumsum"][2][0]
-    k |= dict(zip(("q_new", "k_new", "w2", "o_loc", "L_loc", "M_loc"), rec["intra_chunk_preprocess_fwd_fn"][2],
+def _captured(calls: dict, backward: bool) -> dict:
+    """The kernel's tensors the stages read, by name, from `run`'s captured calls."""
+    k = {"BS": calls["intra_chunk_preprocess_fwd_fn"][1]["BT"], "A": calls["chunk_scaled_dot_kkt_fwd"][2][0],
+         "Tinv": calls["solve_tril"][2][0]}
+    if "chunk_global_cumsum" in calls:        # called with a gate only
+        k["G"] = calls["chunk_global_cumsum"][2][0]
+    k |= dict(zip(("q_new", "k_new", "w2", "o_loc", "L_loc", "M_loc"), calls["intra_chunk_preprocess_fwd_fn"][2],
                   strict=True))
-    k |= dict(zip(("o", "L"), rec["parallel_path_fwd_fn"][2], strict=True))
+    k |= dict(zip(("o", "L"), calls["parallel_path_fwd_fn"][2], strict=True))
     if backward:
-        k["delta"] = rec["parallel_attn_bwd_preprocess"][2][0]
-        k |= dict(zip(("bq_new", "bk_new", "h", "dA", "dv", "dg"), rec["intra_chunk_preprocess_bwd_prepare_fn"][2],
+        k["delta"] = calls["parallel_attn_bwd_preprocess"][2][0]
+        k |= dict(zip(("bq_new", "bk_new", "h", "dA", "dv", "dg"), calls["intra_chunk_preprocess_bwd_prepare_fn"][2],
                       strict=True))
     return k
 
