@@ -24,7 +24,7 @@ fla/utils.py, fla/utils/_device.py or fla/utils/hardware.py depending on the ver
                                           H200: the message says so)
 
 Each device canary fails with its answer off (VERIFY_EMULATE_H200_OFF=<name>: the negative controls in
-property_tests/unit/test_device_emulation.py); a tree that never asks the question skips (unsupported).
+property_tests/slow/test_device_emulation.py); a tree that never asks the question skips (unsupported).
 
 The launches are captured by wrapping the run method of Triton's kernel class (the interpreter's
 InterpretedFunction; JITFunction natively) for the duration of one call: the launcher's own keyword

@@ -98,7 +98,7 @@ class Fixed:
     use_cache=True: the decode pass); "variant": the records named in `by` (comma-separated) each give it one
     value (MDN's chunk_size: mdn_chunk16 / 32 / 64); "multi_device": a parameter of type `by` that spreads the
     call over the ranks of a process group (context parallelism), outside what one device's check can call.
-    property_tests/unit/test_entry_options.py verifies each."""
+    property_tests/cli/test_entry_options.py verifies each."""
     kind: str
     by: str
     why: str

@@ -25,9 +25,9 @@ A case builds the layer with its options, calls it as the case says, and compare
 each sequence alone (the record's `literal`, which takes every option the record varies), under the kernel budget
 rule.  The options are the literal's as the case asks for them, never as the built layer says it holds them: a
 layer that swallows or ignores an option fails.  Cases of the levels in LATER come after the others, so that the
-earlier cases keep their numbers.  `uncovered` lists the parameters of a layer class that its record neither varies nor explains: the test
-property_tests/unit/test_layer_calls.py fails on any (and on a record with one option removed: its negative
-control).
+earlier cases keep their numbers.  `uncovered` lists the parameters of a layer class that its record neither varies
+nor explains: the test property_tests/cli/test_layer_calls_cli.py fails on any (and on a record with one option
+removed: its negative control).
 """
 from __future__ import annotations
 
