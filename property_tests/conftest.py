@@ -77,6 +77,35 @@ def no_compiled_mode_triton_in_this_process():
         f"this test imported {sorted(late)} without the Triton interpreter: do that in a child process"
 
 
+KERNEL_PACKAGES = ("triton", "fla")      # what the unit tier never imports (README.md)
+_reported: set[str] = set()              # the kernel packages a unit test of this process was failed for
+
+
+def kernel_packages(modules) -> set[str]:
+    """The KERNEL_PACKAGES among the names of imported modules (sys.modules)."""
+    return {m.split(".")[0] for m in modules} & set(KERNEL_PACKAGES)
+
+
+def unit_tier_imports(session_items, module_names) -> set[str]:
+    """The kernel packages a session of unit tests alone has imported, not yet reported: the unit tier imports
+    neither Triton nor fla (at collection, in a fixture or in a test).  Empty for a session with other tiers (their
+    tests import them)."""
+    if not session_items or any(item.path.parent.name != "unit" for item in session_items):
+        return set()
+    return kernel_packages(module_names) - _reported
+
+
+@pytest.fixture(autouse=True)
+def the_unit_tier_imports_no_kernel_package(request):
+    """Fails the first test after which a process running the unit tier alone holds triton or fla (it, its
+    fixtures or its module imported them, or the collection did): such a test belongs in the cli or slow tier."""
+    yield
+    found = unit_tier_imports(request.session.items, list(sys.modules))
+    _reported.update(found)
+    assert not found, f"the unit tier imported {sorted(found)} (this test, its fixtures or its module, or the " \
+                      "collection): a test that needs Triton or a kernel package belongs in the cli or slow tier"
+
+
 @pytest.fixture(autouse=True)
 def results_follow_the_schema(request):
     """Every verify result (JSON with a schema_version) that a test writes under tmp_path must follow its

@@ -9,7 +9,11 @@ This module is the public API; everything else in the package is internal.
     pv.implement(op, fn, name=..., fp32_dot=...)   register your implementation of an op (or the decorator
     pv.implementation(op, name=..., fp32_dot=...)  form); what it does not offer is declared, never failed
     pv.check(name)                run its checks, each in a worker process: a list of CheckResult
-    pv.OpRecord, pv.declare_op    a new op: its record (refused when malformed) and its checks
+    pv.declare_op(record)         add a new op and declare its checks: the one way to add an op
+    pv.OpRecord(...)              a new op's record and its parts, each refused when malformed: Conventions,
+                                  ConventionProbe, Fixed, Decode, Structure, Mutant; Stage and Precision (localize's
+                                  stages); scale_of, BUDGET_FACTOR_BLOCKWISE / _SEQUENTIAL, UsageError (bad input)
+    pv.op_record(name)            an op's record, whose callables a new op may build on
 
 Plug-ins: an installed package names a module (or an Implementation) in the entry-point group
 "pathmdn_verify"; `verify all --impl NAME` and `pytest --verify-impl NAME` then verify it.  Importing this
@@ -17,9 +21,18 @@ module is cheap: the names above load what they need on first use.
 """
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
-__all__ = ["CheckResult", "OpRecord", "OpSpec", "check", "declare_op", "implement", "implementation", "op_specs"]
+__all__ = ["BUDGET_FACTOR_BLOCKWISE", "BUDGET_FACTOR_SEQUENTIAL", "CheckResult", "ConventionProbe", "Conventions",
+           "Decode", "Fixed", "Mutant", "OpRecord", "OpSpec", "Precision", "Stage", "Structure", "UsageError", "check",
+           "declare_op", "implement", "implementation", "op_record", "op_specs", "scale_of"]
+
+# An op author's names, loaded on first use (importing this module stays cheap): name -> the module that defines it.
+_LAZY = {**dict.fromkeys(("OpRecord", "Conventions", "ConventionProbe", "Decode", "Fixed", "Structure", "scale_of",
+                          "BUDGET_FACTOR_BLOCKWISE", "BUDGET_FACTOR_SEQUENTIAL"), "pathmdn_verify.core.records"),
+         "Precision": "pathmdn_verify.core.precision", "UsageError": "pathmdn_verify.core.errors",
+         "Mutant": "pathmdn_verify.platform.mutation", "Stage": "pathmdn_verify.stages"}
 
 
 @dataclass(frozen=True)
@@ -109,13 +122,26 @@ def check(name: str, *, profile: str = "quick", device: str | None = None, seed:
 
 
 def declare_op(record):
-    """Add a new op (an OpRecord) to the op table and declare its checks; returns the record."""
+    """Add a new op (an OpRecord) to the op table and declare its checks (kernel.<impl>.<op>.<pass>.<dtype>.<regime>,
+    its decode regimes and conventions): the one way to add an op, from a plug-in module named by
+    $VERIFY_EXTRA_CHECKS so that every command's workers load it.  Returns the record."""
     from pathmdn_verify.checks.kernel_checks import declare
+    from pathmdn_verify.core.records import OpRecord
+    if not isinstance(record, OpRecord):
+        raise TypeError(f"declare_op takes an OpRecord, not {type(record).__name__}")
     return declare(record)
 
 
+def op_record(name: str):
+    """The OpRecord of op `name` in the op table (a built-in op's, or one declare_op added): its callables (kernel,
+    oracle, same_dtype, make_inputs, cases, error_inputs) are what a new op may build on."""
+    from pathmdn_verify.ops import OPS
+    if name not in OPS:
+        raise ValueError(f"no op {name!r}; the ops are {', '.join(OPS)}")
+    return OPS[name]
+
+
 def __getattr__(name: str):
-    if name == "OpRecord":      # the record type of a new op (validated when made)
-        from pathmdn_verify.core.records import KernelOp
-        return KernelOp
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -59,3 +59,16 @@ def test_a_tree_without_the_kernel_code_is_one_line(tmp_path):
     out = tmp_path / "out.json"
     r = run_cli("kernels", "-k", "convention", "--device", "cpu", "--kernel-root", str(tmp_path), "--json", str(out))
     assert_usage_error(r.returncode, r.stderr, "cannot be imported", "fla.utils", json_path=out)
+
+
+def test_oracle_failure_is_a_usage_error_naming_the_input(capsys, tmp_path, monkeypatch):
+    """An input the float64 oracle cannot take is exit 2 naming the file, never a kernel failure."""
+    from pathmdn_verify.references import mdn_oracle as MDN
+
+    def broken(*a, **kw):
+        raise ValueError("planted oracle failure")
+    monkeypatch.setattr(MDN, "recurrence", broken)
+    inputs = sample_file(tmp_path, OPS["mdn_recurrent"])
+    # in this process (--in-child: the comparison the parent would run in a child), where the oracle is planted
+    code, err, out = compare(capsys, tmp_path, "mdn_recurrent", inputs, "--in-child")
+    assert_usage_error(code, err, f"--inputs {inputs}", "float64 oracle", "planted oracle failure", json_path=out)

@@ -1,4 +1,5 @@
-"""`--configs`: the configs canary (every config of an autotuned kernel run) passes through `verify kernels`."""
+"""`--configs`: the configs canary (every config of an autotuned kernel run) passes through `verify kernels`; a
+check counts the configs Triton timed (Triton in this process)."""
 from __future__ import annotations
 
 from helpers import run_cli
@@ -23,3 +24,16 @@ def test_a_run_ends_with_its_summary_and_notes_configs_only_when_asked(tmp_path)
     asked, _ = run_cli(*args, "--configs", "cover")
     note = asked.stdout.strip().splitlines()[-1]
     assert note.startswith("note: --configs cover left configs unrun in this run: chunk_"), asked.stdout
+
+
+def test_a_check_counts_the_configs_triton_timed():
+    """--configs autotune: a check's configs_timed counts where Autotuner._bench is called (the count is installed
+    with the configs patch, around the fidelity layer's zero timing)."""
+    from pathmdn_verify.platform import configs
+    from pathmdn_verify.platform.fidelity import prepare_cpu_kernels
+    prepare_cpu_kernels()          # triton in this process: the interpreter's, as in a CPU worker
+    with configs.scope("kernel.fla.x.fwd.fp32.r", "autotune") as st:
+        from triton.runtime.autotuner import Autotuner
+        assert Autotuner._bench.__name__ == "bench"
+        st.declared["k"], st.ran["k"], st.timed["k"] = ["BK=16", "BK=32"], {1: 1}, 2
+        assert configs.collected()["configs_timed"] == {"k": 2}

@@ -1,10 +1,12 @@
 """`verify report` in its own process: `--compare` (a worsened point is a regression, exit 1; an unchanged pair
-exits 0) and bad input (exit 2, one line)."""
+exits 0) and bad input (exit 2, one line); the known MDN chunk failure measured (a kernel, in this process)."""
 import copy
 import json
 
 import pytest
 from test_report import run_cli, write_synthetic
+
+from pathmdn_verify.report.sweeps import points
 
 
 def test_compare_reports_a_worsened_point(tmp_path):
@@ -32,3 +34,14 @@ def test_compare_reports_a_worsened_point(tmp_path):
 def test_bad_input(args, message):
     r = run_cli(*args)
     assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_measure_catches_the_known_mdn_chunk_failure():
+    """The measurement is the checks' comparison: fla's chunk path at log mu = -2, chunk 64 (a listed expected
+    failure) is non-finite, while the stable chunk form in fp32 on the same kind of input is accurate."""
+    from pathmdn_verify.report.measure import measure
+    by_id = {p.id: p for p in points("quick")}
+    bad = measure(by_id["mdn_map.mdn_chunk64.fwd.bf16.-2"], "cpu", "tf32")
+    good = measure(by_id["mdn_map.stable_chunk64.fwd.fp32.-2"], "cpu", "tf32")
+    assert bad["status"] == "fail" and bad["kind"] in ("non_finite", "over_budget")
+    assert good["tensors"][0]["err_rel"] < 1e-5

@@ -42,21 +42,14 @@ def test_coverage_counts_configs_run_over_declared():
 
 
 def test_autotune_runs_say_how_many_configs_triton_timed():
-    """--configs autotune: each check records the configs Triton's timing ran (configs_timed, counted where
-    Autotuner._bench is called); the run sums them, 0 when its choices came from the cache directory."""
+    """--configs autotune: each check counts the configs Triton's timing ran (configs_timed; the count itself:
+    cli/test_configs_cli.py); the run sums them, 0 when its choices came from the cache directory."""
     from pathmdn_verify.platform import configs
     checks = [{"details": {"configs": {"k": [1]}, "configs_declared": {"k": 4}, "configs_timed": {"k": 4}}},
               {"details": {"configs": {"k": [1]}, "configs_declared": {"k": 4}, "configs_timed": {"k": 0}}}]
     assert configs.summary("autotune", checks)["timed"] == 4
     assert "Triton timed 4 configs" in configs.summary_line(configs.summary("autotune", checks))
     assert "timed" not in configs.summary("cover", checks)
-    from pathmdn_verify.platform.fidelity import prepare_cpu_kernels
-    prepare_cpu_kernels()          # triton in this process: the interpreter's, as in a CPU worker
-    with configs.scope("kernel.fla.x.fwd.fp32.r", "autotune") as st:
-        from triton.runtime.autotuner import Autotuner
-        assert Autotuner._bench.__name__ == "bench"       # the count is installed with the configs patch
-        st.declared["k"], st.ran["k"], st.timed["k"] = ["BK=16", "BK=32"], {1: 1}, 2
-        assert configs.collected()["configs_timed"] == {"k": 2}
 
 
 def test_autotune_on_the_cpu_exits_2_with_one_line(tmp_path):

@@ -15,6 +15,18 @@ def test_parts_list_matches_layer():
     assert fidelity.PARTS == PARTS
 
 
+def _uninstalled(installs, parts) -> set[str]:
+    """The parts no row of an INSTALLS table selects."""
+    return set(parts) - {p for selecting, _ in installs for p in selecting}
+
+
+def test_every_part_is_a_row_of_the_install_table():
+    """activate installs INSTALLS row by row: each part selects a row (the control: a table without bounds' row)."""
+    from pathmdn_verify.platform import fidelity
+    assert _uninstalled(fidelity.INSTALLS, PARTS) == set()
+    assert _uninstalled([r for r in fidelity.INSTALLS if r[0] != ("bounds",)], PARTS) == {"bounds"}
+
+
 def test_bad_arguments_refused():
     from pathmdn_verify.platform import fidelity
     from pathmdn_verify.core.errors import UsageError

@@ -22,7 +22,9 @@ def test_every_id_round_trips_and_resolves_to_its_record(registry):
         if parsed.is_layer:        # layer.<impl>.<layer>.<variant>.<dtype>.<comparison>: a declared combination
             from pathmdn_verify import layers
             rec = layers.LAYERS[parsed.layer]
-            assert (cid, *parsed.parts[2:]) in rec.ids(parsed.impl) and parsed.dtype in rec.dtypes
+            assert (cid, parsed.variant, parsed.dtype, parsed.comparison) in rec.ids(parsed.impl)
+            assert parsed.dtype in rec.dtypes
+            assert CheckId.of_layer(parsed.impl, rec.name, parsed.variant, parsed.dtype, parsed.comparison) == parsed
 
 
 @pytest.mark.parametrize("text", ["kernel.fla.path_attn.fwd.bf16", "kernel.fla.path_attn.fwd.fp16.typical",

@@ -1,6 +1,6 @@
 """`verify report` in this process: the plots, report.md and report.json on synthetic points (valid against the
-schema), the bounds, the sweeps, `--compare`'s diff, the known MDN chunk failure measured.  The synthetic points
-and run_cli serve test_report_cli.py and test_report_slow.py."""
+schema), the bounds, the sweeps, `--compare`'s diff (a measured kernel: cli/test_report_cli.py).  The synthetic
+points and run_cli serve test_report_cli.py and test_report_slow.py."""
 import copy
 import json
 import math
@@ -94,8 +94,15 @@ def write_synthetic(folder: Path, records=None) -> dict:
     return doc
 
 
-def test_full_plot_set_on_synthetic_points(tmp_path):
-    doc = write_synthetic(tmp_path)
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory) -> tuple[Path, dict]:
+    """The report of the synthetic points, written once for the tests that read it: (its folder, report.json)."""
+    folder = tmp_path_factory.mktemp("synthetic")
+    return folder, write_synthetic(folder)
+
+
+def test_full_plot_set_on_synthetic_points(synthetic):
+    tmp_path, doc = synthetic
     pngs = sorted(p.name for p in tmp_path.glob("*.png"))
     assert len(pngs) >= 6 and set(images_exist(tmp_path)) == set(pngs)
     assert {"T_path_attn.png", "beta_path_attn.png", "align_path_attn.png", "gate.png", "magnitude.png",
@@ -109,17 +116,6 @@ def test_full_plot_set_on_synthetic_points(tmp_path):
     assert "largest n tried" in md or "wrong at n = 256" in md
     assert "No check results were given" in md
     assert doc["bounds"]["gamma_n"]["source"].startswith("Higham")
-
-
-def test_measure_catches_the_known_mdn_chunk_failure():
-    """The measurement is the checks' comparison: fla's chunk path at log mu = -2, chunk 64 (a listed expected
-    failure) is non-finite, while the stable chunk form in fp32 on the same kind of input is accurate."""
-    from pathmdn_verify.report.measure import measure
-    by_id = {p.id: p for p in points("quick")}
-    bad = measure(by_id["mdn_map.mdn_chunk64.fwd.bf16.-2"], "cpu", "tf32")
-    good = measure(by_id["mdn_map.stable_chunk64.fwd.fp32.-2"], "cpu", "tf32")
-    assert bad["status"] == "fail" and bad["kind"] in ("non_finite", "over_budget")
-    assert good["tensors"][0]["err_rel"] < 1e-5
 
 
 def test_compare_new_non_finite_and_status_change():
@@ -194,18 +190,17 @@ def png_dpi(path: Path) -> tuple[float, float]:
         return im.info.get("dpi", (0, 0))
 
 
-def test_every_png_is_readable_size(tmp_path):
+def test_every_png_is_readable_size(synthetic, tmp_path):
     """Every PNG of the report (and of --compare) says >= 150 dpi in its header and is large enough for that:
     at least 1000 px wide (a 72 dpi plot was 331-947 px)."""
     from PIL import Image
-    write_synthetic(tmp_path)
-    pngs = sorted(tmp_path.glob("*.png"))
+    folder, doc = synthetic
+    pngs = sorted(folder.glob("*.png"))
     assert pngs
     for png in pngs:
         assert min(png_dpi(png)) >= 149.5, (png.name, png_dpi(png))
         with Image.open(png) as im:
             assert im.width >= 1000, (png.name, im.size)
-    doc = json.loads((tmp_path / "report.json").read_text())
     diff.plot(doc, doc, diff.changes(doc, doc), tmp_path)
     assert min(png_dpi(tmp_path / "compare.png")) >= 149.5
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathmdn_verify import ops
 from pathmdn_verify.ops.impls import BUILT_IN, registered
 from pathmdn_verify.core import engine
-from pathmdn_verify.core.errors import Incompatible, VariantUnsupported, is_interpreter_gap
-from pathmdn_verify.core.records import KernelOp
+from pathmdn_verify.core.errors import UsageError
+from pathmdn_verify.core.precision import Precision
+from pathmdn_verify.core.records import OpRecord
 from pathmdn_verify.core.registry import Context, Result, register
-from pathmdn_verify.core.errors import innermost_error
 from pathmdn_verify.core.search import search
 from pathmdn_verify.core.strategies import BWD_MAX_T
 from pathmdn_verify.platform import setup
@@ -22,7 +22,7 @@ from pathmdn_verify.platform import setup
 _DECLARED: set[tuple[str, str]] = set()     # (impl, op) whose checks are registered
 
 
-def declare(op: KernelOp) -> KernelOp:
+def declare(op: OpRecord) -> OpRecord:
     """Register every check of op (its passes, decode and conventions; `verify mutants` judges its mutants), adding it to the op table
     first when it is not there (an op of a plug-in module)."""
     if (op.impl, op.name) in _DECLARED:
@@ -43,7 +43,7 @@ def declare(op: KernelOp) -> KernelOp:
     return op
 
 
-def _saved(op: KernelOp, case, dtype: str, pass_: str):
+def _saved(op: OpRecord, case, dtype: str, pass_: str):
     """What --save-failing writes, and the `verify compare` arguments that replay it (naming the implementation)."""
     tensors, args = engine.saved_inputs(op, case, dtype, pass_)
     if op.impl != BUILT_IN:
@@ -52,23 +52,23 @@ def _saved(op: KernelOp, case, dtype: str, pass_: str):
     return tensors, args
 
 
-def not_offered(op: KernelOp, pass_: str, dtype: str | None) -> Result | None:
+def not_offered(op: OpRecord, pass_: str, dtype: str | None) -> Result | None:
     """A skip of kind unsupported when the op's implementation does not offer this pass or dtype."""
     why = op.offered(pass_, dtype) if op.offered else None
     return Result("skip", message=why, kind="unsupported") if why else None
 
 
-def _with_dot(op: KernelOp, run):
+def _with_dot(op: OpRecord, run):
     """run, its result saying which fp32 dot format its budget assumed (details["fp32_dot"]: the implementation's
     declared one, or the run's --fp32-dot for fla's Triton kernels)."""
     def with_dot(ctx: Context) -> Result:
         result = run(ctx)
-        result.details["fp32_dot"] = op.dot or ctx.fp32_dot
+        result.details["fp32_dot"] = Precision.of_op(op, "fp32", ctx.fp32_dot).dot
         return result
     return with_dot
 
 
-def _declare_pass(op: KernelOp, pass_: str, dtype: str, regime: str, fields: dict) -> None:
+def _declare_pass(op: OpRecord, pass_: str, dtype: str, regime: str, fields: dict) -> None:
     cid = op.check_id(pass_, dtype, regime)
 
     def run(ctx: Context) -> Result:
@@ -85,7 +85,7 @@ def _declare_pass(op: KernelOp, pass_: str, dtype: str, regime: str, fields: dic
                   f"the same-dtype implementation's error", _with_dot(op, run))
 
 
-def _declare_decode(op: KernelOp, dtype: str, regime: str) -> None:
+def _declare_decode(op: OpRecord, dtype: str, regime: str) -> None:
     cid = op.check_id("decode", dtype, regime)
 
     def run(ctx: Context) -> Result:
@@ -98,20 +98,18 @@ def _declare_decode(op: KernelOp, dtype: str, regime: str) -> None:
     register(cid, f"{op.impl} {op.name} decode cache (use_cache=True) in {dtype}, regime {regime}", _with_dot(op, run))
 
 
-def _declare_probe(op: KernelOp, p) -> None:
+def _declare_probe(op: OpRecord, p) -> None:
     def run(ctx: Context) -> Result:
         setup.prepare(ctx)
         try:
             return engine.convention_result(op, p, ctx)
-        except VariantUnsupported as exc:
-            return Result("skip", message=str(exc), kind="unsupported")
-        except Incompatible as exc:
-            return Result("skip", message=str(exc), kind="incompatible")
-        except Exception as exc:
-            if is_interpreter_gap(exc):
-                return Result("skip", message=f"not verifiable on the CPU interpreter: {innermost_error(exc)}",
-                              kind="interpreter_gap")
+        except UsageError:
             raise
+        except Exception as exc:        # a skip (pathmdn_verify.core.errors.verdict_of), else the runner's to judge
+            result = Result.raised(exc)
+            if result.status != "skip":
+                raise
+            return result
     register(op.convention_id(p.name), p.description, _with_dot(op, run))
 
 

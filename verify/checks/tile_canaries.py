@@ -24,9 +24,9 @@ fla/utils.py, fla/utils/_device.py or fla/utils/hardware.py depending on the ver
                                           H200: the message says so)
 
 Each device canary fails with its answer off (VERIFY_EMULATE_H200_OFF=<name>: the negative controls in
-property_tests/unit/test_device_emulation.py); a tree that never asks the question skips (unsupported).
+property_tests/slow/test_device_emulation.py); a tree that never asks the question skips (unsupported).
 
-The launches are recorded by wrapping the run method of Triton's kernel class (the interpreter's
+The launches are captured by wrapping the run method of Triton's kernel class (the interpreter's
 InterpretedFunction; JITFunction natively) for the duration of one call: the launcher's own keyword
 arguments (BT, BS, num_warps, ...) are read, not recomputed.  CPU only: on a GPU fla asks the real device.
 """
@@ -49,7 +49,7 @@ def _prepare(ctx: Context) -> None:
 
 
 @contextlib.contextmanager
-def recorded_launches():
+def captured_launches():
     """Every Triton kernel launch inside the block: a list of (kernel name, {argument: value}) with the
     launcher's positional arguments bound to the kernel's parameter names."""
     from triton.runtime import interpreter, jit
@@ -142,7 +142,7 @@ def tiles_path_fwd(ctx: Context) -> Result:
     w = torch.nn.functional.normalize(torch.randn(1, T, 1, D, generator=gen), dim=-1)
     beta = torch.rand(1, T, 1, generator=gen) + 0.5
     try:
-        with torch.no_grad(), recorded_launches() as launches:
+        with torch.no_grad(), captured_launches() as launches:
             fla_ops.path_attn(q, k, v, w, beta)
     except VariantUnsupported as exc:
         return _unsupported(exc)
@@ -161,7 +161,7 @@ def tiles_fox_fwd(ctx: Context) -> Result:
     q, k, v = (torch.randn(1, T, 1, D, generator=gen) for _ in range(3))
     g = torch.nn.functional.logsigmoid(torch.randn(1, T, 1, generator=gen))
     try:
-        with torch.no_grad(), recorded_launches() as launches:
+        with torch.no_grad(), captured_launches() as launches:
             fla_ops.forgetting_attn(q, k, v, g)
     except VariantUnsupported as exc:
         return _unsupported(exc)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from pathmdn_verify.core.errors import UsageError
 from pathmdn_verify.commands import options
@@ -113,6 +114,8 @@ def _prepare(args):
         staged_ops = [f"{o.name}.{p}" for o in ops.OPS.values() for p in o.stages]
         raise UsageError(f"--id {args.id}: {op.name} defines no stages for its {cid.pass_} pass (stages: "
                          f"{', '.join(staged_ops)}); --sanitize works for any searched kernel check")
+    if args.inputs and not Path(args.inputs).is_file():       # before any worker starts
+        raise UsageError(f"--inputs {args.inputs}: no such file")
     session = Session(RunOptions(prefixes=(), device=args.device, profile=args.profile, seeds=(args.seed,),
                                  fp32_dot=args.fp32_dot, kernel_root=args.kernel_root, examples=args.examples,
                                  workers="1", debug=args.debug))

@@ -6,9 +6,14 @@ import argparse
 from pathmdn_verify.core.registry import K_HELP, PROFILES
 
 
+def keyword(p: argparse.ArgumentParser, what: str = "checks", default: str = "") -> None:
+    """-k EXPR, repeatable (a union)."""
+    p.add_argument("-k", dest="patterns", action="append", metavar="EXPR", help=K_HELP.format(what=what) + default)
+
+
 def select(p: argparse.ArgumentParser, what: str = "check", default: str = "") -> None:
     """-k EXPR and --id ID, both repeatable (a union)."""
-    p.add_argument("-k", dest="patterns", action="append", metavar="EXPR", help=K_HELP + default)
+    keyword(p, default=default)
     p.add_argument("--id", dest="ids", action="append", metavar="ID", help=f"select one {what} by exact id; repeatable")
 
 
@@ -19,7 +24,7 @@ def device(p: argparse.ArgumentParser) -> None:
 
 def profile(p: argparse.ArgumentParser, default: str = "ci", what: str = "check sizes") -> None:
     p.add_argument("--profile", choices=PROFILES, default=default,
-                   help=f"{what}: quick (seconds), ci (the CI budget on a CPU), full (GPU sizes); default {default}")
+                   help=f"{what} (default {default}): quick (seconds), ci (the CI budget on a CPU), full (GPU sizes)")
 
 
 def seed(p: argparse.ArgumentParser, help_: str = "seed for every random draw (default 0)") -> None:
@@ -46,9 +51,9 @@ def json_out(p: argparse.ArgumentParser, what: str = "the result") -> None:
     p.add_argument("--json", metavar="PATH", help=f"write {what} as JSON")
 
 
-def debug(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--debug", action="store_true",
-                   help="print tracebacks (of a usage error too) and the third-party warnings the toolkit filters")
+def debug(p: argparse.ArgumentParser, help_: str = "print tracebacks (of a usage error too) and the third-party "
+                                                   "warnings the toolkit filters") -> None:
+    p.add_argument("--debug", action="store_true", help=help_)
 
 
 def impl(p: argparse.ArgumentParser, what: str = "kernel and layer checks run") -> None:

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from pathmdn_verify.commands import options
 from pathmdn_verify.core.errors import UsageError
 
 EPILOG = """examples:
@@ -28,23 +29,18 @@ def add_parser(sub) -> None:
                        description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", metavar="DIR", help="the folder the report is written to (required); with --compare, "
                                                 "where compare.md/.png/.json go (optional)")
-    p.add_argument("--device", choices=("cpu", "cuda"), default=None,
-                   help="where kernels and oracles run (default: cuda when available, else cpu)")
-    p.add_argument("--profile", choices=("quick", "ci", "full"), default="quick",
-                   help="quick: < 1 min on 2 CPU cores; ci: < 10 min; full: GPU sizes (default quick)")
-    p.add_argument("-k", dest="patterns", action="append", metavar="EXPR",
-                   help="only points whose id (<plot>.<op>.<pass>.<dtype>.<x>) matches a pytest -k expression, as for "
-                        "checks (case-insensitive words joined by and/or/not; * ? [ globs); repeatable")
+    options.device(p)
+    options.profile(p, default="quick", what="report sizes")
+    options.keyword(p, what="report points (<plot>.<op>.<pass>.<dtype>.<x>)")
     p.add_argument("--workers", type=int, default=1, metavar="N",
                    help="measure points in N worker processes (default 1; a point whose worker crashes or hangs is "
                         "a failure of kind crashed or timeout, and the others go on)")
-    p.add_argument("--seed", type=int, default=0, help="seed of every input (default 0)")
-    p.add_argument("--fp32-dot", choices=("tf32", "ieee"), default="tf32",
-                   help="CPU interpreter: emulate the GPU's TF32 fp32 dots (default) or run them in IEEE fp32")
+    options.seed(p, "seed of every input (default 0)")
+    options.fp32_dot(p)
     p.add_argument("--results", metavar="FILE", help="a `verify ... --json` result: its worst kernel checks, with "
                                                      "their reproduction commands, go into the report")
     p.add_argument("--compare", nargs=2, metavar=("OLD", "NEW"), help="diff two report.json files; exit 1 on a regression")
-    p.add_argument("--debug", action="store_true", help="print tracebacks")
+    options.debug(p, "print tracebacks")
 
 
 def run(args) -> int:

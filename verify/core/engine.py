@@ -21,7 +21,7 @@ from pathmdn_verify.core.errors import KernelUnavailable, UsageError, VariantUns
 from pathmdn_verify.core.inputs import as_oracle, floats_as, on_device
 from pathmdn_verify.core.metrics import rel_err
 from pathmdn_verify.core.precision import UNIT_ROUNDOFF, Precision
-from pathmdn_verify.core.records import KernelOp, as_tuple, scale_of
+from pathmdn_verify.core.records import OpRecord, as_tuple, scale_of
 from pathmdn_verify.core.registry import Context, Result
 from pathmdn_verify.core.search import Probe
 
@@ -58,7 +58,7 @@ def _upstream(like: torch.Tensor | None, dtype, seed: int, strided: bool = False
     return torch.randn(like.shape, generator=gen, dtype=torch.float64).to(dtype).to(like.device)
 
 
-def reference_device(op: KernelOp, ctx: Context, device: str) -> str:
+def reference_device(op: OpRecord, ctx: Context, device: str) -> str:
     """Where op's oracle and same-dtype implementation run: --references cpu or device, or under auto the
     record's choice (op.references: "cpu", or "device": the kernel's device)."""
     choice = op.references if ctx.references == "auto" else ctx.references
@@ -74,19 +74,19 @@ class Expected:
     budget: Budget | None
 
 
-def upstream(op: KernelOp, outs, prec: Precision, seed: int, strided: bool = False) -> list[torch.Tensor | None]:
+def upstream(op: OpRecord, outs, prec: Precision, seed: int, strided: bool = False) -> list[torch.Tensor | None]:
     """The backward's upstream gradients u_i for the outputs outs (shapes only; the same values for kernel,
     oracle and the same-dtype implementation), in the kernel dtype, from the case's seed (strided: views that
     are not contiguous)."""
     return [_upstream(o, prec.torch_dtype, seed + i, strided) for i, o in enumerate(outs)]
 
 
-def grad_leaves(op: KernelOp, x: dict) -> list[str]:
+def grad_leaves(op: OpRecord, x: dict) -> list[str]:
     """The inputs whose gradients the backward judges: op.grad_inputs that x holds."""
     return [n for n in op.grad_inputs if x.get(n) is not None]
 
 
-def expectations(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int, ref: str | None = None,
+def expectations(op: OpRecord, pass_: str, x: dict, prec: Precision, seed: int, ref: str | None = None,
                  shapes: list | None = None, strided: bool = False) -> list[Expected]:
     """fwd: each output of op; bwd: the gradient of every input in grad_leaves, of sum_i <out_i, u_i> (upstream,
     strided or not); each with its float64 answer and its budget (pathmdn_verify.core.budget), computed on ref
@@ -126,7 +126,7 @@ def expectations(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int, 
     return [Expected("d" + n, g_o[n], budget(g_o[n], g_r[n], prec, c, scale, *floor(n))) for n in leaves]
 
 
-def kernel_outputs(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int,
+def kernel_outputs(op: OpRecord, pass_: str, x: dict, prec: Precision, seed: int,
                    returned: list | None = None, strided: bool = False) -> list[torch.Tensor | None]:
     """What the kernel gives for the tensors `expectations` lists, in the same order.  What it returns is held to
     the op's return contract first (pathmdn_verify.core.contract: how many, dtype, device); returned, a list, gets
@@ -146,7 +146,7 @@ def kernel_outputs(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int
     return [g_k[n] for n in leaves]
 
 
-def measure(op: KernelOp, pass_: str, x: dict, prec: Precision, seed: int, ref: str | None = None,
+def measure(op: OpRecord, pass_: str, x: dict, prec: Precision, seed: int, ref: str | None = None,
             strided: bool = False) -> list[Verdict]:
     """fwd: judge each output of op (an output that an option turns off is None in kernel and oracle alike);
     bwd: judge the gradient of every present input in op.grad_inputs, for one random upstream gradient (in the
@@ -185,7 +185,7 @@ def _guarded(what: str, fn):
     return call
 
 
-def kernel_grads(op: KernelOp, fn, leaves: dict, upstream, returned=as_tuple) -> dict:
+def kernel_grads(op: OpRecord, fn, leaves: dict, upstream, returned=as_tuple) -> dict:
     """grads_of for the kernel; what the implementation's record calls its own refusal (`op.refusal`: fla's
     missing backward) is a variant it does not offer."""
     try:
@@ -199,7 +199,7 @@ def kernel_grads(op: KernelOp, fn, leaves: dict, upstream, returned=as_tuple) ->
         raise
 
 
-def case_inputs(op: KernelOp, case, dtype, device: str) -> dict:
+def case_inputs(op: OpRecord, case, dtype, device: str) -> dict:
     """op's inputs of case; VariantUnsupported when the implementation does not take them (op.unsupported)."""
     x = op.inputs(case, dtype, device)
     x = call_kernel(op.adapt_inputs, x) if op.adapt_inputs else x     # it may import the kernel package
@@ -209,17 +209,17 @@ def case_inputs(op: KernelOp, case, dtype, device: str) -> dict:
     return x
 
 
-def probe(op: KernelOp, case, dtype: str, pass_: str, ctx: Context) -> Probe:
+def probe(op: OpRecord, case, dtype: str, pass_: str, ctx: Context) -> Probe:
     """One evaluation of a kernel check: the worst tensor verdict, the case and every tensor's verdict (under
     --configs all, of the worst config round: `_rounds`)."""
-    prec = Precision.of(dtype, op.dot or ctx.fp32_dot)
+    prec = Precision.of_op(op, dtype, ctx.fp32_dot)
     x = case_inputs(op, case, prec.torch_dtype, ctx.device)
     ref = reference_device(op, ctx, ctx.device)
     strided = getattr(case, "strided_upstream", False)      # a case field of ops whose structure varies it
     return _rounds(hooks.every_config(lambda: measure(op, pass_, x, prec, case.seed, ref, strided)), case.label())
 
 
-def measure_decode(op: KernelOp, x: dict, prec: Precision, ref: str | None = None) -> list[Verdict]:
+def measure_decode(op: OpRecord, x: dict, prec: Precision, ref: str | None = None) -> list[Verdict]:
     """The decode pass: judge the record's decode output (op.decode) on x; ref as in `measure`."""
     d = op.decode
     dev = x[op.required[0]].device.type
@@ -234,8 +234,8 @@ def measure_decode(op: KernelOp, x: dict, prec: Precision, ref: str | None = Non
     return [verdict(d.output, out.to(ref), expected, same, prec, op.budget_factor["decode"])]
 
 
-def decode_probe(op: KernelOp, case, dtype: str, ctx: Context) -> Probe:
-    prec = Precision.of(dtype, op.dot or ctx.fp32_dot)
+def decode_probe(op: OpRecord, case, dtype: str, ctx: Context) -> Probe:
+    prec = Precision.of_op(op, dtype, ctx.fp32_dot)
     x = case_inputs(op, case, prec.torch_dtype, ctx.device)
     ref = reference_device(op, ctx, ctx.device)
     return _rounds(hooks.every_config(lambda: measure_decode(op, x, prec, ref)), case.label())
@@ -256,19 +256,19 @@ def _rounds(rounds: list[list[Verdict]], label: str) -> Probe:
     return Probe(worsts[r], label, details)
 
 
-def saved_inputs(op: KernelOp, case, dtype: str, pass_: str) -> tuple[dict, list[str]]:
+def saved_inputs(op: OpRecord, case, dtype: str, pass_: str) -> tuple[dict, list[str]]:
     """What `--save-failing` writes for a failing case: the op's inputs as `verify compare` loads them, and
     the compare arguments that replay the check (the upstream gradient of bwd comes from the case's seed)."""
     x = {n: t for n, t in op.inputs(case, Precision.of(dtype, "ieee").torch_dtype, "cpu").items() if t is not None}
     return x, ["--op", op.name, "--dtype", dtype, "--pass", pass_, "--seed", str(case.seed)]
 
 
-def convention_result(op: KernelOp, p, ctx: Context) -> Result:
+def convention_result(op: OpRecord, p, ctx: Context) -> Result:
     """In fp32 where the implementation takes it (the smallest budget), else in its first dtype."""
     offered = [d for d in op.dtypes if not (op.offered and op.offered("fwd", d))]
     if not offered:
         raise VariantUnsupported(op.offered("fwd", op.dtypes[0]))
-    prec = Precision.of("fp32" if "fp32" in offered else offered[0], op.dot or ctx.fp32_dot)
+    prec = Precision.of_op(op, "fp32" if "fp32" in offered else offered[0], ctx.fp32_dot)
     x = case_inputs(op, p.case, prec.torch_dtype, ctx.device)
     if p.kind in ("no_effect", "refused"):
         return option_result(op, p, x)
@@ -296,7 +296,7 @@ def convention_result(op: KernelOp, p, ctx: Context) -> Result:
                   kind=None if ok else "over_budget", measure=v.decided_by)
 
 
-def option_result(op: KernelOp, p, x: dict) -> Result:
+def option_result(op: OpRecord, p, x: dict) -> Result:
     """A probe of an entry point's option (ConventionProbe kinds): "no_effect" passes when the kernel's outputs
     with the option given (p.given) are the same bits as without it; "refused" when p.given raises an error
     matching p.what_else (the kernel's own outputs are not computed)."""

@@ -1,6 +1,7 @@
 """Errors and their classification: UsageError (the CLI prints its message and exits 2), what an implementation
-raises when it cannot be used (KernelUnavailable) or lacks a variant (VariantUnsupported), and the tests that
-sort a kernel's exception into a fatal device error, an interpreter gap or a missing optional dependency."""
+raises when it cannot be used (KernelUnavailable) or lacks a variant (VariantUnsupported), the tests that sort a
+kernel's exception into a fatal device error, an interpreter gap or a missing optional dependency, and the one
+mapping from an exception to a verdict built on them (`verdict_of`)."""
 
 import functools
 import os
@@ -109,6 +110,31 @@ def is_interpreter_gap(exc: BaseException) -> bool:
                 return True
         exc = exc.__cause__ or exc.__context__
     return False
+
+
+def verdict_of(exc: BaseException) -> tuple[str, str, str]:
+    """The one mapping from an exception that a check, or one example of a search, raised to its verdict:
+    (status, kind, message), the first row that holds:
+
+        a fatal device error (is_device_fatal)          fail   cuda_fatal       the CUDA context is lost
+        VariantUnsupported                              skip   unsupported      the variant is not offered
+        Incompatible, or a name the installed Triton    skip   incompatible     the package was written for
+        lacks (triton_incompatibility)                                          another Triton
+        the interpreter's own gap (is_interpreter_gap)  skip   interpreter_gap  the same check runs on a GPU
+        anything else                                   error  check_error      (in a search: the kernel raised on
+                                                                                valid input, a failing example)
+
+    UsageError is no verdict: callers let it through (the CLI's exit status 2)."""
+    message = f"{type(exc).__name__}: {exc}"
+    if is_device_fatal(exc):
+        return "fail", "cuda_fatal", f"fatal CUDA error: {message}"
+    if isinstance(exc, VariantUnsupported):
+        return "skip", "unsupported", str(exc)
+    if why := (str(exc) if isinstance(exc, Incompatible) else triton_incompatibility(exc)):
+        return "skip", "incompatible", why
+    if is_interpreter_gap(exc):
+        return "skip", "interpreter_gap", f"not verifiable on the CPU interpreter: {innermost_error(exc)}"
+    return "error", "check_error", message
 
 
 @functools.lru_cache(maxsize=None)

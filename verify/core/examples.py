@@ -53,7 +53,7 @@ def reported(result) -> str | None:
 
 
 def load_file(path: str, op) -> dict:
-    """The tensors of FILE.pt as saved, validated for op (a KernelOp): its names, shapes and domains."""
+    """The tensors of FILE.pt as saved, validated for op (a OpRecord): its names, shapes and domains."""
     if not Path(path).is_file():
         raise UsageError(f"--inputs {path}: no such file")
     try:
@@ -69,7 +69,7 @@ def load_file(path: str, op) -> dict:
 
 
 def in_dtypes(x: dict, dtype: str, device: str, dtype_inputs: tuple[str, ...] = KERNEL_DTYPE_INPUTS) -> dict:
-    """x with the op's dtype inputs (q, k, v unless its record says otherwise: KernelOp.dtype_inputs) in dtype,
+    """x with the op's dtype inputs (q, k, v unless its record says otherwise: OpRecord.dtype_inputs) in dtype,
     cu_seqlens int32 and every other tensor fp32, on device; a value that is no tensor (an option) as it is."""
     return {n: t if not isinstance(t, torch.Tensor) else (t.to(TORCH_DTYPES[dtype]) if n in dtype_inputs else
                                                           t.int() if n == "cu_seqlens" else t.float()).to(device)

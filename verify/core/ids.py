@@ -22,6 +22,7 @@ from pathmdn_verify.core.errors import UsageError
 PASSES = ("fwd", "bwd", "decode")      # the passes whose checks search over cases
 DTYPES = ("bf16", "fp32")
 _WORD = re.compile(r"[\w-]+")
+NAME = re.compile(r"[a-z][a-z0-9_]*")       # an op's, a layer's or an implementation's name: a word of check ids
 _FAMILY = re.compile(r"[a-z]+")
 
 
@@ -48,6 +49,12 @@ class CheckId:
     @classmethod
     def kernel(cls, impl: str, op: str, pass_: str, *rest: str) -> CheckId:
         return cls.parse(".".join(("kernel", impl, op, pass_, *rest)))
+
+    @classmethod
+    def of_layer(cls, impl: str, layer: str, variant: str, dtype: str, comparison: str) -> CheckId:
+        """layer.<impl>.<layer>.<variant>.<dtype>.<comparison>; UsageError when a word is not one (so that the id
+        round-trips)."""
+        return cls.parse(".".join(("layer", impl, layer, variant, dtype, comparison)))
 
     def __str__(self) -> str:
         return ".".join((self.family, *self.parts))
@@ -83,6 +90,16 @@ class CheckId:
     def layer(self) -> str | None:
         """The layer record's name (layer checks only)."""
         return self.parts[1] if self.is_layer else None
+
+    @property
+    def variant(self) -> str | None:
+        """The layer record's variant, or "pairwise" for a case of its calls (layer checks only)."""
+        return self.parts[2] if self.is_layer else None
+
+    @property
+    def comparison(self) -> str | None:
+        """The layer record's comparison, or a pairwise case's number (layer checks only)."""
+        return self.parts[4] if self.is_layer else None
 
     @property
     def dtype(self) -> str | None:

@@ -151,6 +151,12 @@ class Precision:
             return cls("fp32", fp32_dot)
         raise ValueError(f"unknown dtype {dtype!r}")
 
+    @classmethod
+    def of_op(cls, op, dtype: str, fp32_dot: str) -> "Precision":
+        """The precision that op's budgets assume in dtype: fp32 products in the format its implementation
+        declares (op.dot: a OpRecord's), else in the run's (--fp32-dot)."""
+        return cls.of(dtype, op.dot or fp32_dot)
+
     @property
     def torch_dtype(self) -> torch.dtype:
         return TORCH_DTYPES[self.storage]

@@ -1,4 +1,4 @@
-"""The shape of a kernel op's record (`KernelOp`, PyTorch's OpInfo is the model), its convention probes,
+"""The shape of a kernel op's record (`OpRecord`, PyTorch's OpInfo is the model), its convention probes,
 its decode pass, the budget factors c, and the helpers the records and the checks share.
 
 Every callable of a record takes the op's canonical inputs by name plus `scale` (the attention scale; the
@@ -6,13 +6,10 @@ checks pass 1/sqrt(D) explicitly, the scale_default probe passes None to the ker
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from pathmdn_verify.core.ids import CheckId
-
-_NAME = re.compile(r"[a-z][a-z0-9_]*")
+from pathmdn_verify.core.ids import DTYPES, NAME, PASSES, CheckId
 
 # Budget factors c: how many times the same-dtype implementation's error a kernel may make (pathmdn_verify.core.budget).
 # Forward passes: the kernel performs the same rounded operations as the same-dtype implementation (same
@@ -43,6 +40,12 @@ class Conventions:
     eta_placement: str = ""            # MDN: where eta enters
     final_state: str = ""              # MDN: final-state semantics
     notes: str = ""
+
+    def __post_init__(self):
+        if not self.scale_default or not set(self.dtypes) <= set(DTYPES) or self.gate_scaled not in (None, True, False) \
+                or not all(isinstance(n, int) and n > 0 for n in (*self.head_dims, *self.chunk_sizes)):
+            raise ValueError(f"conventions: scale_default says what scale=None means, dtypes are some of {DTYPES}, "
+                             f"gate_scaled is None or a bool, head_dims and chunk_sizes positive ints: {self}")
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,7 @@ class Fixed:
     use_cache=True: the decode pass); "variant": the records named in `by` (comma-separated) each give it one
     value (MDN's chunk_size: mdn_chunk16 / 32 / 64); "multi_device": a parameter of type `by` that spreads the
     call over the ranks of a process group (context parallelism), outside what one device's check can call.
-    property_tests/unit/test_entry_options.py verifies each."""
+    property_tests/cli/test_entry_options.py verifies each."""
     kind: str
     by: str
     why: str
@@ -117,6 +120,12 @@ class Decode:
     output: str
     regimes: tuple[str, ...]
     cases: Callable                     # (regime fields, profile) -> hypothesis strategy
+
+    def __post_init__(self):
+        if not all(callable(f) for f in (self.kernel, self.oracle, self.same_dtype, self.cases)) or not self.output \
+                or not self.regimes or not all(isinstance(r, str) for r in self.regimes):
+            raise ValueError("decode: kernel, oracle, same_dtype and cases callable, the output named, regimes a "
+                             f"non-empty tuple of their names (got output {self.output!r}, regimes {self.regimes!r})")
 
 
 @dataclass(frozen=True)
@@ -142,9 +151,24 @@ class Structure:
     dims_pair: bool = True              # False: one dim (a or b, given as D = Dv), where the op has no second one
     notes: str = ""                     # where each constant is in the kernel package, and why a level is left out
 
+    def __post_init__(self):
+        def bad(what: str):
+            raise ValueError(f"structure: {what}")
+        if not callable(self.build) or not callable(self.present):
+            bad("build and present must be callable")
+        if not all(p in PASSES and all(isinstance(c, int) and c > 0 for c in consts.values())
+                   for p, consts in self.lengths.items()):
+            bad(f"lengths {self.lengths} must map a pass to {{constant: tokens > 0}}")
+        if not all(p in PASSES for p in self.options):
+            bad(f"options {self.options} must map a pass to its optional inputs")
+        if not all(len(ab) == 2 and 0 < ab[0] <= ab[1] for ab in self.dims.values()):
+            bad(f"dims {self.dims} must map a profile to head dims (a, b), 0 < a <= b")
+        if not all(len(h) == 2 and h[1] > 0 and h[0] % h[1] == 0 for h in self.heads):
+            bad(f"heads {self.heads} must be (HQ, H) pairs with HQ a multiple of H")
+
 
 @dataclass(frozen=True)
-class KernelOp:
+class OpRecord:
     name: str                           # check ids: kernel.<impl>.<name>.<pass>.<dtype>.<regime>
     title: str                          # the op in words, for descriptions
     kernel: Callable                    # the adapter: kernel(**inputs, scale) -> outputs
@@ -202,13 +226,15 @@ class KernelOp:
         """A bad record is refused when it is made (PyTorch's OpInfo does the same), naming the field."""
         def bad(what: str):
             raise ValueError(f"op record {self.name!r}: {what}")
-        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
+        if not isinstance(self.name, str) or not NAME.fullmatch(self.name):
             bad("name must be lower-case letters, digits and _ (it is a word of check ids)")
-        if not self.impl or not _NAME.fullmatch(self.impl):
+        if not self.impl or not NAME.fullmatch(self.impl):
             bad(f"impl {self.impl!r} must be lower-case letters, digits and _")
         for field_ in ("kernel", "oracle", "same_dtype", "make_inputs", "cases", "error_inputs"):
             if not callable(getattr(self, field_)):
                 bad(f"{field_} must be callable")
+        if not isinstance(self.conventions, Conventions):
+            bad("conventions must be a Conventions")
         if not self.required or not self.outputs:
             bad("required inputs and outputs must not be empty")
         if not set(self.fp32_outputs) <= set(self.outputs):
@@ -229,6 +255,31 @@ class KernelOp:
             bad(f"dot {self.dot!r} must be None (the run's --fp32-dot), 'ieee' or 'tf32'")
         if self.references not in ("device", "cpu"):
             bad(f"references {self.references!r} must be 'device' or 'cpu'")
+        self._validate_parts(bad)
+
+    def _validate_parts(self, bad) -> None:
+        """The parts of a record that are records of their own (validated when made) and the names that tie them to
+        the record: the conventions, probes, decode pass, structure, stages, regression cases, mutants and entry
+        parameters."""
+        if not all(isinstance(p, ConventionProbe) for p in self.probes):
+            bad("probes must be ConventionProbes")
+        if self.decode is not None and (not isinstance(self.decode, Decode) or
+                                        not set(self.decode.regimes) <= set(self.regimes)):
+            bad("decode must be a Decode whose regimes are regimes of the record")
+        if self.structure is not None and not isinstance(self.structure, Structure):
+            bad("structure must be a Structure")
+        passes = (*self.passes, *(("decode",) if self.decode else ()))
+        if not set(self.stages) <= set(passes) or not all(callable(f) for f in self.stages.values()):
+            bad(f"stages must map some of the passes {passes} to stages(op, x, dtype, fp32_dot) -> [Stage]")
+        for key in self.regression_cases:
+            pass_, _, rest = key.partition(".")
+            dtype, _, regime = rest.partition(".")
+            if pass_ not in passes or dtype not in self.dtypes or regime not in self.regimes:
+                bad(f"regression case key {key!r} must read <pass>.<dtype>.<regime> of the record")
+        if not all(getattr(m, "killers", None) for m in self.mutants):
+            bad("mutants must be Mutants, each with its killers")
+        if not all(isinstance(v, (str, Fixed)) for v in self.entry_params.values()):
+            bad("entry_params must map a parameter to the optional input or option that varies it, or a Fixed")
 
     @property
     def dtypes(self) -> tuple[str, ...]:

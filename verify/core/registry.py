@@ -10,10 +10,11 @@ from __future__ import annotations
 import fnmatch
 import math
 import re
+import traceback
 from dataclasses import dataclass, field
 from typing import Callable
 
-from pathmdn_verify.core.errors import UsageError
+from pathmdn_verify.core.errors import UsageError, verdict_of
 from pathmdn_verify.core.ids import CheckId
 
 STATUSES = ("pass", "fail", "xfail", "skip", "error")
@@ -63,6 +64,15 @@ class Result:
             raise ValueError(f"unknown status {self.status!r}")
         if self.kind is not None and self.kind not in KINDS:
             raise ValueError(f"unknown kind {self.kind!r}")
+
+    @classmethod
+    def raised(cls, exc: BaseException, debug: bool = False) -> Result:
+        """The result of a check that raised exc (pathmdn_verify.core.errors.verdict_of), its traceback in details
+        (the innermost 3 frames unless debug); a lost CUDA context is marked DEVICE_LOST."""
+        status, kind, message = verdict_of(exc)
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=None if debug else -3))
+        return cls(status, message=message, kind=kind,
+                   details={"traceback": tb, **({DEVICE_LOST: True} if kind == "cuda_fatal" else {})})
 
 
 def within(measured: float, budget: float, what: str) -> Result:
@@ -127,7 +137,7 @@ def select(patterns: list[str] | None, ids: list[str] | None = None,
 
 
 # -k, as every command that selects checks by id reads it (matcher)
-K_HELP = ("select checks by id with a pytest -k expression: words joined by and/or/not and parentheses; a word "
+K_HELP = ("select {what} by id with a pytest -k expression: words joined by and/or/not and parentheses; a word "
           "matches the ids containing it, case-insensitively as in pytest; a word with * ? [ is a glob matching "
           "part of an id (e.g. -k 'path_attn and not bwd', -k 'path_attn.*.bf16'); repeatable (a union)")
 

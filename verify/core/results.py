@@ -33,7 +33,7 @@ class Outcome:
 
 
 def run_compilations(details: list[dict]) -> dict:
-    """Over a run's records (their details; a verdict reused from the verdict cache compiled nothing in this run):
+    """Over a run's outcomes (their details; a verdict reused from the verdict cache compiled nothing in this run):
     compiled (Triton compilations), distinct (cache keys), duplicates (compiled - distinct: should be 0),
     cache_loads, compile_seconds."""
     details = [d for d in details if "cached" not in d]
@@ -98,9 +98,9 @@ def outcome_json(r) -> dict:
                    "details": res.details})
 
 
-def document(records: list, *, command: list[str], toolkit: dict, kernel_package: dict | None,
+def document(outcomes: list, *, command: list[str], toolkit: dict, kernel_package: dict | None,
              environment: dict, started: float, wall_seconds: float, interrupted: bool) -> dict:
-    checks = [outcome_json(r) for r in records]
+    checks = [outcome_json(o) for o in outcomes]
     return {"schema_version": SCHEMA_VERSION, "command": command, "toolkit": toolkit,
             "kernel_package": kernel_package, "environment": finite(environment), "started": iso(started),
             "wall_seconds": round(wall_seconds, 3), "interrupted": interrupted, "checks": checks,

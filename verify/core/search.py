@@ -26,17 +26,7 @@ from hypothesis.internal.conjecture import providers as _providers
 from pathmdn_verify.core import hooks
 from pathmdn_verify.core.boundaries import cost
 from pathmdn_verify.core.budget import OracleFailed, Verdict
-from pathmdn_verify.core.errors import (
-    Incompatible,
-    UsageError,
-    VariantUnsupported,
-    innermost,
-    innermost_error,
-    is_device_fatal,
-    is_interpreter_gap,
-    kernel_frame,
-    triton_incompatibility,
-)
+from pathmdn_verify.core.errors import UsageError, VariantUnsupported, innermost, kernel_frame, verdict_of
 from pathmdn_verify.core.ids import CheckId
 from pathmdn_verify.core.registry import DEVICE_LOST, Context, Result
 
@@ -189,19 +179,17 @@ class _Search:
             self.evaluated -= 1
             self.memo[key] = (None, None, {})
             return None, None
-        except Exception as exc:    # a kernel that raises on valid input fails this example
+        except Exception as exc:    # a kernel that raises on valid input fails this example (verdict_of's error)
             probe = Probe(Verdict.raised(exc), label, {"exception": type(innermost(exc)).__name__,
                                                        "exception_at": kernel_frame(exc)})
-            if is_device_fatal(exc):    # also from the oracle: the kernel's fault surfaces at the next CUDA call
+            status, kind, message = verdict_of(exc)
+            if kind == "cuda_fatal":    # also from the oracle: the kernel's fault surfaces at the next CUDA call
                 self.lost = probe
                 raise _DeviceLost from exc
             if isinstance(exc, (UsageError, OracleFailed)):
                 raise
-            if why := (str(exc) if isinstance(exc, Incompatible) else triton_incompatibility(exc)):
-                raise _NotVerifiable("incompatible", why) from exc
-            if is_interpreter_gap(exc):
-                raise _NotVerifiable("interpreter_gap", "not verifiable on the CPU interpreter: "
-                                     + innermost_error(exc)) from exc
+            if status == "skip":
+                raise _NotVerifiable(kind, message) from exc
         self.cases.append(label)
         sig = None if probe.verdict.ratio <= 1 else signature(probe, case)
         self.memo[key] = (probe, sig, hooks.last_example() if sig else {})

@@ -25,9 +25,9 @@ A case builds the layer with its options, calls it as the case says, and compare
 each sequence alone (the record's `literal`, which takes every option the record varies), under the kernel budget
 rule.  The options are the literal's as the case asks for them, never as the built layer says it holds them: a
 layer that swallows or ignores an option fails.  Cases of the levels in LATER come after the others, so that the
-earlier cases keep their numbers.  `uncovered` lists the parameters of a layer class that its record neither varies nor explains: the test
-property_tests/unit/test_layer_calls.py fails on any (and on a record with one option removed: its negative
-control).
+earlier cases keep their numbers.  `uncovered` lists the parameters of a layer class that its record neither varies
+nor explains: the test property_tests/cli/test_layer_calls_cli.py fails on any (and on a record with one option
+removed: its negative control).
 """
 from __future__ import annotations
 
@@ -40,9 +40,10 @@ from dataclasses import dataclass, field, replace
 import torch
 from allpairspy import AllPairs
 
+from pathmdn_verify.core.ids import CheckId
 from pathmdn_verify.core.registry import Result
 from pathmdn_verify.layers.table import LayerCase
-from pathmdn_verify.layers.cache import new_cache
+from pathmdn_verify.layers.kv_cache import new_cache
 from pathmdn_verify.layers.common import LayerLacks, build, call, combine, judge, params64, precision
 
 
@@ -190,8 +191,8 @@ def covering(calls: Calls) -> tuple[dict, ...]:
 
 def case_ids(name: str, calls: Calls, impl: str = "fla", **levels) -> tuple[str, ...]:
     """The ids of the record's cases whose row has every given level (a mutant's killers among the cases)."""
-    return tuple(f"layer.{impl}.{name}.pairwise.{calls.dtype}.{i:02d}" for i, row in enumerate(covering(calls))
-                 if all(row.get(k) == v for k, v in levels.items()))
+    return tuple(str(CheckId.of_layer(impl, name, "pairwise", calls.dtype, f"{i:02d}"))
+                 for i, row in enumerate(covering(calls)) if all(row.get(k) == v for k, v in levels.items()))
 
 
 def explained(calls: Calls, index: int) -> tuple[str, ...]:

@@ -15,7 +15,7 @@ from pathmdn_verify.core.precision import Precision
 from pathmdn_verify.core.registry import Result
 from pathmdn_verify.layers import history
 from pathmdn_verify.layers.table import INSTALL, LayerCase
-from pathmdn_verify.layers.cache import OPERATIONS, new_cache
+from pathmdn_verify.layers.kv_cache import OPERATIONS, new_cache
 
 
 class LayerRaised(Exception):
@@ -158,7 +158,7 @@ def cache_ops(case: LayerCase, prompts, draw, step, truths, crop: bool, c: float
     the outputs so far are judged and the check fails, naming it.  draw(rows, n): new tokens; step(tokens,
     cache, length): the layer's output on tokens [rows, k, hidden] (float64 values) with the cache, `length`
     the history length after them; cache: the empty cache to use (default: the tree's Cache where it defines the
-    operations, else the harness's: pathmdn_verify.layers.cache.new_cache)."""
+    operations, else the harness's: pathmdn_verify.layers.kv_cache.new_cache)."""
     which = "given"
     if cache is None:
         cache, which = new_cache(OPERATIONS)

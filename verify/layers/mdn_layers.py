@@ -29,7 +29,7 @@ from pathmdn_verify.core.precision import Precision, fixed_order
 from pathmdn_verify.core.registry import Result
 from pathmdn_verify.layers import history
 from pathmdn_verify.layers.table import LayerCase, LayerRecord, add
-from pathmdn_verify.layers.cache import new_cache
+from pathmdn_verify.layers.kv_cache import new_cache
 from pathmdn_verify.layers.calls import Calls, Why, case_ids
 from pathmdn_verify.layers.common import (
     build,

@@ -32,7 +32,7 @@ from pathmdn_verify.core.records import BUDGET_FACTOR_BLOCKWISE as C
 from pathmdn_verify.core.registry import Result
 from pathmdn_verify.layers import history
 from pathmdn_verify.layers.table import LayerCase, LayerRecord, add
-from pathmdn_verify.layers.cache import new_cache
+from pathmdn_verify.layers.kv_cache import new_cache
 from pathmdn_verify.layers.calls import Calls, Why, case_ids
 from pathmdn_verify.layers.common import (
     build,
@@ -201,7 +201,7 @@ def _mask(B, T, device):
 def _fla_generate(case, layer, x, T0, mask=None):
     """fla's prefill of x[:, :T0] (attention_mask: mask[:, :T0], default ones) with a Cache, then one token at a
     time; returns (outputs [B, T, hidden], the cache's first attention tensor after the prefill and at the end,
-    which cache: pathmdn_verify.layers.cache.new_cache)."""
+    which cache: pathmdn_verify.layers.kv_cache.new_cache)."""
     B, T = x.shape[:2]
     mask = _mask(B, T, x.device) if mask is None else mask
     cache, which = new_cache()

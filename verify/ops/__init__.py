@@ -1,4 +1,4 @@
-"""The op table: one declarative record per kernel op under test (`KernelOp`, verify/core/records.py;
+"""The op table: one declarative record per kernel op under test (`OpRecord`, verify/core/records.py;
 PyTorch's OpInfo is the model), and the lookups every command makes through it.
 
 A record says everything the checks, the commands and the report need about one op: the kernel adapter
@@ -11,7 +11,7 @@ conv_ops.py and norm_ops.py: fla's modules).
 
 Adding an op (docs/design.md, "Adding an op"): one op module with its record, one adapter, one mutant in
 the record; built-in ops are listed in BUILT_IN below, an op defined elsewhere (a plug-in module named by
-$VERIFY_EXTRA_CHECKS) calls `pathmdn_verify.checks.kernel_checks.declare(record)`, which adds it here and declares its
+$VERIFY_EXTRA_CHECKS) calls the public `pathmdn_verify.declare_op(record)`, which adds it here and declares its
 checks.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ import functools
 from pathmdn_verify.core import boundaries
 from pathmdn_verify.core.errors import UsageError
 from pathmdn_verify.core.ids import CheckId
-from pathmdn_verify.core.records import KernelOp, as_tuple, scale_of
+from pathmdn_verify.core.records import OpRecord, as_tuple, scale_of
 from pathmdn_verify.ops import impls
 from pathmdn_verify.ops.attention_ops import FORGETTING_ATTN, PATH_ATTN
 from pathmdn_verify.ops.conv_ops import SHORT_CONV, SHORT_CONV_UPDATE
@@ -29,15 +29,15 @@ from pathmdn_verify.ops.gdn_ops import GDN_CHUNK, GDN_RECURRENT
 from pathmdn_verify.ops.mdn_ops import MDN_CHUNK_OPS, MDN_RECURRENT
 from pathmdn_verify.ops.norm_ops import NORM_OPS
 
-__all__ = ["OPS", "REPLAY", "KernelOp", "add", "as_tuple", "boundary_cases", "explicit_cases", "mutants", "record",
+__all__ = ["OPS", "REPLAY", "OpRecord", "add", "as_tuple", "boundary_cases", "explicit_cases", "mutants", "record",
            "regression_cases", "scale_of"]
 
 BUILT_IN = (PATH_ATTN, FORGETTING_ATTN, *MDN_CHUNK_OPS, MDN_RECURRENT, GDN_CHUNK, GDN_RECURRENT, SHORT_CONV,
             SHORT_CONV_UPDATE, *NORM_OPS)
-OPS: dict[str, KernelOp] = {}
+OPS: dict[str, OpRecord] = {}
 
 
-def add(op: KernelOp) -> KernelOp:
+def add(op: OpRecord) -> OpRecord:
     """Put a record in the table (a name is taken once)."""
     if op.name in OPS:
         raise ValueError(f"op {op.name!r} is already in the op table")
@@ -54,7 +54,7 @@ def mutants() -> dict:
     return {m.name: m for op in OPS.values() for m in op.mutants}
 
 
-def record(check_id: str | CheckId) -> KernelOp:
+def record(check_id: str | CheckId) -> OpRecord:
     """The record a kernel check id names; UsageError naming the known ops when it names none."""
     cid = check_id if isinstance(check_id, CheckId) else CheckId.parse(check_id)
     if not cid.is_kernel:

@@ -24,7 +24,7 @@ from pathmdn_verify.core.records import (
     ConventionProbe,
     Decode,
     Fixed,
-    KernelOp,
+    OpRecord,
     Structure,
     scale_default_probe,
 )
@@ -403,7 +403,7 @@ def _attention_op(name, title, fla_fn, conv, oracle_fn, same_dtype_fn, names, gr
         "gate_scaled", f"measures whether fla {name} multiplies the log forget gate by the attention scale",
         f"gate_scaled={not conv.gate_scaled}", probe_case,
         lambda op, x, s: op.oracle(**x, scale=s, gate_scaled=not op.conventions.gate_scaled))
-    return KernelOp(
+    return OpRecord(
         name=name, title=title, kernel=lambda scale, **x: fla_fn(**x, scale=scale), conventions=conv,
         oracle=lambda scale, gate_scaled=conv.gate_scaled, **x: oracle_fn(**x, scale=scale, gate_scaled=gate_scaled),
         same_dtype=lambda prec, scale, **x: same_dtype_fn(**x, prec=prec, scale=scale, gate_scaled=conv.gate_scaled),
@@ -461,8 +461,8 @@ PATH_ATTN = _attention_op(
         cases=lambda fields, profile: path_cases(fields, profile, gated=False)),
     device_cases=tuple((dtype, case) for dtype in ("fp32", "bf16") for case in (
         PathCase(T=256, D=64, Dv=64, seed=1), PathCase(T=256, D=64, Dv=64, gate="mixed", beta="near2_4", seed=2))),
-    stages={"fwd": lambda op, x, dtype, fp32_dot: path_stages.stages(x, dtype, fp32_dot),
-            "bwd": lambda op, x, dtype, fp32_dot: path_stages.stages(x, dtype, fp32_dot, backward=True),
+    stages={"fwd": lambda op, x, dtype, fp32_dot: path_stages.stages(op, x, dtype, fp32_dot),
+            "bwd": lambda op, x, dtype, fp32_dot: path_stages.stages(op, x, dtype, fp32_dot, backward=True),
             # the decode cache is one kernel (parallel_path_fwd_kernel_prepare_k_cache) with no intermediate result
             "decode": one_stage("key cache (one kernel)", "prepare_k_cache_fn", "decode")},
     package=("fla.ops.path_attn",), report="path", mutants=PATH_MUTANTS, not_reached=PATH_NOT_REACHED,

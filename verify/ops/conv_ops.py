@@ -15,7 +15,7 @@ from pathmdn_verify.core import validate
 from pathmdn_verify.core.errors import UsageError
 from pathmdn_verify.core.ids import op_of
 from pathmdn_verify.core.inputs import case_label, cu_seqlens_tensor, on_device
-from pathmdn_verify.core.records import BUDGET_FACTOR_BLOCKWISE, ConventionProbe, Fixed, KernelOp, Structure
+from pathmdn_verify.core.records import BUDGET_FACTOR_BLOCKWISE, ConventionProbe, Fixed, OpRecord, Structure
 from pathmdn_verify.core.strategies import batch_for, batch_levels, capped, shape_rows
 from pathmdn_verify.kernels import fla_ops
 from pathmdn_verify.platform.mutation import Mutant
@@ -275,7 +275,7 @@ CONV_NOT_REACHED = {
 
 def _conv_op(name, title, kernel, oracle, same, make_inputs, required, optional, grad_inputs, outputs, regimes,
              cases, error_inputs, sample_case, passes, probes, structure, entry, entry_params, dtype_inputs, source):
-    return KernelOp(
+    return OpRecord(
         name=name, title=title, kernel=kernel, conventions=fla_ops.SHORT_CONV_CONVENTIONS, oracle=oracle,
         same_dtype=same, make_inputs=make_inputs, required=required, optional=optional, grad_inputs=grad_inputs,
         outputs=outputs, regimes=regimes, cases=cases, budget_factor=BUDGET_FACTOR_BLOCKWISE,

@@ -26,7 +26,7 @@ from pathmdn_verify.core.records import (
     BUDGET_FACTOR_SEQUENTIAL,
     ConventionProbe,
     Fixed,
-    KernelOp,
+    OpRecord,
     Structure,
     scale_default_probe,
 )
@@ -503,7 +503,7 @@ GDN_MUTANTS = (
 def _gdn_op(name, chunk, budget_factor, passes, stages, dot=None, device_cases=(), structure=None,
             regression_cases=None):
     gates = ("g", "beta")            # required by the chunk kernels; the fused recurrent one takes them optional
-    return KernelOp(
+    return OpRecord(
         name=name, title=name,
         kernel=lambda scale, **x: fla_ops.gated_delta_rule(**x, scale=scale, chunk=chunk),
         conventions=fla_ops.GDN_CONVENTIONS,

@@ -18,17 +18,15 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import re
 import sys
 from dataclasses import dataclass
 from typing import Callable
 
-from pathmdn_verify.core.ids import DTYPES, PASSES
-from pathmdn_verify.core.records import KernelOp
+from pathmdn_verify.core.ids import DTYPES, NAME, PASSES
+from pathmdn_verify.core.records import OpRecord
 
 BUILT_IN = "fla"
 DOTS = ("ieee", "tf32")
-_NAME = re.compile(r"[a-z][a-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -49,7 +47,7 @@ class Implementation:
     spec: str | None = None             # how a fresh process finds it again (--impl SPEC): module[:attr] or entry point
     module: str | None = None           # the module whose code registered it (None: the main script)
     version: str | None = None          # for the expected-failure list: "<name> <version>"
-    record: KernelOp | None = None
+    record: OpRecord | None = None
 
     def unsupported(self, x: dict) -> str | None:
         """Why this implementation does not take the inputs x (canonical names), or None when it does."""
@@ -72,7 +70,7 @@ class Implementation:
 IMPLS: dict[tuple[str, str], Implementation] = {}     # (impl name, op name) -> registered implementation
 
 
-def implement(base: KernelOp, fn: Callable, *, name: str, fp32_dot: str, passes: tuple[str, ...] | None = None,
+def implement(base: OpRecord, fn: Callable, *, name: str, fp32_dot: str, passes: tuple[str, ...] | None = None,
               dtypes: tuple[str, ...] | None = None, gqa: bool = True, grouped_values: bool = True,
               head_dims: tuple[int, ...] | None = None, decode: Callable | None = None, spec: str | None = None,
               version: str | None = None) -> Implementation:
@@ -80,7 +78,7 @@ def implement(base: KernelOp, fn: Callable, *, name: str, fp32_dot: str, passes:
     canonical inputs by name and `scale`, and returns the record's outputs.  A bad declaration is a ValueError
     here, never a failing check later."""
     op = base.name
-    if not isinstance(name, str) or not _NAME.fullmatch(name) or name == BUILT_IN:
+    if not isinstance(name, str) or not NAME.fullmatch(name) or name == BUILT_IN:
         raise ValueError(f"implementation name {name!r}: lower-case letters, digits and _, starting with a letter, "
                          f"not {BUILT_IN!r} (the built-in implementation)")
     if fp32_dot not in DOTS:
@@ -130,7 +128,7 @@ def _parameters(fn) -> set[str] | None:
     return {p.name for p in ps if p.kind is not p.VAR_POSITIONAL}
 
 
-def bind(base: KernelOp, impl: Implementation) -> KernelOp:
+def bind(base: OpRecord, impl: Implementation) -> OpRecord:
     """The op's record with impl's kernel and declarations: its own check ids (kernel.<impl>.<op>...), its dot
     format for the budgets, no fla-specific parts (stages, mutants, package lines, refusals)."""
     takes = impl.takes

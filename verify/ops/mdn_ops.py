@@ -22,7 +22,7 @@ from pathmdn_verify.core.records import (
     BUDGET_FACTOR_SEQUENTIAL,
     ConventionProbe,
     Fixed,
-    KernelOp,
+    OpRecord,
     Structure,
 )
 from pathmdn_verify.core.strategies import capped, shape_rows
@@ -309,12 +309,12 @@ def _mdn_stages(chunk) -> dict:
     if chunk is None:
         return {"fwd": one_stage("recurrence (one stage)", "recurrent_momentum_delta_rule_ref", "fwd"),
                 "bwd": one_stage("gradients (one stage)", "autograd of recurrent_momentum_delta_rule_ref", "bwd")}
-    return {"fwd": lambda op, x, dtype, fp32_dot: mdn_stages.stages(x, dtype, chunk, op.dot),
+    return {"fwd": lambda op, x, dtype, fp32_dot: mdn_stages.stages(op, x, dtype, fp32_dot, chunk),
             "bwd": one_stage("gradients (one stage)", "autograd of chunk_momentum_delta_rule_ref", "bwd")}
 
 
 def _mdn_op(name, chunk, conv, budget_factor, regression_cases=None, probes=(), grad_terms=None):
-    return KernelOp(
+    return OpRecord(
         name=name, title=name, kernel=lambda scale, **x: fla_ops.mdn(**x, scale=scale, chunk=chunk),
         conventions=conv,
         oracle=lambda scale, **x: MDN.recurrence(**x, scale=scale),

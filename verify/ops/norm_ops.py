@@ -15,7 +15,7 @@ from pathmdn_verify.core import validate
 from pathmdn_verify.core.errors import UsageError
 from pathmdn_verify.core.ids import op_of
 from pathmdn_verify.core.inputs import case_label, on_device
-from pathmdn_verify.core.records import BUDGET_FACTOR_BLOCKWISE, ConventionProbe, KernelOp, Structure
+from pathmdn_verify.core.records import BUDGET_FACTOR_BLOCKWISE, ConventionProbe, OpRecord, Structure
 from pathmdn_verify.core.strategies import capped, shape_rows
 from pathmdn_verify.kernels import fla_ops
 from pathmdn_verify.platform.mutation import Mutant
@@ -302,7 +302,7 @@ def _fp32_r(x: dict) -> tuple[str, ...]:
 
 def _norm_op(name, title, kernel, oracle, same, required, optional, grad_inputs, outputs, regimes, error_inputs,
              sample_case, probes, structure, entry, entry_params, source, fp32_when=_fp32_r):
-    return KernelOp(
+    return OpRecord(
         name=name, title=title, kernel=kernel, conventions=fla_ops.NORM_CONVENTIONS, oracle=oracle, same_dtype=same,
         make_inputs=norm_inputs, required=required, optional=optional, grad_inputs=grad_inputs, outputs=outputs,
         regimes=regimes, cases=norm_cases, budget_factor=BUDGET_FACTOR_BLOCKWISE, error_inputs=error_inputs,

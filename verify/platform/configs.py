@@ -196,7 +196,7 @@ def _choose(st: _CheckState, tuner, kernel: str, pruned: list):
     return pruned[start:] + pruned[:start], key
 
 
-def _record(st: _CheckState, tuner, kernel: str, config) -> int | None:
+def _count_launch(st: _CheckState, tuner, kernel: str, config) -> int | None:
     idx = next((i for i, c in enumerate(tuner.configs) if c is config), None)
     if idx is None:          # not a declared config (fla's config cache): by value
         idx = next((i for i, c in enumerate(tuner.configs) if c.__dict__ == config.__dict__), None)
@@ -232,7 +232,7 @@ def _make_run(original):
         if st.mode == "autotune" or len(self.configs) <= 1:
             _example_key(st, kernel)
             ret = original(self, *args, **kwargs)
-            _record(st, self, kernel, self.best_config)
+            _count_launch(st, self, kernel, self.best_config)
             return ret
         self.nargs = dict(zip(self.arg_names, args))
         key = _tuning_key(self, args, kwargs)
@@ -252,7 +252,7 @@ def _make_run(original):
                 st.declared.setdefault(kernel, [short(c) for c in self.configs])
                 last = exc
                 continue
-            idx = _record(st, self, kernel, config)
+            idx = _count_launch(st, self, kernel, config)
             if memo_key is not None:
                 st.memo.setdefault(memo_key, idx)
             return ret
@@ -351,7 +351,7 @@ def _details(check) -> dict:
 
 
 def coverage(checks) -> dict:
-    """Per kernel, over a run's checks (Records, or the check dicts of a results JSON): configs run /
+    """Per kernel, over a run's checks (Outcomes, or the check dicts of a results JSON): configs run /
     declared, and which declared configs ran nowhere.  {kernel: {declared, ran, unrun, unfit, checks}}."""
     out: dict = {}
     for c in checks:

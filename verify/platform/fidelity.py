@@ -684,8 +684,91 @@ def _holds_compiled_kernel(mod, JITFunction) -> bool:
     return False
 
 
+def _interpreter():
+    from triton.runtime import interpreter
+    return interpreter
+
+
+def _builder():
+    return _interpreter().InterpreterBuilder
+
+
+def _autotune(parts):
+    from triton.runtime import autotuner
+    yield autotuner.Autotuner, "_bench", _make_bench(autotuner.Autotuner._bench)
+    from pathmdn_verify.platform import configs  # --configs: the per-check assignment (inert outside a check), and
+    configs.install()                             # the count of timings, around the zero timing just installed
+
+
+def _torch_cpu_device(parts) -> list:
+    import torch
+    return [] if hasattr(torch.cpu, "device") else [(torch.cpu, "device", _CpuDevice)]
+
+
+def _bf16_arith(parts) -> list:
+    builder, interpreter = _builder(), _interpreter()
+    owners = ((builder, "binary_op"), (builder, "unary_op"), (builder, "ternary_op"), (builder, "create_fma"),
+              (interpreter.ReduceOps, "apply"), (interpreter.ScanOps, "apply"))
+    return [(owner, name, _make_bf16_arith(getattr(owner, name), name if owner is builder else
+                                           f"{owner.__name__}.{name}: a bf16 reduction or scan",
+                                           "bf16_arith" in parts, "bf16_guard" in parts)) for owner, name in owners]
+
+
+def _fp32_fma(parts) -> list:
+    builder = _builder()
+    contracting, fused_fma = _make_fp32_fma(builder.binary_op, builder.create_fma)
+    return [(builder, "binary_op", contracting), (builder, "create_fma", fused_fma)]
+
+
+def _lazy_types(parts) -> list:
+    import triton.language as tl
+    return [(tl.core.tuple_type, "__init__", _tuple_type_init),
+            (tl.core.tuple_type, "name", property(tuple_type_name)),
+            (tl.core.block_type, "__init__", _block_type_init),
+            (tl.core.block_type, "name", property(block_type_name)),
+            (tl.core.tuple, "__init__", _tl_tuple_init),
+            (tl.core.tuple, "type", property(_tl_tuple_type_get, _tl_tuple_type_set))]
+
+
+def _bounds(parts) -> list:
+    grid, builder = _interpreter().GridExecutor, _builder()
+    accesses = (("create_masked_load", "load", 0, 1), ("create_masked_store", "store", 0, 2),
+                ("create_atomic_rmw", "atomic update", 1, 3), ("create_atomic_cas", "atomic compare-and-swap", 0, None))
+    return [(grid, "__call__", _make_grid_call(grid.__call__))] + [
+        (builder, name, _make_bounds(getattr(builder, name), what, ptr_at, mask_at))
+        for name, what, ptr_at, mask_at in accesses]
+
+
+# What each part installs, in installation order: (the parts that select the row, patches(selected parts) -> an
+# iterable of (owner, attribute, new value), each installed before the next is read).  A row reads what it wraps
+# when its turn comes, so that a later row wraps an earlier row's patch (fp32_fma wraps bf16_arith's binary_op and
+# create_fma; configs.install wraps autotune's _bench).
+INSTALLS = (
+    (("bf16_dot", "tf32", "dot_order"), lambda parts: [(_builder(), "create_dot", _make_create_dot(
+        _builder().create_dot, "bf16_dot" in parts, "tf32" in parts, "dot_order" in parts))]),
+    (("bf16_round",), lambda parts: [(_builder(), "cast_impl", _make_cast_impl(_builder().cast_impl))]),
+    (("autotune",), _autotune),
+    (("numpy_index",), lambda parts: [(_interpreter(), "_patch_lang_tensor",
+                                       _make_patch_lang_tensor(_interpreter()._patch_lang_tensor))]),
+    (("tl_alias",), lambda parts: [(_interpreter(), "_patch_lang", _make_patch_lang(_interpreter()._patch_lang))]),
+    (("torch_cpu_device",), _torch_cpu_device),
+    (("loop_index",), lambda parts: [(_interpreter().ASTTransformer, "visit_For", _visit_for),
+                                     (_interpreter(), LOOP_RANGE, _loop_range)]),
+    (("bf16_guard", "bf16_arith"), _bf16_arith),
+    (("fp32_fma",), _fp32_fma),
+    (("bf16_scalar",), lambda parts: [(_builder(), "get_bf16", _get_bf16)]),
+    (("lang_cache",), lambda parts: [(_interpreter(), "_patch_builtin", _patch_builtin_cached)]),
+    (("np_dtypes",), lambda parts: [(_interpreter(), "_get_np_dtype",
+                                     _make_get_np_dtype(_interpreter()._get_np_dtype))]),
+    (("device_calls",), lambda parts: [(_builder(), "set_grid_dim", _make_set_grid_dim(_builder().set_grid_dim)),
+                                       (_interpreter().InterpretedFunction, "__call__", _device_call)]),
+    (("lazy_types",), _lazy_types),
+    (("bounds",), _bounds),
+)
+
+
 def activate(fp32_dot: str = "tf32", parts=PARTS, allow_untested_triton: bool | None = None) -> dict:
-    """Turn the interpreter on and install the selected parts; returns :func:`active_parts`.
+    """Turn the interpreter on and install the selected parts (INSTALLS, in its order); returns :func:`active_parts`.
 
     Must run before any Triton kernel module is imported (and best before triton itself).  Calling it
     again with the same parts is a no-op apart from switching fp32_dot; other parts need a new process.
@@ -708,32 +791,47 @@ def activate(fp32_dot: str = "tf32", parts=PARTS, allow_untested_triton: bool | 
                              f"patches are process-global: use a new process for parts {list(parts)}")
         _state["fp32_dot"] = fp32_dot
         return active_parts()
-
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        from pathmdn_verify.kernels.fla_import import is_lazy
-        early = [m for m, mod in list(sys.modules.items())
-                 if (m == "fla.ops" or m.startswith("fla.ops.")) and not is_lazy(mod)]
-        early += _kernels_defined_without_interpreter()
-        if early:
-            shown = sorted(set(early))
-            raise UsageError("fidelity.activate() came too late: Triton kernels were already defined "
-                             "without TRITON_INTERPRET=1 in " + ", ".join(shown[:8])
-                             + (" ..." if len(shown) > 8 else "")
-                             + "; call it before importing triton / fla / kernel modules")
+    _refuse_late()
     os.environ["TRITON_INTERPRET"] = "1"
+    version, tested = _patchable_triton(allow_untested_triton)
+    for selecting, patches in INSTALLS:
+        if set(selecting) & set(parts):
+            for owner, name, new in patches(parts):
+                _originals.setdefault((owner, name), owner.__dict__.get(name, _INHERITED))  # the first: a part
+                setattr(owner, name, new)                                                # may wrap another's
+    _state = {"installed": parts, "fp32_dot": fp32_dot, "triton": version, "tested": tested}
+    return active_parts()
 
+
+def _refuse_late() -> None:
+    """UsageError when Triton kernels were already defined without the interpreter (fla.ops, or any module holding
+    a compiled-mode @triton.jit function): they cannot run on the CPU."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return
+    from pathmdn_verify.kernels.fla_import import is_lazy
+    early = [m for m, mod in list(sys.modules.items())
+             if (m == "fla.ops" or m.startswith("fla.ops.")) and not is_lazy(mod)]
+    early += _kernels_defined_without_interpreter()
+    if early:
+        shown = sorted(set(early))
+        raise UsageError("fidelity.activate() came too late: Triton kernels were already defined "
+                         "without TRITON_INTERPRET=1 in " + ", ".join(shown[:8]) + (" ..." if len(shown) > 8 else "")
+                         + "; call it before importing triton / fla / kernel modules")
+
+
+def _patchable_triton(allow_untested: bool | None) -> tuple[str, bool]:
+    """(triton's version, whether it is a TESTED_TRITON one); UsageError on an untested one unless allowed (by the
+    argument, else ALLOW_UNTESTED_ENV), or where a patch point is missing."""
     import triton
     version = triton.__version__
-    if allow_untested_triton is None:
-        allow_untested_triton = os.environ.get(ALLOW_UNTESTED_ENV) == "1"
+    if allow_untested is None:
+        allow_untested = os.environ.get(ALLOW_UNTESTED_ENV) == "1"
     tested = version.startswith(TESTED_TRITON)
-    if not tested and not allow_untested_triton:
+    if not tested and not allow_untested:
         raise UsageError(f"triton {version}: the interpreter fidelity patches were written for triton "
                          f"{'/'.join(v + 'x' for v in TESTED_TRITON)}; refusing to patch an unknown "
                          f"version. Set {ALLOW_UNTESTED_ENV}=1 to patch anyway and let the "
                          "env.interpreter.* canaries decide")
-
-    import torch
     from triton.runtime import autotuner, interpreter
     builder = interpreter.InterpreterBuilder
     needed = [(builder, "create_dot"), (builder, "cast_impl"), (autotuner.Autotuner, "_bench"),
@@ -750,66 +848,7 @@ def activate(fp32_dot: str = "tf32", parts=PARTS, allow_untested_triton: bool | 
         if owner is None or getattr(owner, name, None) is None:
             raise UsageError(f"triton {version}: {getattr(owner, '__name__', owner)}.{name} not found; "
                              "the fidelity patches do not fit this triton")
-
-    def install(owner, name, new):
-        _originals.setdefault((owner, name), owner.__dict__.get(name, _INHERITED))   # the first: a part may wrap
-        #                                                                              another's patch
-        setattr(owner, name, new)
-
-    if {"bf16_dot", "tf32", "dot_order"} & set(parts):
-        install(builder, "create_dot", _make_create_dot(builder.create_dot, "bf16_dot" in parts, "tf32" in parts,
-                                                        "dot_order" in parts))
-    if "bf16_round" in parts:
-        install(builder, "cast_impl", _make_cast_impl(builder.cast_impl))
-    if "autotune" in parts:
-        install(autotuner.Autotuner, "_bench", _make_bench(autotuner.Autotuner._bench))
-        from pathmdn_verify.platform import configs  # --configs: the per-check assignment (inert outside a check)
-        configs.install()
-    if "numpy_index" in parts:
-        install(interpreter, "_patch_lang_tensor", _make_patch_lang_tensor(interpreter._patch_lang_tensor))
-    if "tl_alias" in parts:
-        install(interpreter, "_patch_lang", _make_patch_lang(interpreter._patch_lang))
-    if "torch_cpu_device" in parts and not hasattr(torch.cpu, "device"):
-        install(torch.cpu, "device", _CpuDevice)
-    if "loop_index" in parts:
-        install(interpreter.ASTTransformer, "visit_For", _visit_for)
-        install(interpreter, LOOP_RANGE, _loop_range)
-    if "bf16_guard" in parts or "bf16_arith" in parts:
-        for owner, name in ((builder, "binary_op"), (builder, "unary_op"), (builder, "ternary_op"),
-                            (builder, "create_fma"), (interpreter.ReduceOps, "apply"),
-                            (interpreter.ScanOps, "apply")):
-            what = name if owner is builder else f"{owner.__name__}.{name}: a bf16 reduction or scan"
-            install(owner, name, _make_bf16_arith(getattr(owner, name), what, "bf16_arith" in parts,
-                                                  "bf16_guard" in parts))
-    if "fp32_fma" in parts:
-        contracting, fused_fma = _make_fp32_fma(builder.binary_op, builder.create_fma)
-        install(builder, "binary_op", contracting)
-        install(builder, "create_fma", fused_fma)
-    if "bf16_scalar" in parts:
-        install(builder, "get_bf16", _get_bf16)
-    if "lang_cache" in parts:
-        install(interpreter, "_patch_builtin", _patch_builtin_cached)
-    if "np_dtypes" in parts:
-        install(interpreter, "_get_np_dtype", _make_get_np_dtype(interpreter._get_np_dtype))
-    if "device_calls" in parts:
-        install(builder, "set_grid_dim", _make_set_grid_dim(builder.set_grid_dim))
-        install(interpreter.InterpretedFunction, "__call__", _device_call)
-    if "lazy_types" in parts:
-        import triton.language as tl
-        install(tl.core.tuple_type, "__init__", _tuple_type_init)
-        install(tl.core.tuple_type, "name", property(tuple_type_name))
-        install(tl.core.block_type, "__init__", _block_type_init)
-        install(tl.core.block_type, "name", property(block_type_name))
-        install(tl.core.tuple, "__init__", _tl_tuple_init)
-        install(tl.core.tuple, "type", property(_tl_tuple_type_get, _tl_tuple_type_set))
-    if "bounds" in parts:
-        install(interpreter.GridExecutor, "__call__", _make_grid_call(interpreter.GridExecutor.__call__))
-        for name, what, ptr_at, mask_at in (("create_masked_load", "load", 0, 1), ("create_masked_store", "store", 0, 2),
-                                            ("create_atomic_rmw", "atomic update", 1, 3),
-                                            ("create_atomic_cas", "atomic compare-and-swap", 0, None)):
-            install(builder, name, _make_bounds(getattr(builder, name), what, ptr_at, mask_at))
-    _state = {"installed": parts, "fp32_dot": fp32_dot, "triton": version, "tested": tested}
-    return active_parts()
+    return version, tested
 
 
 def is_active() -> bool:

@@ -16,7 +16,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from pathmdn_verify.core.ids import op_of
+from pathmdn_verify.core.errors import UsageError
+from pathmdn_verify.core.ids import NAME, CheckId, op_of
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,24 @@ class Mutant:
     new: str
     killers: tuple[str, ...]     # check ids expected to turn red
     count: int = 1               # occurrences of `old` the patch replaces
+
+    def __post_init__(self):
+        """A bad mutant is refused when it is made, naming the field."""
+        def bad(what: str):
+            raise ValueError(f"mutant {self.name!r}: {what}")
+        if not isinstance(self.name, str) or not NAME.fullmatch(self.name):
+            bad("name must be lower-case letters, digits and _ (it is a word of its check id)")
+        if not self.description or not self.path or Path(self.path).is_absolute() or ".." in Path(self.path).parts:
+            bad("description and path (a file inside the kernel package, relative) must be given")
+        if not self.old or self.old == self.new or not isinstance(self.count, int) or self.count < 1:
+            bad("old must be replaced by a different new, count >= 1 times")
+        if not self.killers or isinstance(self.killers, str):
+            bad("killers must be a tuple of the check ids expected to turn red")
+        for k in self.killers:
+            try:
+                CheckId.parse(k)
+            except UsageError as exc:
+                bad(f"killer {exc}")
 
     @property
     def ops(self) -> set[str]:

@@ -20,6 +20,7 @@ import torch
 from pathmdn_verify.references import mdn_oracle as MDN
 from pathmdn_verify.references import path_oracle as P
 from pathmdn_verify.core.precision import UNIT_ROUNDOFF
+from pathmdn_verify.core.records import scale_of
 
 U_ACC = UNIT_ROUNDOFF["fp32"]     # every kernel here accumulates in fp32
 LAMBDA = 4.0                      # the probabilistic bounds' lambda
@@ -138,8 +139,7 @@ def magnitudes(family: str, x64: dict, chunk: int | None, gate_scaled: bool | No
     """The input-dependent factors of the model bounds, measured once in float64: kappa (|| |terms| || / ||o||),
     the logit scale, the UT / chunk system's condition number."""
     if family in ("path", "fox"):
-        D = x64["q"].shape[-1]
-        kappa, s_max = _attention_terms(x64, D ** -0.5, gate_scaled, family == "path")
+        kappa, s_max = _attention_terms(x64, scale_of(x64), gate_scaled, family == "path")
         out = {"kappa": kappa, "logit_scale": s_max}
         if family == "path":
             out["condition"] = ut_condition(x64["w"], x64["beta"])

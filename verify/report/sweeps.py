@@ -18,7 +18,7 @@ from pathmdn_verify.core.precision import Precision
 from pathmdn_verify.ops.attention_ops import PathCase, path_inputs
 from pathmdn_verify.ops.mdn_ops import MdnCase, mdn_inputs
 
-# The report's words for a record's `report` family (verify/ops/: KernelOp.report) and for a reference form.
+# The report's words for a record's `report` family (verify/ops/: OpRecord.report) and for a reference form.
 FAMILIES = {"path": "PaTH", "fox": "FoX", "mdn": "MDN", "form": "reference form"}
 # The float32 chunk forms of references/mdn_oracle.py: not kernel ops (no record), so declared here.
 FORMS = {"stable": "reference stable chunk form", "log": "paper's log-domain chunk form"}
@@ -54,14 +54,14 @@ class Op:
         return f"{FAMILIES.get(self.family, self.family)} ({self.name})"
 
     def precision(self, dtype: str, fp32_dot: str) -> Precision:
-        return Precision.of(dtype, "ieee" if self.family == "form" else self.record.dot or fp32_dot)
+        return Precision.of(dtype, "ieee") if self.family == "form" else Precision.of_op(self.record, dtype, fp32_dot)
 
 
 _CHUNK = re.compile(r"chunk(\d+)$")
 
 
 def _chunk(name: str) -> int | None:
-    # KernelOp has no chunk-size field: a chunked kernel's record is named <...>chunk<N> (verify/ops/mdn_ops.py),
+    # OpRecord has no chunk-size field: a chunked kernel's record is named <...>chunk<N> (verify/ops/mdn_ops.py),
     # so the size is read off that naming rule, not off any particular op's name.
     m = _CHUNK.search(name)
     return int(m.group(1)) if m else None

@@ -32,7 +32,7 @@ from pathmdn_verify.core.errors import (UsageError, VariantUnsupported, innermos
                                          kernel_frame)
 from pathmdn_verify.core.inputs import as_oracle
 from pathmdn_verify.core.precision import Precision
-from pathmdn_verify.core.records import KernelOp, as_tuple, scale_of
+from pathmdn_verify.core.records import OpRecord, as_tuple, scale_of
 from pathmdn_verify.repro import standalone
 from pathmdn_verify.repro.calls import CALLS
 
@@ -44,7 +44,7 @@ FILES = ("repro.py", "tensors.pt", "bundle.json", "ISSUE.md")
 class Example:
     """What a bundle reproduces: a check's op, pass and dtype on inputs x (the kernel's dtypes, CPU tensors)."""
     check: str
-    op: KernelOp
+    op: OpRecord
     pass_: str
     dtype: str
     label: str          # the case label (pathmdn_verify.core.inputs.case_label), or the file it came from
@@ -54,7 +54,7 @@ class Example:
 
     @property
     def prec(self) -> Precision:
-        return Precision.of(self.dtype, self.op.dot or self.fp32_dot)
+        return Precision.of_op(self.op, self.dtype, self.fp32_dot)
 
 
 def tensors_of(ex: Example, expected: list[engine.Expected]) -> dict:
@@ -114,7 +114,7 @@ def document(ex: Example, expected: list[engine.Expected], measured: dict, title
     """bundle.json."""
     call = CALLS[ex.op.name]
     doc = {"format": FORMAT, "title": title, "check": ex.check, "op": ex.op.name, "pass": ex.pass_,
-           "dtype": ex.dtype, "example": ex.label, "seed": ex.seed, "fp32_dot": ex.op.dot or ex.fp32_dot,
+           "dtype": ex.dtype, "example": ex.label, "seed": ex.seed, "fp32_dot": Precision.of_op(ex.op, "fp32", ex.fp32_dot).dot,
            "entry": f"{call.module}.{call.function}", "budget_factor": ex.op.budget_factor[ex.pass_],
            "tensors": [{"name": e.name, "rel": e.budget.rel, "abs": e.budget.abs,
                         "same_dtype_rel": e.budget.same_dtype_rel, "same_dtype_abs": e.budget.same_dtype_abs}

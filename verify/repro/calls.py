@@ -1,6 +1,6 @@
 """How a repro bundle's repro.py calls each op's fla entry point: the call of the op's adapter in
 pathmdn_verify.kernels.fla_ops, written out as source that needs torch and fla alone (a bundle runs without this
-toolkit).  Each `kernel(entry, **inputs)` returns the op's outputs in its record's order (`KernelOp.outputs`);
+toolkit).  Each `kernel(entry, **inputs)` returns the op's outputs in its record's order (`OpRecord.outputs`);
 the scale is the checks' 1/sqrt(D), D the key head dim.  property_tests/slow/test_repro_slow.py runs every call
 against its adapter on the same inputs and expects the same tensors, bit for bit.
 """

@@ -40,10 +40,11 @@ def summary(output: str) -> str:
 
 
 def judge(folder: Path, python: str, import_root: Path, check: str) -> tuple[str, str, dict]:
-    """(fails | passes | skip, the reason in a few words, the step's record of the bundle's check)."""
+    """(fails | passes | skip, the reason in a few words, the step's outcome of the bundle's check: a results JSON's
+    check)."""
     status, output = run(folder, python, import_root)
     verdict = VERDICTS.get(status, "skip")
     reason = output if status is None else f"repro.py exit {status}: {summary(output)}"
-    record = {"id": check, "status": {"fails": "fail", "passes": "pass"}.get(verdict, "skip"), "measured": None,
-              "budget": None, "message": reason, "failures": [], "cached": False}
-    return verdict, reason, record
+    outcome = {"id": check, "status": {"fails": "fail", "passes": "pass"}.get(verdict, "skip"), "measured": None,
+               "budget": None, "message": reason, "failures": [], "cached": False}
+    return verdict, reason, outcome

@@ -14,13 +14,13 @@ from pathlib import Path
 from pathmdn_verify.core.ids import CheckId, op_of
 
 
-def structure_reached(records, profile: str) -> dict:
+def structure_reached(outcomes, profile: str) -> dict:
     """op -> pass -> factor -> declared / reached / missing levels (pathmdn_verify.core.boundaries.reached), from the
-    cases each searched check of the records evaluated (details["cases"])."""
+    cases each searched check of the outcomes evaluated (details["cases"])."""
     from pathmdn_verify import ops
     from pathmdn_verify.core import boundaries, examples
     by: dict[tuple[str, str], list] = {}
-    for r in records:
+    for r in outcomes:
         cid = CheckId.parse(r.id)
         if cid.searched and ops.OPS[cid.op].structure is not None:
             case_type = type(ops.OPS[cid.op].sample_case)

@@ -86,21 +86,21 @@ class Progress:
         if self.status is not None:
             self.status.stop()
 
-    def done(self, i: int, rec: Outcome) -> None:
+    def done(self, i: int, outcome: Outcome) -> None:
         if self.running.pop(i, None) is not None and self.status is not None:
             self._show()
-        res = rec.result
+        res = outcome.result
         st = res.status
         r = ratio(res)
         shown = "" if r is None else f"  ratio {r:.3g}" if math.isfinite(r) else f"  ratio {r}"
         kind = f" {res.kind}" if res.kind and st != "pass" else ""
-        took = f"cached from {c['run']}" if (c := res.details.get("cached")) else f"{rec.seconds:.1f}s"
-        self.console.print(f"\\[{i + 1:>{self.width}}/{self.total}] [{COLOURS[st]}]{st:5}[/] {rec.id}{kind}{shown}  "
-                           f"({took})", highlight=False, soft_wrap=True)
+        took = f"cached from {c['run']}" if (c := res.details.get("cached")) else f"{outcome.seconds:.1f}s"
+        self.console.print(f"\\[{i + 1:>{self.width}}/{self.total}] [{COLOURS[st]}]{st:5}[/] {outcome.id}{kind}"
+                           f"{shown}  ({took})", highlight=False, soft_wrap=True)
         if self.verbose or st in ("fail", "error"):
             self.console.print(f"    {escape(res.message)}", highlight=False, soft_wrap=True)
         if st in ("fail", "error"):
-            self.console.print(f"    reproduce: {rec.repro}", highlight=False, soft_wrap=True)
+            self.console.print(f"    reproduce: {outcome.repro}", highlight=False, soft_wrap=True)
             if self.debug and "traceback" in res.details:
                 self.console.print(res.details["traceback"], highlight=False, markup=False)
 
@@ -148,9 +148,9 @@ def print_summary(outcomes: list[Outcome], console: Console, wall_seconds: float
     console.print(f"{'interrupted after' if interrupted else 'total wall time'} {wall_seconds:.1f} s", highlight=False)
 
 
-def _without_id(rec: Outcome) -> str:
+def _without_id(outcome: Outcome) -> str:
     """The outcome's message without a leading "<its id>: " (the line that prints it names the check)."""
-    return rec.result.message.removeprefix(f"{rec.id}: ")
+    return outcome.result.message.removeprefix(f"{outcome.id}: ")
 
 
 def _print_not_reproduced(outcomes: list[Outcome], console: Console) -> None:
@@ -175,8 +175,8 @@ def _print_findings(xfailed: list[Outcome], console: Console) -> None:
     lists = sorted({r.result.details["expected_failure"].get("list") or "?" for r in xfailed})
     console.print(f"[yellow]{len(xfailed)} expected failure(s), {len(findings)} finding(s) "
                   f"(listed in {', '.join(lists)}):")
-    for cause, recs in findings.items():
-        what = recs[0].id if len(recs) == 1 else f"{recs[0].id} and {len(recs) - 1} more"
+    for cause, outcomes in findings.items():
+        what = outcomes[0].id if len(outcomes) == 1 else f"{outcomes[0].id} and {len(outcomes) - 1} more"
         console.print(f"  {what}: {escape(cause)}", highlight=False, soft_wrap=True)
 
 

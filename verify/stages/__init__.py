@@ -1,5 +1,5 @@
 """Stage-by-stage comparison: the data structures shared by the stage definitions (path_stages, fox_stages,
-mdn_stages, gdn_stages), the recorders that read a kernel's intermediates, and the one stage of a kernel
+mdn_stages, gdn_stages), the call captures that read a kernel's intermediates, and the one stage of a kernel
 that has no intermediate to read (`one_stage`).
 
 A stage is one step of a kernel's algorithm whose result the kernel materialises (a tensor written by one
@@ -50,6 +50,13 @@ class Stage:
     scale: float = 0.0
     judged: list[Verdict] | None = None     # verdicts made whole elsewhere (one_stage), instead of the tensors
 
+    def __post_init__(self):
+        if not self.name or not self.source or not isinstance(self.prec, Precision) or \
+                self.pass_ not in ("fwd", "bwd", "decode"):
+            raise ValueError(f"stage {self.name!r}: a name, the source that computes it, a Precision and the pass "
+                             f"(fwd, bwd or decode) whose budget factor judges it; got {self.source!r}, {self.prec!r}, "
+                             f"{self.pass_!r}")
+
     def piece(self, tensor: str) -> Piece:
         return self.tensors.setdefault(tensor, Piece())
 
@@ -64,21 +71,21 @@ class Stage:
 
 
 @contextlib.contextmanager
-def recording(module, names: tuple[str, ...]):
-    """Replace module.<name> for each name by a wrapper that records (kwargs, outputs) of every call, so
+def capturing(module, names: tuple[str, ...]):
+    """Replace module.<name> for each name by a wrapper that captures (args, kwargs, outputs) of every call, so
     that the kernel's own forward runs unchanged and its stage results can be read afterwards.
     Yields {name: [(args, kwargs, outputs), ...]}; the outputs are cloned (later stages may write in place)."""
     calls: dict[str, list] = {n: [] for n in names}
     saved = {n: getattr(module, n) for n in names}
 
     def wrap(name, fn):
-        def recorded(*args, **kwargs):
+        def captured(*args, **kwargs):
             out = fn(*args, **kwargs)
             outs = out if isinstance(out, tuple) else (out,)
             calls[name].append((args, kwargs, tuple(o.detach().clone() if isinstance(o, torch.Tensor) else o
                                                     for o in outs)))
             return out
-        return recorded
+        return captured
     for n, fn in saved.items():
         setattr(module, n, wrap(n, fn))
     try:
@@ -91,7 +98,7 @@ def recording(module, names: tuple[str, ...]):
 @contextlib.contextmanager
 def launches(module, kernels: dict[str, tuple[str, ...]]):
     """Replace each Triton kernel module.<name> by a stand-in whose launches (kernel[grid](**kwargs)) run the
-    kernel and then record clones of the named tensor arguments (what the kernel wrote): for the results of
+    kernel and then capture clones of the named tensor arguments (what the kernel wrote): for the results of
     kernels that a Python function launches one after another and never returns.
     Yields {name: [{argument: tensor}, ...]}, one dict per launch."""
     calls: dict[str, list] = {n: [] for n in kernels}
@@ -104,12 +111,12 @@ def launches(module, kernels: dict[str, tuple[str, ...]]):
         def __getitem__(self, grid):
             launch = self.kernel[grid]
 
-            def recorded(*args, **kwargs):
+            def captured(*args, **kwargs):
                 out = launch(*args, **kwargs)
                 calls[self.name].append({a: kwargs[a].detach().clone() for a in kernels[self.name]
                                          if isinstance(kwargs.get(a), torch.Tensor)})
                 return out
-            return recorded
+            return captured
 
         def __getattr__(self, attr):
             return getattr(self.kernel, attr)
@@ -128,7 +135,7 @@ def one_stage(name: str, source: str, pass_: str):
     for one upstream gradient drawn from seed 0) are judged as its kernel check judges them
     (pathmdn_verify.core.engine), so the table has one stage and says which."""
     def stages(op, x: dict, dtype: str, fp32_dot: str) -> list[Stage]:
-        prec = Precision.of(dtype, op.dot or fp32_dot)
+        prec = Precision.of_op(op, dtype, fp32_dot)
         judged = engine.measure_decode(op, x, prec) if pass_ == "decode" else engine.measure(op, pass_, x, prec, 0)
         return [Stage(name, source, prec, pass_, judged=judged)]
     return stages

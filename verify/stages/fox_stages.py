@@ -1,8 +1,8 @@
 """fla FoX (forgetting attention), stage by stage (fla/ops/forgetting_attn/parallel.py, which runs
 fla/ops/attn/parallel.py's ParallelAttentionFunction).
 
-The forward (and, for a backward check, the backward) runs unchanged; the functions it calls are recorded
-(stages.recording) and so are the launches of the backward's two kernels (stages.launches), whose results the
+The forward (and, for a backward check, the backward) runs unchanged; the functions it calls are captured
+(stages.capturing) and so are the launches of the backward's two kernels (stages.launches), whose results the
 launching function never returns.  Each result is compared, sequence by sequence and query head by query
 head, with the softmax-attention equations in float64 (docs/design.md section 4; references/path_oracle.py),
 scores s_ij = scale q_i.k_j + G_i - G_j for j <= i (fla's declared gate_scaled=False), G = cumsum g:
@@ -33,9 +33,10 @@ from pathmdn_verify import same_dtype
 from pathmdn_verify.core.errors import KernelUnavailable
 from pathmdn_verify.core.inputs import as_oracle, floats_as
 from pathmdn_verify.core.precision import Precision
+from pathmdn_verify.core.records import scale_of
 from pathmdn_verify.kernels import fla_ops
 from pathmdn_verify.references import path_oracle as P
-from pathmdn_verify.stages import Stage, judge_gradients, launches, recording
+from pathmdn_verify.stages import Stage, capturing, judge_gradients, launches
 
 MODULE = "fla.ops.attn.parallel"
 FORWARD = ("parallel_attn_fwd",)
@@ -47,13 +48,13 @@ LN2 = math.log(2.0)
 
 
 def run(x: dict, scale: float, do: torch.Tensor | None) -> tuple[dict, dict, dict]:
-    """fla's parallel_forgetting_attn on x, forward (and backward with upstream do), its stages recorded.
+    """fla's parallel_forgetting_attn on x, forward (and backward with upstream do), its stages captured.
     Returns ({function: [(args, kwargs, outputs), ...]}, {kernel: {argument: tensor}}, {input: gradient})."""
     from pathmdn_verify.core.engine import grads_of
     mod = fla_ops._import(MODULE)
     kernel = lambda **a: fla_ops.forgetting_attn(a["q"], a["k"], a["v"], a["g"], scale, a["cu_seqlens"])
     names = FORWARD + (BACKWARD if do is not None else ())
-    with recording(mod, names) as calls, launches(mod, KERNELS if do is not None else {}) as launched:
+    with capturing(mod, names) as calls, launches(mod, KERNELS if do is not None else {}) as launched:
         if do is None:
             with torch.no_grad():
                 kernel(**x)
@@ -90,8 +91,8 @@ def _head_grads(h: dict, q, k, v, do, scale, mm) -> dict:
 def stages(op, x: dict, dtype: str, fp32_dot: str, backward: bool = False) -> list[Stage]:
     """Run the kernel on x and return its stages, in the order it computes them."""
     assert not fla_ops.FOX_CONVENTIONS.gate_scaled, "the stage definitions follow fla's declared gate_scaled=False"
-    scale = x["q"].shape[-1] ** -0.5
-    wide, fp32 = Precision.of(dtype, fp32_dot), Precision.of("fp32", fp32_dot)
+    scale = scale_of(x)
+    wide, fp32 = Precision.of_op(op, dtype, fp32_dot), Precision.of_op(op, "fp32", fp32_dot)
     lse_prec = Precision("fp32", wide.dot)      # an fp32 tensor from the dtype's dots
     x64, x32 = as_oracle(x), floats_as(x, torch.float32)
     do = None

@@ -31,6 +31,7 @@ import torch
 from pathmdn_verify.references import mdn_oracle as MDN
 from pathmdn_verify.core.inputs import as_oracle, floats_as
 from pathmdn_verify.core.precision import Precision
+from pathmdn_verify.core.records import scale_of
 from pathmdn_verify.stages import Stage
 from pathmdn_verify.core.errors import KernelUnavailable
 
@@ -80,18 +81,18 @@ def run_forward(x: dict, chunk: int) -> dict:
     return seen
 
 
-def stages(x: dict, dtype: str, chunk: int, dot: str) -> list[Stage]:
-    """Run fla's chunk MDN on x and return its stages in the order the function computes them (fp32 dots in
-    the format `dot`)."""
+def stages(op, x: dict, dtype: str, fp32_dot: str, chunk: int) -> list[Stage]:
+    """Run fla's chunk MDN on x and return its stages in the order the function computes them (op's precision in
+    dtype: Precision.of_op)."""
     seen = run_forward(x, chunk)
     f = seen["once"]
-    prec = Precision.of(dtype, dot)
+    prec = Precision.of_op(op, dtype, fp32_dot)
     S = {n: Stage(n, local, prec) for n, local in STAGES}    # the locals of FUNCTION
     x64, x32 = as_oracle(x), floats_as(x, torch.float32)
     k_hat = prec.store(x32["eta"][..., None] * x32["k"])
     p = prec.store(torch.exp(x32["log_alpha"])[..., None] * x32["k"])
-    B, T, H, Dk = x["k"].shape
-    scale = Dk ** -0.5
+    B, T, H, _ = x["k"].shape
+    scale = scale_of(x)
     o_k = seen["o"]
     after = {n: seen[n][-len(seen["v_i"]):] for n in ("S_pre", "M_pre")}    # the states after each chunk
     for b in range(B):

@@ -12,6 +12,7 @@ from pathmdn_verify import same_dtype as SD
 from pathmdn_verify.core.inputs import as_oracle, floats_as
 from pathmdn_verify.core.metrics import rel_err
 from pathmdn_verify.core.precision import Precision
+from pathmdn_verify.core.records import scale_of
 from pathmdn_verify.ops.attention_ops import PathCase, path_inputs
 from pathmdn_verify.ops.mdn_ops import MdnCase, mdn_inputs
 
@@ -39,8 +40,8 @@ def fixed_input_errors(device: str = "cpu") -> dict[str, float]:
         x64 = as_oracle(x)
         x32 = {n: t if t is None or n == "cu_seqlens" else t.to(device) for n, t in floats_as(x, torch.float32).items()}
         q32, q64 = (t["q"].detach().clone().requires_grad_() for t in (x32, x64))
-        o = SD.path_attn(**{**x32, "q": q32}, prec=prec, scale=case.D ** -0.5, gate_scaled=True)
-        o64 = P.path_attn(**{**x64, "q": q64}, scale=case.D ** -0.5, gate_scaled=True)
+        o = SD.path_attn(**{**x32, "q": q32}, prec=prec, scale=scale_of(x), gate_scaled=True)
+        o64 = P.path_attn(**{**x64, "q": q64}, scale=scale_of(x), gate_scaled=True)
         o.sum().backward()
         o64.sum().backward()
         out[f"{name} (o)"] = rel_err(o.detach().cpu(), o64)

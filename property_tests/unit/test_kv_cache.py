@@ -1,9 +1,10 @@
-"""The generation cache of the layer checks (verify/layers/cache.py): the harness's cache keeps fla's protocol, and
-the tree's Cache is used only where it can run here and defines the operations a comparison needs."""
+"""The generation (key-value and state) cache of the layer checks (verify/layers/kv_cache.py): the harness's cache
+keeps fla's protocol, and the tree's Cache is used only where it can run here and defines the operations a
+comparison needs."""
 import pytest
 import torch
 
-from pathmdn_verify.layers import cache as C
+from pathmdn_verify.layers import kv_cache as C
 
 
 def _attn(B, T, fill):

@@ -1,0 +1,40 @@
+"""The unit tier imports no Triton and no kernel package (property_tests/conftest.py): planted tests, run by pytest
+in a child process under a copy of the conftest, fail there when they or their module import triton, once per
+package; the same tests in a cli folder pass (the control)."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CONFTEST = Path(__file__).resolve().parents[1] / "conftest.py"
+PLANTED = {"test_runtime.py": "def test_clean():\n    pass\n\n\ndef test_imports_triton():\n    import triton  # noqa: F401\n"
+                              "\n\ndef test_after():\n    import triton  # noqa: F401\n",
+           "test_module.py": "import triton  # noqa: F401\n\n\ndef test_first():\n    pass\n"}
+
+
+def _pytest(tmp_path, tier: str, name: str) -> subprocess.CompletedProcess:
+    shutil.copy(CONFTEST, tmp_path / "conftest.py")
+    (tmp_path / tier).mkdir(exist_ok=True)
+    (tmp_path / tier / name).write_text(PLANTED[name])
+    env = {**os.environ, "TRITON_INTERPRET": "1"}     # the conftest's other rule: triton only under the interpreter
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-rA",
+                           str(tmp_path / tier / name)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.mark.parametrize("name, failed", [("test_runtime.py", "test_imports_triton"), ("test_module.py", "test_first")])
+def test_a_unit_test_that_imports_triton_fails(tmp_path, name, failed):
+    r = _pytest(tmp_path, "unit", name)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "the unit tier imported ['triton']" in r.stdout
+    errors = [line for line in r.stdout.splitlines() if line.startswith("ERROR ")]
+    assert len(errors) == 1 and failed in errors[0], r.stdout        # once: the later tests are not blamed
+
+
+@pytest.mark.parametrize("name", list(PLANTED))
+def test_the_same_tests_in_the_cli_tier_pass(tmp_path, name):
+    r = _pytest(tmp_path, "cli", name)
+    assert r.returncode == 0, r.stdout + r.stderr
