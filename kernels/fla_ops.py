@@ -622,12 +622,49 @@ def gdn_entry(chunk: bool):
     return _entry("fla.ops.gated_delta_rule", (name,), GDN_REQUIRED)
 
 
+def gdn_chunk_backward_refusal() -> RuntimeError | None:
+    """fla's own refusal of the gated chunk backward (chunk_bwd_dqkwg in fla.ops.common.chunk_o; issue #640 of fla),
+    decided before any launch by fla's condition: IS_NVIDIA_HOPPER and TRITON_ABOVE_3_4_0 and not TRITON_ABOVE_3_7_1
+    (that module's flags), with no backend of fla's 'common' registry enabled to take the call instead (tilelang).
+    The exception is the one fla's function raises, from fla's code (its guard is its first statement and reads no
+    tensor).  None where fla would run the backward, or a tree without that guard (fla decides as it runs)."""
+    try:
+        chunk_o = importlib.import_module("fla.ops.common.chunk_o")
+        hopper, above_340, above_371 = (getattr(chunk_o, n) for n in
+                                        ("IS_NVIDIA_HOPPER", "TRITON_ABOVE_3_4_0", "TRITON_ABOVE_3_7_1"))
+        backends = importlib.import_module("fla.backends")
+        taken = (not getattr(backends, "_DISPATCH_DISABLED", False)
+                 and backends._load_operation_registry("common").get_active() is not None)
+        guard = inspect.unwrap(chunk_o.chunk_bwd_dqkwg)
+    except (ImportError, AttributeError):
+        return None
+    if not (hopper and above_340 and not above_371) or taken:
+        return None
+    try:
+        guard(None, None, None, None, None, None, g=torch.zeros(()))
+    except RuntimeError as exc:
+        return exc
+    except Exception:           # noqa: BLE001  the guard is gone: fla decides as it runs
+        return None
+    return None
+
+
+def _differentiated(*tensors) -> bool:
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
 def gated_delta_rule(q, k, v, g=None, beta=None, S0=None, output_final_state=None, cu_seqlens=None, scale=None,
                      chunk=True):
     """fla.ops.gated_delta_rule: chunk_gated_delta_rule (chunk=True) or fused_recurrent_gated_delta_rule
     -> (o [B, T, H, V], S_T [N, H, K, V], or None where output_final_state is False: the canonical call returns S_T
     unless told not to, as it always did).  g and beta left out (None) are passed as None: the fused recurrent
-    kernel's no decay and beta = 1; the chunk path requires both."""
+    kernel's no decay and beta = 1; the chunk path requires both.  A gated chunk call that will be differentiated
+    raises fla's own refusal of its backward before anything launches (gdn_chunk_backward_refusal), where fla
+    would raise it after compiling and running the forward and chunk_bwd_dv_local."""
+    refusal = gdn_chunk_backward_refusal() if chunk and g is not None and _differentiated(q, k, v, g, beta, S0) \
+        else None
+    if refusal is not None:
+        raise refusal
     return _call(gdn_entry(chunk), q=q, k=k, v=v, g=g, beta=beta, scale=scale, initial_state=S0,
                  output_final_state=output_final_state is not False, use_qk_l2norm_in_kernel=False,
                  cu_seqlens=None if cu_seqlens is None else cu_seqlens.long())
