@@ -64,6 +64,17 @@ def planted(registry, monkeypatch):
     return importlib.import_module("planted_checks")
 
 
+def pytest_collection_finish(session):
+    """No test module imports triton or fla at collection without the interpreter: compiled-mode kernels defined in
+    the pytest process make every later in-process activation of the fidelity layer refuse, in whichever tests share
+    the process (pytest-xdist), far from the module that did it.  Import them in a fixture (fidelity first)."""
+    found = kernel_packages(sys.modules)
+    if found and os.environ.get("TRITON_INTERPRET") != "1":
+        raise pytest.UsageError(f"the collection imported {sorted(found)} without the Triton interpreter: a test "
+                                "module imports it at its top; import it in a fixture, after "
+                                "pathmdn_verify.platform.fidelity.prepare_cpu_kernels()")
+
+
 @pytest.fixture(autouse=True)
 def no_compiled_mode_triton_in_this_process():
     """A test may import triton or fla in the pytest process only with the interpreter on (TRITON_INTERPRET=1,

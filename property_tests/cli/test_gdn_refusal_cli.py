@@ -8,7 +8,16 @@ import torch
 
 from pathmdn_verify.kernels import fla_ops
 
-fla_chunk_o = pytest.importorskip("fla.ops.common.chunk_o")
+fla_chunk_o = None      # fla.ops.common.chunk_o, imported with the interpreter on (the fixture below)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def interpreter():
+    """fla imported only with the interpreter on (never at collection: later tests of this process need it)."""
+    global fla_chunk_o
+    from pathmdn_verify.platform import fidelity
+    fidelity.prepare_cpu_kernels()
+    fla_chunk_o = pytest.importorskip("fla.ops.common.chunk_o")
 
 
 def _inputs(grad: bool) -> dict:

@@ -1,6 +1,7 @@
 """The unit tier imports no Triton and no kernel package (property_tests/conftest.py): planted tests, run by pytest
 in a child process under a copy of the conftest, fail there when they or their module import triton, once per
-package; the same tests in a cli folder pass (the control)."""
+package; the same tests in a cli folder pass (the control).  In any tier, a module that imports triton at
+collection without the interpreter stops the session (the control: the same module under the interpreter)."""
 import os
 import shutil
 import subprocess
@@ -15,11 +16,11 @@ PLANTED = {"test_runtime.py": "def test_clean():\n    pass\n\n\ndef test_imports
            "test_module.py": "import triton  # noqa: F401\n\n\ndef test_first():\n    pass\n"}
 
 
-def _pytest(tmp_path, tier: str, name: str) -> subprocess.CompletedProcess:
+def _pytest(tmp_path, tier: str, name: str, interpret: str = "1") -> subprocess.CompletedProcess:
     shutil.copy(CONFTEST, tmp_path / "conftest.py")
     (tmp_path / tier).mkdir(exist_ok=True)
     (tmp_path / tier / name).write_text(PLANTED[name])
-    env = {**os.environ, "TRITON_INTERPRET": "1"}     # the conftest's other rule: triton only under the interpreter
+    env = {**os.environ, "TRITON_INTERPRET": interpret}     # the conftest's other rule: triton under the interpreter
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-rA",
                            str(tmp_path / tier / name)], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=300)
@@ -38,3 +39,10 @@ def test_a_unit_test_that_imports_triton_fails(tmp_path, name, failed):
 def test_the_same_tests_in_the_cli_tier_pass(tmp_path, name):
     r = _pytest(tmp_path, "cli", name)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("interpret, code", [("0", 4), ("1", 0)])
+def test_a_module_importing_triton_without_the_interpreter_stops_the_collection(tmp_path, interpret, code):
+    r = _pytest(tmp_path, "cli", "test_module.py", interpret=interpret)
+    assert r.returncode == code, r.stdout + r.stderr
+    assert ("the collection imported ['triton'] without the Triton interpreter" in r.stdout + r.stderr) == bool(code)

@@ -35,7 +35,7 @@ GPU_BUNDLES = [b for b in BUNDLES if needs_gpu(b)]
 
 # the fixes known for findings (docs/repro/README.md): applied to a copy of fla, the bundle must pass
 FIXES = {
-    "path_dv_offset": Mutant("dv_offset_by_V", "dv offset by the value head dim",
+    "path_dv_offset": Mutant("dv_offset_by_v", "dv offset by the value head dim",
                              "ops/path_attn/parallel_path_bwd_inter_dkv.py", "dv += (bos * HQ + i_hq) * K",
                              "dv += (bos * HQ + i_hq) * V", ()),
     "path_fp16_factors": Mutant("fp32_householder_factors", "the Householder factors kept in fp32",

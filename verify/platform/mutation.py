@@ -27,7 +27,7 @@ class Mutant:
     path: str                    # file inside the fla package, e.g. "ops/path_attn/parallel_path_fwd.py"
     old: str
     new: str
-    killers: tuple[str, ...]     # check ids expected to turn red
+    killers: tuple[str, ...]     # check ids expected to turn red (an op's mutants name at least one: OpRecord)
     count: int = 1               # occurrences of `old` the patch replaces
 
     def __post_init__(self):
@@ -40,7 +40,7 @@ class Mutant:
             bad("description and path (a file inside the kernel package, relative) must be given")
         if not self.old or self.old == self.new or not isinstance(self.count, int) or self.count < 1:
             bad("old must be replaced by a different new, count >= 1 times")
-        if not self.killers or isinstance(self.killers, str):
+        if not isinstance(self.killers, tuple):     # empty: a patch built alone (a known fix), never run as a mutant
             bad("killers must be a tuple of the check ids expected to turn red")
         for k in self.killers:
             try:
