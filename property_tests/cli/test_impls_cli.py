@@ -7,8 +7,11 @@ import pathmdn_verify as pv
 
 
 def test_unsupported_variants_are_skips_and_the_rest_is_judged():
+    import os
     pv.implement("path_attn", exact, name="t_run", fp32_dot="ieee", dtypes=("fp32",))
+    before = os.environ.get("VERIFY_IMPLS")
     results = {r.id: r for r in pv.check("t_run", select="fwd and beta_uniform", profile="ci", workers="0")}
+    assert os.environ.get("VERIFY_IMPLS") == before      # the caller's process keeps its environment
     bf16, fp32 = (results[f"kernel.t_run.path_attn.fwd.{d}.beta_uniform"] for d in ("bf16", "fp32"))
     assert bf16.status == "skip" and bf16.kind == "unsupported" and "offers no bf16" in bf16.message
     # fp32 ran its cases but the varlen ones, which it says it did not run and why

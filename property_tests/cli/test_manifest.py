@@ -81,8 +81,8 @@ def test_what_is_not_a_manifest_is_a_usage_error(tmp_path, capsys):
 
 
 def test_the_committed_manifests_read_and_name_their_scope():
-    """.ci/manifests/<device class>-<profile>.txt, the CPU's at the two profiles CI runs (.ci/run compares each
-    run with its own)."""
+    """.ci/manifests/<device class>[-<card>]-<profile>.txt: the CPU's at the two profiles CI runs (.ci/run compares each
+    run with its own), and a GPU's (README.md's command), all without a failure."""
     from pathmdn_verify.commands.manifest import read
     folder = Path(__file__).resolve().parents[2] / ".ci" / "manifests"
     found = sorted(folder.glob("*.txt"))

@@ -133,7 +133,7 @@ def test_bad_input_is_exit_2_and_touches_nothing(history, tmp_path, capsys):
         ({"--good": shas["docs"]}, [], "same commit"),
         ({"--good": shas["docs2"]}, [], "not an ancestor"),
         ({"--good": shas["plant"], "--bad": shas["docs"]}, ["--fixed"], "not an ancestor"),
-        ({"--id": "kernel.nope"}, [], "no kernel check matches"),
+        ({"--id": "kernel.nope"}, [], "no kernel or layer check matches"),
         ({"--import-root": "sub"}, [], "no fla/__init__.py"),
     ]
     for options, flags, reason in cases:

@@ -432,8 +432,9 @@ def test_fla_fp32_ieee(e2e):
 
 
 def test_fla_bf16_garbage_without_dot_fix(e2e):
+    """Garbage: an error above 1 or not a number at all (NaN compares False with every bound)."""
     r = e2e["bf16_no_bf16_dot"]
-    assert r["path"] > 1.0 and r["fox"] > 1.0, r
+    assert all(not r[k] <= 1.0 for k in ("path", "fox")), r
 
 
 def test_fla_bf16_truncating_casts_visible(e2e):

@@ -38,7 +38,19 @@ def _verify(tmp_path, *args, env_extra=None):
     return proc
 
 
-def test_a_toy_op_gets_every_command_from_its_record_alone(tmp_path):
+@pytest.fixture
+def toy_declared_here_only():
+    """The toy op's declaration (its import below) is undone after the test: the op table and the check registry
+    are this process's, which later tests share (pytest-xdist)."""
+    from pathmdn_verify.core.registry import REGISTRY
+    table, checks = dict(ops.OPS), dict(REGISTRY)
+    yield
+    ops.OPS.clear(), ops.OPS.update(table)
+    REGISTRY.clear(), REGISTRY.update(checks)
+    sys.modules.pop("toy_op", None)
+
+
+def test_a_toy_op_gets_every_command_from_its_record_alone(tmp_path, toy_declared_here_only):
     listed = _verify(tmp_path, "list", "-k", "toy_scalar_gate")
     assert listed.returncode == 0, listed.stderr
     ids = [line.split()[0] for line in listed.stdout.splitlines()]

@@ -180,7 +180,7 @@ for name, call in sorted(CALLS.items()):
     op = ops.OPS[name]
     dtype = "fp32" if "fp32" in op.dtypes else "bf16"
     x = case_inputs(op, op.sample_case, {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype], "cpu")
-    scope = {}
+    scope = {"torch": torch}     # repro.py imports torch above the call
     exec(call.source, scope)
     entry, why = standalone.entry_point(call.module, call.function, call.keywords)
     assert entry is not None, why

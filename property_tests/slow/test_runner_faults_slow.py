@@ -54,7 +54,8 @@ def test_a_signal_while_the_run_waits_on_a_stopped_fork_server_ends_it_within_5_
     out, marker = tmp_path / "out.json", tmp_path / "server.stopped"
     monkeypatch.setenv(MARKER_ENV, str(marker))
     proc = subprocess.Popen(verify_command("all", *id_args("pass", "stop_server", "hypothesis"), "--device", "cpu",
-                                           "--workers", "1", "--check-timeout", "120", "--json", out),
+                                           "--workers", "1", "--check-timeout", "120", "--json", out,
+                                           "--cache-dir", tmp_path / "vc"),     # no kept durations: pass runs first
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         wait_for_marker(marker, proc)

@@ -65,7 +65,8 @@ def test_interrupt_writes_what_finished_and_marks_the_rest_not_run(planted, tmp_
     out.write_text("stale")
     monkeypatch.setenv(MARKER_ENV, str(marker))
     proc = subprocess.Popen(verify_command("all", *id_args("pass", "hang"), "--device", "cpu", "--workers", "1",
-                                           "--json", out), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                           "--json", out, "--cache-dir", tmp_path / "vc"),   # a fresh cache: no kept
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)   # durations, pass first
     try:
         worker = wait_for_marker(marker, proc)
         assert not out.exists()          # the stale result is gone from the start

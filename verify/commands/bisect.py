@@ -447,8 +447,8 @@ def step(spec_path: str) -> int:
     """Run the spec's checks on the fla package of the current checkout; write its record; return
     0/1/125 in git bisect run's terms."""
     from pathmdn_verify.platform import reads
-    reads.install()                   # what the step's checks read: the verdict cache's inputs
-    spec = json.loads(Path(spec_path).read_text())
+    spec = json.loads(Path(spec_path).read_text())    # the step's spec keys its verdicts (ids, replay): no input
+    reads.install()                   # what the step's checks read from here on: the verdict cache's inputs
     sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     spec["commit"] = sha
     try:
@@ -484,6 +484,8 @@ def _step(spec: dict) -> tuple[str, str, list[dict]]:
     from pathmdn_verify.run import runner
     from pathmdn_verify.run import load_checks
     load_checks()                                      # the toolkit's modules first, then the kernel package
+    # the verdict cache keyed before the tree joins PYTHONPATH: where the tree lies is no input (its files are)
+    kept = verdicts.VerdictCache(Path(spec["cache"]), spec["device"]) if spec.get("cache") else None
     root = activate(str(Path(spec["import_root"]).resolve()))   # import path and, for old trees, the import shim
     ctx = Context(device=spec["device"], profile=spec["profile"], seed=spec["seed"], fp32_dot=spec["fp32_dot"],
                   kernel_root=root, examples=spec["examples"])
@@ -500,19 +502,18 @@ def _step(spec: dict) -> tuple[str, str, list[dict]]:
         return "skip", f"fla was imported from {origin}, not from {root}", []
     for cid, labels in spec["replay"].items():   # the cases drawn at the reference commit run first
         ops.REPLAY[cid] = [case_from_label(cid, lb) for lb in labels]
-    verdicts = verdicts.VerdictCache(Path(spec["cache"]), spec["device"]) if spec.get("cache") else None
     records, read = [], set()           # every file this process read, so far
     for cid in spec["ids"]:
         extra = {"replay": spec["replay"].get(cid, [])}     # what the step runs first decides its verdict too
-        rec = verdicts and verdicts.get(cid, ctx, Path(root), extra)   # the same files as a commit already judged
+        rec = kept and kept.get(cid, ctx, Path(root), extra)   # the same files as a commit already judged
         if rec is None:
             try:
                 rec = runner.execute(REGISTRY[cid], ctx)        # raw verdicts: no expected-failure list
             except UsageError as exc:                            # an entry point the package does not offer
                 return "skip", str(exc), records
             read.update(rec.reads[1])
-            if verdicts is not None:
-                verdicts.put(rec, ctx, spec["commit"], read, Path(root), extra)
+            if kept is not None:
+                kept.put(rec, ctx, spec["commit"], read, Path(root), extra)
         records.append({"id": cid, "status": rec.result.status, "measured": _num(rec.result.measured),
                         "budget": _num(rec.result.budget), "message": rec.result.message,
                         "failures": failures(rec), "cached": "cached" in rec.result.details})

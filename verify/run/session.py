@@ -24,7 +24,7 @@ from pathmdn_verify.core.errors import UsageError
 from pathmdn_verify.core.ids import CheckId
 from pathmdn_verify.core.registry import Check, Context
 from pathmdn_verify.core.results import Outcome
-from pathmdn_verify.run import load_checks, runner, verdicts
+from pathmdn_verify.run import IMPLS_ENV, load_checks, runner, verdicts
 from pathmdn_verify.run import xfail_list
 
 # checks that import the kernel package (their workers import it first, after the interpreter fidelity layer)
@@ -89,7 +89,7 @@ def implementations(specs: tuple[str, ...]) -> tuple[str, ...]:
     """The implementation names of --impl SPEC... (the built-in fla when none), loaded in this process, and how
     the run's workers find them again ($VERIFY_IMPLS: each one's own spec, or the file that defines it)."""
     from pathmdn_verify.ops.impls import BUILT_IN, registered
-    from pathmdn_verify.run import IMPLS_ENV, load_impl
+    from pathmdn_verify.run import load_impl
     specs = tuple(specs) or (BUILT_IN,)
     load_checks()       # the installed plug-ins, whose names a spec may give
     names = tuple(dict.fromkeys(n for s in specs for n in load_impl(s)))
@@ -127,6 +127,7 @@ class Session:
         if o.configs == "autotune" and self.device == "cpu":
             raise UsageError("--configs autotune: Triton's timing needs a GPU; on the cpu every config ties (use cover)")
         self.durations = _durations(o.durations) if o.durations else None     # start order and shards
+        self._impls_env = os.environ.get(IMPLS_ENV)   # the caller's, back at close (pv.check runs in its process)
         self.impls = implementations(o.impls)
         self.chosen = self._select()
         self.kernels = any(c.id.startswith(KERNEL_PREFIXES) for c in self.chosen)
@@ -301,9 +302,15 @@ class Session:
             pool.close()
 
     def close(self) -> None:
+        """The workers end; the caller's process gets its $VERIFY_IMPLS back (a later run or command in it loads
+        only the implementations it names)."""
         if self.pool is not None:
             self.pool.close()
             self.pool = None
+        if self._impls_env is None:
+            os.environ.pop(IMPLS_ENV, None)
+        else:
+            os.environ[IMPLS_ENV] = self._impls_env
 
 
 def _durations(path: str) -> dict[str, float]:
