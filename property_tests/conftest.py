@@ -24,9 +24,13 @@ for folder in (*(HERE / t for t in TIERS), HERE):
         sys.path.insert(0, str(folder))
 
 
+SLOW_BUDGET_S = 180.0     # a slow-tier test's time budget (its call), unless it declares its own: budget(seconds)
+
+
 def pytest_configure(config):
     """The runs the tests start keep and reuse verdicts in this session's own cache, shared by its xdist workers,
     never a user's (~/.triton/verify-verdicts); a test of the cache names its own folder."""
+    config.addinivalue_line("markers", "budget(seconds): a slow-tier test's time budget, in place of SLOW_BUDGET_S")
     if "VERIFY_CACHE_DIR" not in os.environ:
         base = config._tmp_path_factory.getbasetemp() if hasattr(config, "_tmp_path_factory") else None
         root = Path(base).parent if base is not None and hasattr(config, "workerinput") else base
@@ -36,6 +40,26 @@ def pytest_configure(config):
 settings.register_profile("ci", derandomize=True, database=None, deadline=None, print_blob=True)
 settings.register_profile("dev", deadline=None, print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+def budget_of(item) -> float | None:
+    """The seconds a test's call may take: slow-tier tests only (their marker's, else SLOW_BUDGET_S)."""
+    if item.path.parent.name != "slow":
+        return None
+    mark = item.get_closest_marker("budget")
+    return float(mark.args[0]) if mark else SLOW_BUDGET_S
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A slow-tier test that passed past its time budget fails, saying by how much (the tier keeps only end-to-end
+    paths, each within a budget: README.md)."""
+    outcome = yield
+    report = outcome.get_result()
+    budget = budget_of(item)
+    if call.when == "call" and report.passed and budget is not None and call.duration > budget:
+        report.outcome = "failed"
+        report.longrepr = f"{item.nodeid}: {call.duration:.0f} s, over its time budget of {budget:.0f} s"
 
 
 def pytest_collection_modifyitems(items):

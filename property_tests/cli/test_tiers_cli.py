@@ -13,7 +13,9 @@ import pytest
 CONFTEST = Path(__file__).resolve().parents[1] / "conftest.py"
 PLANTED = {"test_runtime.py": "def test_clean():\n    pass\n\n\ndef test_imports_triton():\n    import triton  # noqa: F401\n"
                               "\n\ndef test_after():\n    import triton  # noqa: F401\n",
-           "test_module.py": "import triton  # noqa: F401\n\n\ndef test_first():\n    pass\n"}
+           "test_module.py": "import triton  # noqa: F401\n\n\ndef test_first():\n    pass\n",
+           "test_timed.py": "import time\n\nimport pytest\n\n\n@pytest.mark.budget(1)\ndef test_over():\n"
+                            "    time.sleep(1.5)\n\n\n@pytest.mark.budget(60)\ndef test_within():\n    time.sleep(1.5)\n"}
 
 
 def _pytest(tmp_path, tier: str, name: str, interpret: str = "1") -> subprocess.CompletedProcess:
@@ -46,3 +48,12 @@ def test_a_module_importing_triton_without_the_interpreter_stops_the_collection(
     r = _pytest(tmp_path, "cli", "test_module.py", interpret=interpret)
     assert r.returncode == code, r.stdout + r.stderr
     assert ("the collection imported ['triton'] without the Triton interpreter" in r.stdout + r.stderr) == bool(code)
+
+
+@pytest.mark.parametrize("tier, failed", [("slow", ["test_over"]), ("cli", [])])
+def test_a_slow_test_past_its_time_budget_fails(tmp_path, tier, failed):
+    """The slow tier's time budgets (conftest.py: budget(seconds), else SLOW_BUDGET_S); the other tiers have none."""
+    r = _pytest(tmp_path, tier, "test_timed.py")
+    assert r.returncode == (1 if failed else 0), r.stdout + r.stderr
+    assert [n for n in ("test_over", "test_within") if f"FAILED {tier}/test_timed.py::{n}" in r.stdout] == failed
+    assert ("over its time budget of 1 s" in r.stdout) == bool(failed), r.stdout

@@ -1,8 +1,10 @@
 """Proof of teeth: `verify mutants` kills every planted bug of the op and layer records at the ci profile."""
+import pytest
 from helpers import ids, run_cli
 from test_mutants import MUTANTS
 
 
+@pytest.mark.budget(900)         # 380 s in a loaded run of the whole suite on 2 cores
 def test_every_mutant_is_killed(tmp_path):
     """The full `verify mutants` run at the ci profile (about 3 minutes on a quiet 2-core CPU)."""
     r, doc = run_cli("mutants", "--device", "cpu", "--json", tmp_path / "m.json")
