@@ -5,9 +5,13 @@ cache on and off, and the checks after them pass; SIGTERM while the run waits on
 within 5 s with its partial result and no traceback."""
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import subprocess
 import time
+import uuid
+from pathlib import Path
 
 import pytest
 from helpers import MARKER_ENV, PATIENCE, id_args, load, verify_command, wait_for_marker
@@ -16,11 +20,33 @@ EXPECTED = {"pass": ("pass", None), "exit": ("fail", "crashed"), "sigkill": ("fa
             "kill_server": ("fail", "crashed"), "hypothesis": ("pass", None), "odd_seeds": ("pass", None)}
 
 
+def _left_running(tag: str) -> list[int]:
+    """The processes (Linux /proc) whose environment holds tag: what a run started and left behind."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            if tag.encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+    return found
+
+
 def _run(tmp_path, names, *args) -> tuple[subprocess.CompletedProcess, dict, float]:
-    out = tmp_path / "out.json"
+    """The run, and then no process it started still running (a worker of a fork server a check killed outlived
+    the run once, holding its stdout: the run had ended, its caller waited on the pipe)."""
+    out, tag = tmp_path / "out.json", f"PV_RUN_TAG={uuid.uuid4().hex}"
     t0 = time.monotonic()
-    proc = subprocess.run(verify_command("all", *id_args(*names), "--device", "cpu", "--json", out, *args),
-                          capture_output=True, text=True, timeout=PATIENCE)
+    with open(tmp_path / "stdout", "w") as o, open(tmp_path / "stderr", "w") as e:   # files: a process left
+        proc = subprocess.run(verify_command("all", *id_args(*names), "--device", "cpu", "--json", out, *args),
+                              stdout=o, stderr=e, text=True, timeout=PATIENCE,   # holding a pipe would hide here
+                              env={**os.environ, "PV_RUN_TAG": tag.split("=", 1)[1]})
+    proc.stdout, proc.stderr = (tmp_path / "stdout").read_text(), (tmp_path / "stderr").read_text()
+    until = time.monotonic() + 5
+    while (left := _left_running(tag)) and time.monotonic() < until:
+        time.sleep(0.2)
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    assert not left, f"processes of the run still running after it ended: {left}"
     doc = load(out) if out.exists() else None
     assert doc is not None, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc, {c["id"].removeprefix("test.planted."): (c["status"], c["kind"]) for c in doc["checks"]}, \

@@ -131,6 +131,28 @@ def _kill_fork_server() -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+def _kill_worker(process) -> None:
+    """Kill a worker process.  One forked by a fork server that has since died reads as ended (multiprocessing's
+    poll gets EOF from the dead server and says 255) while it runs on, holding its own task queue's both ends (it
+    would never see EOF) and the run's stdout: it is killed by pid while /proc says it is still a multiprocessing
+    child (not a pid reused since)."""
+    if process is None:
+        return
+    if process.is_alive():
+        process.kill()
+        return
+    popen = getattr(process, "_popen", None)
+    if popen is None or getattr(popen, "returncode", None) != 255 or not hasattr(popen, "sentinel"):
+        return
+    try:
+        cmdline = Path(f"/proc/{process.pid}/cmdline").read_bytes()
+    except OSError:
+        return                                  # gone (or no /proc: nothing to be sure of)
+    if b"multiprocessing" in cmdline:
+        with contextlib.suppress(OSError):
+            os.kill(process.pid, signal.SIGKILL)
+
+
 def _reaped(threads: list[threading.Thread], until: float) -> bool:
     """Whether the executors' manager threads ended (their workers' ends reported) by `until`: the interpreter
     joins them as it exits."""
@@ -470,6 +492,8 @@ class Workers:
             if not forked:
                 raise UsageError(f"a worker process could not be started: {type(exc).__name__}: {exc}") from None
             self.context = multiprocessing.get_context("spawn")
+            for process in list((getattr(slot.executor, "_processes", None) or {}).values()):
+                _kill_worker(process)            # forked before the server stalled: it would outlive the run
             _shutdown(slot.executor)
             slot.executor = cf.ProcessPoolExecutor(1, mp_context=self.context, initializer=_worker_init,
                                                    initargs=(self.debug, {**os.environ, **slot.env}, list(sys.path)))
@@ -481,8 +505,7 @@ class Workers:
 
     @staticmethod
     def _kill(slot: _Slot) -> None:
-        if slot.process is not None and slot.process.is_alive():
-            slot.process.kill()
+        _kill_worker(slot.process)
         _shutdown(slot.executor, cancel=True)
 
     def close(self) -> None:
