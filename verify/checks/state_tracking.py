@@ -1,17 +1,7 @@
-"""kernel.fla.path_attn.state_tracking.<dtype>: the PaTH paper's identity-permutation construction.
-
-Backup slide "two heads distinguish the identity permutation" (seed 000, Appendix A of the paper):
-token t = 1..n applies the swap of two of five coordinates as an exact reflection (beta = 2,
-w = (e_a - e_b)/sqrt 2).  The start token's key k_0 = (1, 2, 3, 4, 5, -54.5, 0, ...) and the last query
-q_n = n (1, 2, 3, 4, 5, 1, 0, ...) make the path logit
-
-    s_0 = k_0^T H_1 ... H_n q_n = n (sum_r r pi(r) - 54.5),
-
-n/2 for the identity and at most -n/2 otherwise.  All other keys are zero and only v_0 = e_1 is nonzero,
-so the output's first coordinate is a_0 = e^{s_0} / (e^{s_0} + n), and the two-head decision is
-sign(a_0 - 1/(n+1)).  The check reports the largest n at which the kernel decides every sampled
-sequence correctly; the float64 oracle must decide correctly at every n tried.
-"""
+"""kernel.fla.path_attn.state_tracking.<dtype>: the PaTH paper's identity-permutation construction (its
+equations in pathmdn_verify.ops.state_tracking, shared with the report's state sweep) run through the kernel at
+each n of the profile.  The check reports the largest n at which the kernel decides every sampled sequence
+correctly; the float64 oracle must decide correctly at every n tried."""
 from __future__ import annotations
 
 import math
