@@ -206,6 +206,23 @@ def test_a_file_changed_during_the_run_is_not_kept(tmp_path, root):
                                                                 {str(root / "fla/chunk.py")}, root)
 
 
+def test_each_read_file_is_named_and_hashed_once_per_run(tmp_path, root, monkeypatch):
+    """Every check of a worker reports all the worker read so far (thousands of files, in the reporting process,
+    between two checks): each file is named and hashed once per run, however many checks report it."""
+    files = [root / "fla" / f"m{i}.py" for i in range(40)]
+    for f in files:
+        f.write_text(f"X = {f.name!r}\n")
+    calls = {"where": 0, "_sha": 0}
+    for name, fn in (("where", verdicts.where), ("_sha", verdicts._sha)):
+        monkeypatch.setattr(verdicts, name, lambda *a, _fn=fn, _n=name: calls.__setitem__(_n, calls[_n] + 1) or _fn(*a))
+    vc = _past(verdicts.VerdictCache(tmp_path / "c", "cpu"))
+    for n in range(10, 41, 10):           # four checks, each reporting the reads so far
+        assert vc.put(_outcome(), Context(seed=n), "run-1", {str(f) for f in files[:n]}, root)
+    assert calls["where"] == 40 and calls["_sha"] - 40 < 20, calls      # the rest: list and entry names
+    hit = verdicts.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(seed=40), root)
+    assert hit is not None and hit.result.status == "pass"
+
+
 def test_reads_not_observed_keep_nothing(tmp_path, root):
     """A check whose reads are not known (run in the caller's process, a worker's report missed) is never kept."""
     vc = _past(verdicts.VerdictCache(tmp_path / "c", "cpu"))

@@ -178,6 +178,7 @@ class ReadLists:
         self.digests: dict[Path, str | None] = {}
         self.changed: set[Path] = set()               # files modified since the run started
         self.verified: dict[str, bool] = {}           # a list's id -> whether its files all match here
+        self.named: dict[str, dict] = {}               # kernel root -> {read path: ReadLists._named's tuple}
 
     def digest(self, f: Path) -> str | None:
         if f not in self.digests:
@@ -195,15 +196,27 @@ class ReadLists:
     def files(self, list_id: str) -> dict[str, str | None]:
         return json.loads(self._path(list_id).read_text())
 
+    def _named(self, reads, root: Path | None) -> list[tuple[str, str, str | None, bool]]:
+        """Each read file's name in an entry, the list it is kept in, its sha256 and whether it changed during the
+        run, sorted by name: each file once per run (every check of a worker reports the worker's reads so far,
+        thousands of files)."""
+        memo = self.named.setdefault(str(root), {})
+        for f in reads:
+            if f not in memo:
+                name, path = where(f, root), Path(f)
+                sha = self.digest(path)
+                memo[f] = (name, _group(name), sha, path in self.changed)
+        return sorted(memo[f] for f in reads)
+
     def keep(self, reads, root: Path | None) -> dict[str, str] | None:
         """Keep the lists of the files `reads` (absolute paths), grouped by folder: {group: list id}; None when a
         file changed during the run."""
-        digests = {where(f, root): self.digest(Path(f)) for f in sorted(reads)}
-        if self.changed & {Path(f) for f in reads}:
+        named = self._named(reads, root)
+        if any(changed for *_, changed in named):
             return None
         lists: dict[str, dict] = {}
-        for name, sha in digests.items():
-            lists.setdefault(_group(name), {})[name] = sha
+        for name, group, sha, _ in named:
+            lists.setdefault(group, {})[name] = sha
         out = {}
         for group, files in sorted(lists.items()):
             text = json.dumps(files, sort_keys=True)
