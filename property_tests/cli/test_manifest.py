@@ -105,3 +105,26 @@ def test_all_cached_requires_every_verdict_reused(tmp_path, capsys, written):
     code, out = _manifest(tmp_path, capsys, "check", some, written, "--all-cached")
     assert code == 1 and "kernel.fla.a.fwd.bf16.typical: ran again, not reused from the verdict cache" in out
     assert _manifest(tmp_path, capsys, "check", some, written)[0] == 0       # without the flag: statuses alone
+
+
+def test_a_manifest_of_several_runs_keeps_each_verdict_seen(tmp_path, capsys):
+    """Written from two runs of one scope that differ on one check (a defect whose outcome depends on the memory
+    it reads), the line holds both verdicts and a run with either matches; a third verdict, and a check that
+    agreed in both runs changed, are differences.  Runs of another scope or selection are refused."""
+    flaky = "kernel.fla.a.bwd.bf16.floor"
+    one = _write_run(tmp_path / "one.json")
+    two = _write_run(tmp_path / "two.json", {**CHECKS, flaky: ("xfail", "cuda_fatal")})
+    manifest = tmp_path / "m.txt"
+    assert _manifest(tmp_path, capsys, "write", one, two, manifest)[0] == 0
+    assert f"{flaky} xfail cuda_fatal | xfail over_budget\n" in manifest.read_text()
+    for run in (one, two):
+        assert _manifest(tmp_path, capsys, "check", run, manifest)[0] == 0
+    third = _write_run(tmp_path / "third.json", {**CHECKS, flaky: ("fail", "over_budget")})
+    code, out = _manifest(tmp_path, capsys, "check", third, manifest)
+    assert code == 1 and f"{flaky}: manifest xfail cuda_fatal | xfail over_budget, run fail over_budget" in out
+    other = _write_run(tmp_path / "other.json", {**CHECKS, "kernel.fla.a.fwd.bf16.typical": ("fail", "exception")})
+    assert _manifest(tmp_path, capsys, "check", other, manifest)[0] == 1
+    assert _manifest(tmp_path, capsys, "write", one, _write_run(tmp_path / "ci.json", profile="ci"), manifest)[0] == 2
+    fewer = _write_run(tmp_path / "fewer.json", dict(list(CHECKS.items())[:2]))
+    assert _manifest(tmp_path, capsys, "write", one, fewer, manifest)[0] == 2
+    assert _manifest(tmp_path, capsys, "check", one, two, manifest)[0] == 2

@@ -4,8 +4,10 @@ added, removed or skipped) stops CI even when the exit status stays 0.
 
 A manifest is a text file: comment lines (#), the run's scope (`package = fla 0.6.0`, `device = cpu`,
 `profile = quick`), then one line per check, sorted by id: `<id> <status>` and, where the check has one,
-` <kind>`.  `check` exits 1 and prints each difference, 0 when there is none; 2 for a file that is not a
-result or a manifest.
+` <kind>`.  Written from several runs of one scope (e.g. one GPU model on different days), a check whose verdict
+differed between them has each one seen, `<id> xfail cuda_fatal | pass`: a defect whose outcome depends on the
+memory it reads (fla's listed out-of-bounds reads); a run matches such a line with any of them.  `check` exits 1
+and prints each difference, 0 when there is none; 2 for a file that is not a result or a manifest.
 """
 from __future__ import annotations
 
@@ -16,9 +18,11 @@ from pathmdn_verify.core.errors import UsageError
 from pathmdn_verify.run.xfail_list import device_class, identity
 
 SCOPE = ("package", "device", "profile")
-HEADER = ("# verify manifest: the id, status and kind of every check of one run.  Compare a run with it:\n"
+HEADER = ("# verify manifest: the id, status and kind of every check of one run (a | b: verdicts seen in different\n"
+          "# runs of its scope).  Compare a run with it:\n"
           "#   verify manifest check RUN.json THIS_FILE   (exit 1 on any difference)\n"
-          "# and after an intended change rewrite it: verify manifest write RUN.json THIS_FILE\n")
+          "# and after an intended change rewrite it: verify manifest write RUN.json [RUN.json ...] THIS_FILE\n")
+STATUSES = ("pass", "fail", "xfail", "skip", "error")
 
 
 def add_parser(sub) -> None:
@@ -28,7 +32,9 @@ def add_parser(sub) -> None:
                                    "RUN.json with MANIFEST, print each difference, exit 1 if there is one.")
     p.add_argument("action", choices=("check", "write"),
                    help="check: compare RUN.json with MANIFEST (exit 1 on a difference); write: (re)write MANIFEST")
-    p.add_argument("run_json", metavar="RUN.json", help="a result written by `verify ... --json`")
+    p.add_argument("run_json", metavar="RUN.json", nargs="+",
+                   help="a result written by `verify ... --json`; write: one or more runs of one scope (each verdict "
+                        "seen is kept), check: one")
     p.add_argument("manifest", metavar="MANIFEST", help="the manifest file")
     p.add_argument("--all-cached", action="store_true",
                    help="check: also require that RUN.json reused every verdict from the verdict cache (an unchanged "
@@ -37,21 +43,38 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    scope, checks = of_run(args.run_json)
     if args.action == "write":
-        if "interrupted" in scope:
-            raise UsageError(f"{args.run_json}: an interrupted run (some checks were not run); write a complete one")
+        scope, checks = merged(args.run_json)
         Path(args.manifest).write_text(render(scope, checks))
-        print(f"verify manifest: {len(checks)} checks of {args.run_json} written to {args.manifest}")
+        print(f"verify manifest: {len(checks)} checks of {', '.join(args.run_json)} written to {args.manifest}")
         return 0
+    if len(args.run_json) != 1:
+        raise UsageError(f"manifest check compares one run, not {len(args.run_json)}")
+    run_json = args.run_json[0]
+    scope, checks = of_run(run_json)
     found = differences(read(args.manifest), (scope, checks))
     if args.all_cached:
-        found += [f"{cid}: ran again, not reused from the verdict cache" for cid in ran(args.run_json)]
+        found += [f"{cid}: ran again, not reused from the verdict cache" for cid in ran(run_json)]
     for line in found:
         print(line)
-    print(f"verify manifest: {args.run_json} " + (f"differs from {args.manifest}: {len(found)} difference(s)"
-                                                  if found else f"matches {args.manifest} ({len(checks)} checks)"))
+    print(f"verify manifest: {run_json} " + (f"differs from {args.manifest}: {len(found)} difference(s)"
+                                             if found else f"matches {args.manifest} ({len(checks)} checks)"))
     return 1 if found else 0
+
+
+def merged(paths: list[str]) -> tuple[dict, dict]:
+    """(scope, id -> the verdicts seen, joined by " | ") of complete runs of one scope and one set of checks."""
+    scope, seen = None, {}
+    for path in paths:
+        s, checks = of_run(path)
+        if "interrupted" in s:
+            raise UsageError(f"{path}: an interrupted run (some checks were not run); write a complete one")
+        if scope is not None and (s != scope or checks.keys() != seen.keys()):
+            raise UsageError(f"{path}: not a run of {paths[0]}'s scope and checks; a manifest holds one selection")
+        scope = s
+        for cid, verdict in checks.items():
+            seen.setdefault(cid, set()).add(verdict)
+    return scope, {cid: " | ".join(sorted(v)) for cid, v in seen.items()}
 
 
 def of_run(path: str) -> tuple[dict, dict]:
@@ -93,7 +116,8 @@ def read(path: str) -> tuple[dict, dict]:
         words = line.split()
         if eq and key in SCOPE:
             scope[key] = value.strip()
-        elif len(words) in (2, 3) and words[1] in ("pass", "fail", "xfail", "skip", "error"):
+        elif len(words) > 1 and all(len(v) in (1, 2) and v[0] in STATUSES
+                                    for v in (a.split() for a in " ".join(words[1:]).split(" | "))):
             checks[words[0]] = " ".join(words[1:])
         else:
             raise UsageError(f"{path}:{n}: not a manifest line: {line!r}")
@@ -112,6 +136,6 @@ def differences(manifest: tuple[dict, dict], run: tuple[dict, dict]) -> list[str
             out.append(f"{cid}: manifest {want[cid]}, not in the run")
         elif cid not in want:
             out.append(f"{cid}: not in the manifest, run {got[cid]}")
-        elif want[cid] != got[cid]:
+        elif got[cid] not in want[cid].split(" | "):
             out.append(f"{cid}: manifest {want[cid]}, run {got[cid]}")
     return out
