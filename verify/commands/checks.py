@@ -190,6 +190,11 @@ def _header(session: Session, args, info: dict, console) -> None:
     console.print(xfails.describe(session.scope(info["kernel_package"])), highlight=False, soft_wrap=True)
     console.print("implementations: " + ", ".join(_dots(name, args.fp32_dot) for name in session.impls),
                   highlight=False, soft_wrap=True)
+    if e := session.compile_estimate:
+        console.print(f"Triton compilations to make: {e['compilations']} (of the {e['keys']} compile keys these "
+                      f"checks used when they last ran here, {e['in_disk_cache']} are in the disk cache"
+                      + (f"; {e['unknown']} checks never ran here" if e["unknown"] else "") + ")",
+                      highlight=False, soft_wrap=True)
 
 
 def _dots(name: str, run_dot: str) -> str:
@@ -208,6 +213,10 @@ def _report(result, args, command: list[str], console, report=None) -> int:
     from pathmdn_verify.run import terminal
     outcomes = result.outcomes
     terminal.print_summary(outcomes, console, result.wall, result.interrupted is not None)
+    if e := result.session.compile_estimate:
+        made = results.run_compilations([o.result.details for o in outcomes])["compiled"]
+        console.print(f"Triton compilations: {made} made, {e['compilations']} estimated before the run",
+                      highlight=False)
     asked = args.verbose or any(a == "--configs" or a.startswith("--configs=") for a in command)
     if asked and (line := configs.summary_line(configs.summary(args.configs, outcomes))):   # for who asked
         console.print(line, highlight=False, soft_wrap=True)

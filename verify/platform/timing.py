@@ -3,8 +3,8 @@
 seconds_in = {kernel, oracle, same_dtype: seconds in each (summed over the check's examples; the kernel's
 includes its Triton compilations and autotuning), compile: seconds in Triton's in-process cache misses
 (compiling, or loading from Triton's disk cache), compilations: how many specializations Triton compiled
-(not found in its disk cache), cache_loads: how many it loaded from there, compiled: the cache key (hash)
-of each compilation}.  pathmdn_verify.core.results.run_compilations sums them over a run: a key compiled twice in one run
+(not found in its disk cache), cache_loads: how many it loaded from there, compiled: the cache key
+("kernel:hash") of each compilation, loaded: of each load}.  pathmdn_verify.core.results.run_compilations sums them over a run: a key compiled twice in one run
 (two workers compiling the same kernel specialization at once) is a duplicate, work a run should not do.
 The check's own `seconds` minus kernel + oracle + same_dtype is hypothesis, input building and judging.  On a GPU each phase ends with a
 synchronize, so that a kernel's time is not charged to the next phase.  One accumulator per process,
@@ -12,6 +12,7 @@ reset by pathmdn_verify.run.runner.execute at the start of each check.
 """
 from __future__ import annotations
 
+import base64
 import fcntl
 import hashlib
 import json
@@ -22,18 +23,21 @@ from contextlib import contextmanager
 
 _spent: Counter = Counter()
 _compiled: list[str] = []     # cache keys the current check compiled
+_loaded: list[str] = []       # cache keys the current check loaded from Triton's disk cache
 _compile_started = [0.0]      # when the compilation in progress began (a failed one is overwritten by the next)
 
 
 def reset() -> None:
     _spent.clear()
     _compiled.clear()
+    _loaded.clear()
 
 
 def spent() -> dict:
     """What the current check spent so far (empty if it timed no phase)."""
     out = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in _spent.items()}
-    return out | ({"compilations": len(_compiled), "compiled": list(_compiled)} if _compiled else {})
+    return out | ({"compilations": len(_compiled), "compiled": list(_compiled)} if _compiled else {}) \
+        | ({"loaded": list(_loaded)} if _loaded else {})
 
 
 @contextmanager
@@ -69,11 +73,47 @@ def time_compilations() -> None:
 
 def listen(*, src, metadata: dict, cache_hit: bool, **_) -> None:
     """Triton's compilation listener: one call per triton.compile, cache_hit when loaded from disk."""
+    name = getattr(getattr(src, "fn", None), "__name__", None) or metadata.get("name", "?")
+    key = f"{name}:{metadata.get('hash', '?')}"
     if cache_hit:
         _spent["cache_loads"] += 1
+        _loaded.append(key)
     else:
-        name = getattr(getattr(src, "fn", None), "__name__", None) or metadata.get("name", "?")
-        _compiled.append(f"{name}:{metadata.get('hash', '?')}")
+        _compiled.append(key)
+
+
+def keys_used(details: dict) -> list[str]:
+    """The compile keys a check's worker compiled or loaded from disk while it ran (a key its worker had loaded
+    for an earlier check is not among them)."""
+    spent = details.get("seconds_in") or {}
+    return sorted({*spent.get("compiled", ()), *spent.get("loaded", ())})
+
+
+def disk_cache_dir() -> str:
+    """Triton's disk cache: $TRITON_CACHE_DIR, else $TRITON_HOME (or ~)/.triton/cache (triton.knobs.cache.dir)."""
+    return os.environ.get("TRITON_CACHE_DIR") or os.path.join(
+        os.environ.get("TRITON_HOME") or os.path.expanduser("~"), ".triton", "cache")
+
+
+def in_disk_cache(key: str, folder: str) -> bool:
+    """Whether Triton's disk cache in `folder` holds a compile key ("kernel:sha256 hex"): the group file its
+    compile writes last, in the key's folder (base32 of the hash: triton.runtime.cache.get_cache_manager)."""
+    name, _, digest = key.rpartition(":")
+    try:
+        sub = base64.b32encode(bytes.fromhex(digest)).decode().rstrip("=")
+    except ValueError:
+        return False
+    return os.path.isfile(os.path.join(folder, sub, f"__grp__{name[:150]}.json"))
+
+
+def estimate(kept: dict[str, list[str]], check_ids: list[str], folder: str) -> dict:
+    """The compilations a run of check_ids should make: the keys the kept record (check id -> keys_used, from
+    earlier runs of this device class and profile) has for them, less those in Triton's disk cache; `unknown`:
+    the checks the record lacks (their keys are not counted)."""
+    keys = {k for cid in check_ids for k in kept.get(cid, ())}
+    return {"keys": len(keys), "in_disk_cache": sum(in_disk_cache(k, folder) for k in keys),
+            "compilations": sum(not in_disk_cache(k, folder) for k in keys),
+            "unknown": sum(cid not in kept for cid in check_ids)}
 
 
 def compile_once() -> None:

@@ -24,6 +24,7 @@ from pathmdn_verify.core.errors import UsageError
 from pathmdn_verify.core.ids import CheckId
 from pathmdn_verify.core.registry import Check, Context
 from pathmdn_verify.core.results import Outcome
+from pathmdn_verify.platform import timing
 from pathmdn_verify.run import IMPLS_ENV, load_checks, runner, verdicts
 from pathmdn_verify.run import xfail_list
 
@@ -145,6 +146,7 @@ class Session:
         self.timeout = o.check_timeout or runner.CHECK_TIMEOUT[o.profile]
         self.cache = self._verdict_cache()
         self.kept_durations = self._kept_durations()
+        self.compile_estimate: dict | None = None      # timing.estimate, before a run on cuda with a kept record
         self.pool: runner.Workers | None = None
 
     def _select(self) -> list[Check]:
@@ -180,10 +182,34 @@ class Session:
         """Where the seconds of this kind of run's checks are kept, beside the verdict cache (per device class and
         profile): the start order of a run given no --durations (longest first; never the shards, which must be
         the same on every machine)."""
+        return self._kept("durations")
+
+    def _kept(self, what: str) -> Path | None:
+        """A record kept beside the verdict cache per device class and profile (durations, compile keys)."""
         if self.cache is None:
             return None
-        return self.cache.folder / f"durations-{self.cache.base['device'].replace(':', '_').replace(' ', '_')}-" \
+        return self.cache.folder / f"{what}-{self.cache.base['device'].replace(':', '_').replace(' ', '_')}-" \
                                    f"{self.options.profile}.json"
+
+    def _compile_keys(self) -> dict[str, list[str]]:
+        """The kept record of the Triton compile keys each check used when it last ran (timing.keys_used)."""
+        path = self._kept("compile-keys")
+        try:
+            return json.loads(path.read_text()) if path is not None and path.is_file() else {}
+        except (OSError, ValueError):
+            return {}           # unreadable: no estimate (the file is rewritten after the run)
+
+    def _keep_compile_keys(self, outcomes) -> None:
+        """Each check that ran and compiled or loaded kernels: its keys, replacing the kept ones."""
+        used = {o.id: keys for o in outcomes if "cached" not in o.result.details
+                and (keys := timing.keys_used(o.result.details))}
+        path = self._kept("compile-keys")
+        if path is None or not used:
+            return
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({**self._compile_keys(), **used}, sort_keys=True))
+        tmp.replace(path)
 
     def _start_order_durations(self) -> dict[str, float] | None:
         if self.durations is not None or self.kept_durations is None or not self.kept_durations.is_file():
@@ -240,6 +266,7 @@ class Session:
         runs = {ctx.seed: [finished[ctx.seed].get(i) or runner.not_run(c, ctx, runner.INTERRUPTED)
                            for i, c in enumerate(self.chosen)] for ctx in self.contexts}
         self._keep_durations(o for run in runs.values() for o in run)
+        self._keep_compile_keys(o for run in runs.values() for o in run)
         return RunResult(self, runs, info, interrupted, started, time.monotonic() - t0)
 
     def _start(self) -> dict:
@@ -255,9 +282,12 @@ class Session:
         if self.workers == 0:
             return here
         root = Path(package["path"]).parent if package else None
-        if self.cache is not None and all(verdicts.cacheable(c.id) and self.cache.get(c.id, ctx, root) is not None
-                                          for ctx in self.contexts for c in self.chosen):
+        pending = [c.id for c in self.chosen if self.cache is None or not verdicts.cacheable(c.id)
+                   or any(self.cache.get(c.id, ctx, root) is None for ctx in self.contexts)]
+        if not pending:
             return here
+        if self.device == "cuda" and (kept := self._compile_keys()):
+            self.compile_estimate = timing.estimate(kept, pending, timing.disk_cache_dir())
         self.pool = runner.Workers(self.workers, self.contexts[0], self.kernels, self.options.debug, cache=self.cache,
                                    run_label=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                                    start_timeout=min(runner.START_TIMEOUT, self.timeout), lists=self.lists)
@@ -349,7 +379,7 @@ class RunResult:
                "check_timeout": s.timeout, "interpreter_fidelity": self.info.get("interpreter_fidelity"),
                "configs": configs.summary(o.configs, self.outcomes),
                "expected_failures": xfail_list.scope_json(self.scope), **({"seeds": seeds} if len(seeds) > 1 else {}),
-               **self.extra}
+               **({"compile_estimate": s.compile_estimate} if s.compile_estimate else {}), **self.extra}
         return results.document(self.outcomes, command=command, toolkit=environment.toolkit(),
                                 kernel_package=self.info.get("kernel_package"), environment=env,
                                 started=self.started, wall_seconds=self.wall, interrupted=self.interrupted is not None)
