@@ -57,12 +57,15 @@ def test_the_record_keeps_each_checks_last_keys(tmp_path):
     a, b, c = (_key("k", s) for s in "abc")
 
     def outcome(cid, details):
-        return Outcome(cid, "d", Result("pass", details=details), 1.0, "r")
+        return Outcome(cid, "d", Result("pass", details=details), 1.0, "r", started=1.0)
     session._keep_compile_keys([outcome("kernel.x.fwd", {"seconds_in": {"compiled": [a], "loaded": [b]}}),
-                                outcome("kernel.x.bwd", {"seconds_in": {"loaded": [c]}})])
-    assert session._compile_keys() == {"kernel.x.fwd": sorted([a, b]), "kernel.x.bwd": [c]}
+                                outcome("kernel.x.bwd", {"seconds_in": {"loaded": [c]}}),
+                                outcome("oracle.z", {})])                                 # compiles nothing
+    assert session._compile_keys() == {"kernel.x.fwd": sorted([a, b]), "kernel.x.bwd": [c], "oracle.z": []}
     session._keep_compile_keys([outcome("kernel.x.fwd", {"seconds_in": {"compiled": [c]}}),
                                 outcome("kernel.x.bwd", {"seconds_in": {}}),                      # used none
                                 outcome("kernel.y.fwd", {"seconds_in": {"compiled": [a]}, "cached": {}})])  # replayed
-    assert session._compile_keys() == {"kernel.x.fwd": [c], "kernel.x.bwd": [c]}
+    assert session._compile_keys() == {"kernel.x.fwd": [c], "kernel.x.bwd": [c], "oracle.z": []}
     assert (tmp_path / "v" / "compile-keys-cpu-ci.json").is_file()
+    assert timing.estimate(session._compile_keys(), ["oracle.z", "kernel.x.bwd", "kernel.new"], str(tmp_path)) == {
+        "keys": 1, "in_disk_cache": 0, "compilations": 1, "unknown": 1}       # oracle.z ran: known, no key

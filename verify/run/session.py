@@ -200,15 +200,18 @@ class Session:
             return {}           # unreadable: no estimate (the file is rewritten after the run)
 
     def _keep_compile_keys(self, outcomes) -> None:
-        """Each check that ran and compiled or loaded kernels: its keys, replacing the kept ones."""
-        used = {o.id: keys for o in outcomes if "cached" not in o.result.details
-                and (keys := timing.keys_used(o.result.details))}
+        """Each check that ran: the keys it compiled or loaded, replacing the kept ones; none (its worker had them
+        all loaded, or it compiles nothing) keeps the kept ones, or records none."""
+        ran = {o.id: timing.keys_used(o.result.details) for o in outcomes
+               if o.started and "cached" not in o.result.details and o.result.kind != "not_run"}
         path = self._kept("compile-keys")
-        if path is None or not used:
+        if path is None or not any(ran.values()):
             return
+        kept = self._compile_keys()
+        kept |= {cid: keys or kept.get(cid, []) for cid, keys in ran.items()}
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps({**self._compile_keys(), **used}, sort_keys=True))
+        tmp.write_text(json.dumps(kept, sort_keys=True))
         tmp.replace(path)
 
     def _start_order_durations(self) -> dict[str, float] | None:

@@ -40,6 +40,7 @@ from pathmdn_verify.platform import environment
 
 FAMILIES = ("oracle", "symbolic", "kernel", "layer", "env")     # the checks whose verdicts are cached
 NOT_KEPT = ("crashed", "timeout", "not_run", "cuda_fatal")       # kinds of the machine, not of the code
+KEPT_SETS = 64      # sets of reads whose lists a run remembers (a few per worker: its reads only grow)
 KEEP = 16           # entries per key (a check's verdicts on different code: a bisect's steps, a reverted edit)
 ENV = "VERIFY_CACHE_DIR"
 # The environment variables known not to change a verdict: the terminal and the shell session, who and where the
@@ -179,6 +180,7 @@ class ReadLists:
         self.changed: set[Path] = set()               # files modified since the run started
         self.verified: dict[str, bool] = {}           # a list's id -> whether its files all match here
         self.named: dict[str, dict] = {}               # kernel root -> {read path: ReadLists._named's tuple}
+        self.kept: dict[tuple, dict | None] = {}       # (kernel root, reads) -> keep's answer, the newest KEPT_SETS
 
     def digest(self, f: Path) -> str | None:
         if f not in self.digests:
@@ -210,7 +212,15 @@ class ReadLists:
 
     def keep(self, reads, root: Path | None) -> dict[str, str] | None:
         """Keep the lists of the files `reads` (absolute paths), grouped by folder: {group: list id}; None when a
-        file changed during the run."""
+        file changed during the run.  Once per set of reads (a worker's next check mostly read nothing new)."""
+        memo = (str(root), frozenset(reads))
+        if memo not in self.kept:
+            self.kept[memo] = self._keep(reads, root)
+            while len(self.kept) > KEPT_SETS:
+                del self.kept[next(iter(self.kept))]
+        return self.kept[memo]
+
+    def _keep(self, reads, root: Path | None) -> dict[str, str] | None:
         named = self._named(reads, root)
         if any(changed for *_, changed in named):
             return None
