@@ -168,17 +168,25 @@ def _refuses_dtype(exc: BaseException) -> str | None:
 
 
 _EXTRA: contextvars.ContextVar = contextvars.ContextVar("entry_keywords", default={})
+_TAKEN: contextvars.ContextVar = contextvars.ContextVar("entry_keywords_taken", default=())
 
 
 @contextlib.contextmanager
 def entry_keywords(**extra):
     """Within the block, every entry point an adapter calls also gets these keywords (an option probe's: a
-    parameter the canonical call leaves out, given to the entry point as it is, pathmdn_verify.core.records.Fixed)."""
-    token = _EXTRA.set({**_EXTRA.get(), **extra})
+    parameter the canonical call leaves out, given to the entry point as it is, pathmdn_verify.core.records.Fixed).
+    A block that called no entry point through an adapter (another implementation, called with the op's canonical
+    arguments alone) never gave them: VariantUnsupported, not a result of the call without them."""
+    taken: list[bool] = []
+    tokens = _EXTRA.set({**_EXTRA.get(), **extra}), _TAKEN.set((*_TAKEN.get(), taken))
     try:
         yield
     finally:
-        _EXTRA.reset(token)
+        _EXTRA.reset(tokens[0])
+        _TAKEN.reset(tokens[1])
+    if extra and not taken:
+        raise VariantUnsupported(f"{', '.join(extra)}: keywords of fla's entry point, which this implementation's "
+                                 "call (the op's canonical arguments) does not reach")
 
 
 def given_with(**extra):
@@ -195,6 +203,8 @@ def _call(fn, *args, **kwargs):
     **kwargs would swallow), with the keywords of an enclosing `entry_keywords`; the package's own dtype refusal
     becomes VariantUnsupported."""
     kwargs = {**kwargs, **_EXTRA.get()}
+    for taken in _TAKEN.get():
+        taken.append(True)
     unknown = sorted(k for k in set(kwargs) - _named_parameters(fn) if not _reads_from_kwargs(fn, k))
     if unknown:
         raise VariantUnsupported(f"{fn.__module__}.{getattr(fn, '__name__', fn)} takes no {', '.join(unknown)}")
