@@ -142,7 +142,9 @@ def test_a_kernel_check_says_where_its_time_went(monkeypatch):
     kernel = SimpleNamespace(fn=SimpleNamespace(__name__="k"))   # what triton.compile tells its listener
     knobs.compilation.listener(src=kernel, metadata={"hash": "h1"}, metadata_group={}, times=None, cache_hit=False)
     knobs.compilation.listener(src=kernel, metadata={"hash": "h2"}, metadata_group={}, times=None, cache_hit=True)
-    assert timing.spent() == {"compile": 2.75, "compilations": 1, "cache_loads": 1, "compiled": ["k:h1"]}
+    assert timing.spent() == {"compile": 2.75, "compilations": 1, "cache_loads": 1, "compiled": ["k:h1"],
+                              "loaded": ["k:h2"]}
+    assert timing.keys_used({"seconds_in": timing.spent()}) == ["k:h1", "k:h2"]
     mine = lambda **_: False
     monkeypatch.setattr(knobs.runtime, "jit_cache_hook", mine)
     timing.time_compilations()                               # a user's own hook is left in place

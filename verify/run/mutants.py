@@ -50,6 +50,11 @@ class MutantRun:
         self.live: dict[int, Session] = {}      # the sessions judging a mutant now (closed on interrupt)
         self.lock = threading.Lock()
 
+    @property
+    def compile_estimate(self) -> dict | None:
+        """The clean killers' run's (Session.compile_estimate); the mutants' own runs are not estimated."""
+        return self.clean.compile_estimate
+
     def run(self, on_header=lambda info: None, on_start=lambda i, c: None, on_done=lambda i, o: None,
             on_context=None) -> RunResult:
         started, t0 = time.time(), time.monotonic()
