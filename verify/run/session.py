@@ -285,11 +285,13 @@ class Session:
         if self.workers == 0:
             return here
         root = Path(package["path"]).parent if package else None
-        pending = [c.id for c in self.chosen if self.cache is None or not verdicts.cacheable(c.id)
-                   or any(self.cache.get(c.id, ctx, root) is None for ctx in self.contexts)]
-        if not pending:
+        def replayed(c: Check) -> bool:
+            return self.cache is not None and verdicts.cacheable(c.id) and all(
+                self.cache.get(c.id, ctx, root) is not None for ctx in self.contexts)
+        if self.cache is not None and all(replayed(c) for c in self.chosen):
             return here
         if self.device == "cuda" and (kept := self._compile_keys()):
+            pending = [c.id for c in self.chosen if not replayed(c)]
             self.compile_estimate = timing.estimate(kept, pending, timing.disk_cache_dir())
         self.pool = runner.Workers(self.workers, self.contexts[0], self.kernels, self.options.debug, cache=self.cache,
                                    run_label=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
