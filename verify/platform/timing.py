@@ -111,8 +111,8 @@ def estimate(kept: dict[str, list[str]], check_ids: list[str], folder: str) -> d
     earlier runs of this device class and profile) has for them, less those in Triton's disk cache; `unknown`:
     the checks the record lacks (their keys are not counted)."""
     keys = {k for cid in check_ids for k in kept.get(cid, ())}
-    return {"keys": len(keys), "in_disk_cache": sum(in_disk_cache(k, folder) for k in keys),
-            "compilations": sum(not in_disk_cache(k, folder) for k in keys),
+    present = sum(in_disk_cache(k, folder) for k in keys)
+    return {"keys": len(keys), "in_disk_cache": present, "compilations": len(keys) - present,
             "unknown": sum(cid not in kept for cid in check_ids)}
 
 
