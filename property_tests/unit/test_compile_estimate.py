@@ -69,3 +69,26 @@ def test_the_record_keeps_each_checks_last_keys(tmp_path):
     assert (tmp_path / "v" / "compile-keys-cpu-ci.json").is_file()
     assert timing.estimate(session._compile_keys(), ["oracle.z", "kernel.x.bwd", "kernel.new"], str(tmp_path)) == {
         "keys": 1, "in_disk_cache": 0, "compilations": 1, "unknown": 1}       # oracle.z ran: known, no key
+
+
+def test_the_summary_sets_the_estimate_beside_the_count_made():
+    """The summary's compilations line carries the estimate when a run had one, also for a run that compiled and
+    loaded nothing; without one the line is as before (and absent when nothing was compiled or loaded)."""
+    import io
+
+    from rich.console import Console
+
+    from pathmdn_verify.run import terminal
+
+    def printed(outcomes, estimated=None):
+        out = io.StringIO()
+        terminal.print_summary(outcomes, Console(file=out, width=400, highlight=False), 1.0, estimated=estimated)
+        return [x for x in out.getvalue().splitlines() if x.startswith("Triton compilations")]
+    a, b = _key("k", "a"), _key("k", "b")
+    ran = [Outcome("kernel.fla.l2norm.fwd.fp32.typical", "d", Result("pass", details={"seconds_in": {"compiled": [a, b],
+                                                                            "cache_loads": 1}}), 1.0, "r")]
+    line, = printed(ran, estimated=3)
+    assert line.startswith("Triton compilations: 2 (") and line.endswith("; 3 estimated before the run")
+    assert "estimated" not in printed(ran)[0]
+    none = [Outcome("oracle.path.literal_vs_mpmath.uniform", "d", Result("pass", details={}), 1.0, "r")]
+    assert printed(none) == [] and printed(none, estimated=0)[0].endswith("; 0 estimated before the run")

@@ -212,11 +212,9 @@ def _report(result, args, command: list[str], console, report=None) -> int:
     from pathmdn_verify.platform import configs
     from pathmdn_verify.run import terminal
     outcomes = result.outcomes
-    terminal.print_summary(outcomes, console, result.wall, result.interrupted is not None)
-    if e := result.session.compile_estimate:
-        made = results.run_compilations([o.result.details for o in outcomes])["compiled"]
-        console.print(f"Triton compilations: {made} made, {e['compilations']} estimated before the run",
-                      highlight=False)
+    estimate = result.session.compile_estimate
+    terminal.print_summary(outcomes, console, result.wall, result.interrupted is not None,
+                           estimate["compilations"] if estimate else None)
     asked = args.verbose or any(a == "--configs" or a.startswith("--configs=") for a in command)
     if asked and (line := configs.summary_line(configs.summary(args.configs, outcomes))):   # for who asked
         console.print(line, highlight=False, soft_wrap=True)

@@ -145,7 +145,9 @@ class Session:
                                                       max(1, len(self.chosen)))
         self.timeout = o.check_timeout or runner.CHECK_TIMEOUT[o.profile]
         self.cache = self._verdict_cache()
-        self.kept_durations = self._kept_durations()
+        # the seconds of this kind of run's checks, kept beside the verdict cache: the start order of a run given
+        # no --durations (longest first; never the shards, which must be the same on every machine)
+        self.kept_durations = self._kept("durations")
         self.compile_estimate: dict | None = None      # timing.estimate, before a run on cuda with a kept record
         self.pool: runner.Workers | None = None
 
@@ -178,12 +180,6 @@ class Session:
         folder = Path(self.options.cache_dir) if self.options.cache_dir else verdicts.default_dir()
         return verdicts.VerdictCache(folder, xfail_list.device_class(self.device, name))
 
-    def _kept_durations(self) -> Path | None:
-        """Where the seconds of this kind of run's checks are kept, beside the verdict cache (per device class and
-        profile): the start order of a run given no --durations (longest first; never the shards, which must be
-        the same on every machine)."""
-        return self._kept("durations")
-
     def _kept(self, what: str) -> Path | None:
         """A record kept beside the verdict cache per device class and profile (durations, compile keys)."""
         if self.cache is None:
@@ -209,10 +205,7 @@ class Session:
             return
         kept = self._compile_keys()
         kept |= {cid: keys or kept.get(cid, []) for cid, keys in ran.items()}
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(kept, sort_keys=True))
-        tmp.replace(path)
+        verdicts.write_atomic(path, json.dumps(kept, sort_keys=True))
 
     def _start_order_durations(self) -> dict[str, float] | None:
         if self.durations is not None or self.kept_durations is None or not self.kept_durations.is_file():
@@ -230,10 +223,7 @@ class Session:
             return
         kept = self._start_order_durations() if self.durations is None else {}
         kept = {**(kept or {}), **ran}
-        tmp = self.kept_durations.with_suffix(f".{os.getpid()}.tmp")
-        self.kept_durations.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(kept, sort_keys=True))
-        tmp.replace(self.kept_durations)
+        verdicts.write_atomic(self.kept_durations, json.dumps(kept, sort_keys=True))
 
     def scope(self, kernel_package: dict | None) -> xfail_list.Scope:
         """What the expected-failure lists are judged against (runner.scope), with this run's lists."""

@@ -105,7 +105,9 @@ class Progress:
                 self.console.print(res.details["traceback"], highlight=False, markup=False)
 
 
-def print_summary(outcomes: list[Outcome], console: Console, wall_seconds: float, interrupted: bool = False) -> None:
+def print_summary(outcomes: list[Outcome], console: Console, wall_seconds: float, interrupted: bool = False,
+                  estimated: int | None = None) -> None:
+    """The summary table, the skips, failures and Triton compilations (estimated: the compile estimate's count)."""
     families: dict[str, dict[str, int]] = {}
     for r in outcomes:
         fam = CheckId.parse(r.id).section
@@ -137,10 +139,11 @@ def print_summary(outcomes: list[Outcome], console: Console, wall_seconds: float
             console.print(f"[red]{r.result.status.upper()}[/] {r.id}" + (f" ({r.result.kind})" if r.result.kind else "")
                           + f"\n    {escape(r.result.message)}\n    reproduce: {r.repro}", highlight=False, soft_wrap=True)
     comp = run_compilations([r.result.details for r in outcomes])
-    if comp["compiled"] or comp["cache_loads"]:
+    if comp["compiled"] or comp["cache_loads"] or estimated is not None:
         console.print(f"Triton compilations: {comp['compiled']} ({comp['duplicates']} duplicate(s) of a key compiled "
                       f"earlier in this run), {comp['cache_loads']} loaded from its disk cache, "
-                      f"{comp['compile_seconds']:.1f} worker-s compiling and loading", highlight=False)
+                      f"{comp['compile_seconds']:.1f} worker-s compiling and loading"
+                      + (f"; {estimated} estimated before the run" if estimated is not None else ""), highlight=False)
     cached = sum("cached" in r.result.details for r in outcomes)
     if cached:
         console.print(f"{cached} of {len(outcomes)} verdicts reused from the verdict cache (their checks and everything "

@@ -232,7 +232,7 @@ class ReadLists:
             text = json.dumps(files, sort_keys=True)
             out[group] = _sha(text.encode())
             if not self._path(out[group]).exists():
-                _write(self._path(out[group]), text)
+                write_atomic(self._path(out[group]), text)
         return out
 
     def match(self, ids: dict[str, str], root: Path | None) -> bool:
@@ -307,7 +307,7 @@ class VerdictCache:
                                     "budget": r.budget, "message": r.message, "details": r.details,
                                     "description": outcome.description, "repro": outcome.repro,
                                     "seconds": round(outcome.seconds, 3)}})
-        _write(path, json.dumps(entry))
+        write_atomic(path, json.dumps(entry))
         for old in sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime)[:-KEEP]:
             old.unlink(missing_ok=True)
         return True
@@ -326,8 +326,8 @@ def kept_reads(folder: Path, check_id: str) -> set[str]:
     return {name for i in (entry or {"reads": {}})["reads"].values() for name in lists.files(i)}
 
 
-def _write(path: Path, text: str) -> None:
-    """Through a temporary file, so that a reader never sees a partial entry."""
+def write_atomic(path: Path, text: str) -> None:
+    """Through a temporary file, so that a reader never sees a partial file (its folder made if need be)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(text)
