@@ -1,4 +1,5 @@
-"""The runner's scheduling: shards balanced by duration, the start order (longest first), the autotune warm-up."""
+"""The runner's scheduling: shards balanced by duration, the start order (longest first), the autotune warm-up; a dead
+worker's exit status."""
 from pathmdn_verify.core.registry import Check
 from pathmdn_verify.run.runner import next_startable, shard, start_order
 
@@ -58,3 +59,48 @@ def test_a_workers_reads_add_up_and_a_missed_report_makes_them_unknown():
     Workers._add_reads(control, (1, ["/a.py"]))
     Workers._add_reads(control, None)                 # a result without observed reads
     assert control.reads is None
+
+
+class _Popen:
+    returncode = None
+
+
+class _Process:
+    """A dead worker whose exit status a manager thread reads; a read beside that thread is the race."""
+    def __init__(self, manager):
+        self._popen, self.manager, self.read_beside = _Popen(), manager, False
+
+    @property
+    def exitcode(self):
+        if self.manager.is_alive():
+            self.read_beside = True
+            return 255         # what the loser of the race reads
+        return self._popen.returncode
+
+
+def _dead_slot(manager_seconds: float):
+    import threading
+    import time
+    from types import SimpleNamespace
+    state = {}
+    def reap():
+        time.sleep(manager_seconds)
+        state["process"]._popen.returncode = 3
+    manager = threading.Thread(target=reap, daemon=True)
+    process = state["process"] = _Process(manager)
+    executor = SimpleNamespace(_executor_manager_thread=manager, shutdown=lambda **kw: None)
+    manager.start()
+    return SimpleNamespace(executor=executor, process=process)
+
+
+def test_a_dead_workers_exit_status_is_never_read_beside_its_pools_manager(monkeypatch):
+    """The status the manager thread reads, after waiting for it (control: a manager that outlasts the wait
+    leaves the status unknown, never read a second time); the old 2 s wait read 255 beside a slow manager."""
+    from pathmdn_verify.run import runner
+    monkeypatch.setattr(runner, "REAP_SECONDS", 5.0)
+    slot = _dead_slot(0.3)
+    assert runner.Workers._exit_code(slot) == 3 and not slot.process.read_beside
+    assert "exit code 3" in runner.Workers._died(_dead_slot(0.1))
+    monkeypatch.setattr(runner, "REAP_SECONDS", 0.1)
+    slot = _dead_slot(1.0)
+    assert runner.Workers._exit_code(slot) is None and not slot.process.read_beside

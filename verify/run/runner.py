@@ -59,6 +59,7 @@ START_TIMEOUT = 300.0     # a worker's start (the kernel package's import, a GPU
 SPAWN_TIMEOUT = 30.0      # the fork server's answer to a new worker takes milliseconds
 MAX_STARTS = 3            # workers of a slot that die or hang while starting, in a row, before it retires
 CLOSE_SECONDS = 2.0       # how long idle workers get to exit before they are killed
+REAP_SECONDS = 10.0       # how long a dead worker's pool may take to read its exit status
 TIME_LIMIT = "not run: --time-limit reached"
 INTERRUPTED = "not run: the run was interrupted"
 EXITFIRST = "not run: --exitfirst stopped the run at the first failure"
@@ -531,7 +532,7 @@ class Workers:
         try:
             info = slot.future.result()
         except cf.process.BrokenProcessPool:
-            return self._failed_start(slot, f"its worker died while starting (exit code {slot.process.exitcode})")
+            return self._failed_start(slot, f"its worker died while starting (exit code {self._exit_code(slot)})")
         if info.get("usage_error"):
             raise UsageError(f"a worker process: {info['usage_error']}")
         if info["import_error"]:
@@ -663,15 +664,24 @@ class Workers:
         return busy, done
 
     @staticmethod
-    def _died(slot: _Slot) -> str:
-        """How the slot's worker died (its future raised BrokenProcessPool).  The pool's manager thread reaps it:
-        wait for that, a few seconds at most, instead of joining beside it (two readers of a forkserver child's exit
-        status race, and the loser reads 255; a process stuck in a device driver is never reaped)."""
+    def _exit_code(slot: _Slot) -> int | None:
+        """The exit status of the slot's dead worker (its future raised BrokenProcessPool).  The pool's manager
+        thread reaps it: wait for that, REAP_SECONDS at most, and never read the status beside that thread (two
+        readers of a forkserver child's exit status race, and the loser reads 255: seen for a worker that exited
+        with 3 when the wait was 2 s on a loaded machine); while it still runs (a process stuck in a device driver
+        is never reaped), only the status it has read, or None."""
         _shutdown(slot.executor)
         manager = getattr(slot.executor, "_executor_manager_thread", None)
         if manager is not None:
-            manager.join(CLOSE_SECONDS)
-        code = slot.process.exitcode
+            manager.join(REAP_SECONDS)
+        if manager is not None and manager.is_alive():
+            return getattr(getattr(slot.process, "_popen", None), "returncode", None)
+        return slot.process.exitcode
+
+    @staticmethod
+    def _died(slot: _Slot) -> str:
+        """How the slot's worker died (_exit_code)."""
+        code = Workers._exit_code(slot)
         how = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0
                else f"exit code {code}" if code is not None else "exit status not known yet")
         hint = " (the kernel crashed, or the machine ran out of memory)" if code in (-9, -6, -11) else ""
