@@ -510,10 +510,13 @@ def tuple_type_name(self) -> str:
     return "[" + ",".join([f"{k}:{v}" for k, v in zip(self.fields, self.types)]) + "]"
 
 
+_types: list = []       # lazy_types: [triton.language.core, triton._utils.validate_block_shape], set on install
+                        # (the replaced inits run hundreds of thousands of times a check: no import statement there)
+
+
 def _block_type_init(self, element_ty, shape):
     """lazy_types: block_type.__init__ (triton 3.6) without its name (block_type_name builds it when read)."""
-    from triton._utils import validate_block_shape
-    from triton.language import core
+    core, validate_block_shape = _types
     self.element_ty = element_ty
     assert isinstance(shape, (list, core.tuple))      # core's `tuple` is tl.tuple, as in the original
     self.shape = core.tuple(core._unwrap_shape(shape))
@@ -529,8 +532,8 @@ def block_type_name(self) -> str:
 
 def _tl_tuple_init(self, args, type=None):
     """lazy_types: tl.tuple.__init__, its type left to tl_tuple_type when not given."""
-    from triton.language import core
-    self.values = [i for i in args]
+    core = _types[0]
+    self.values = list(args)
     if isinstance(type, core.tuple_type):
         self._type = type
     elif type is not None:      # make_template in ASTFunction.deserialize may pass a list/tuple
@@ -541,8 +544,7 @@ def _tl_tuple_type_get(self):
     """lazy_types: the type tl.tuple.__init__ computes from the values (_type_for_tuple_values), once."""
     found = self.__dict__.get("_type")
     if found is None:
-        from triton.language import core
-        found = self._type = core._type_for_tuple_values(self.values)
+        found = self._type = _types[0]._type_for_tuple_values(self.values)
     return found
 
 
@@ -722,6 +724,8 @@ def _fp32_fma(parts) -> list:
 
 def _lazy_types(parts) -> list:
     import triton.language as tl
+    from triton._utils import validate_block_shape
+    _types[:] = [tl.core, validate_block_shape]
     return [(tl.core.tuple_type, "__init__", _tuple_type_init),
             (tl.core.tuple_type, "name", property(tuple_type_name)),
             (tl.core.block_type, "__init__", _block_type_init),
