@@ -511,7 +511,7 @@ def tuple_type_name(self) -> str:
 
 
 _types: list = []       # lazy_types: [triton.language.core, triton._utils.validate_block_shape], set on install
-                        # (the replaced inits run hundreds of thousands of times a check: no import statement there)
+                        # (the replaced inits run for every shape a kernel builds: no import statement there)
 
 
 def _block_type_init(self, element_ty, shape):

@@ -667,8 +667,7 @@ class Workers:
     def _exit_code(slot: _Slot) -> int | None:
         """The exit status of the slot's dead worker (its future raised BrokenProcessPool).  The pool's manager
         thread reaps it: wait for that, REAP_SECONDS at most, and never read the status beside that thread (two
-        readers of a forkserver child's exit status race, and the loser reads 255: seen for a worker that exited
-        with 3 when the wait was 2 s on a loaded machine); while it still runs (a process stuck in a device driver
+        readers of a forkserver child's exit status race, and the loser reads 255); while it still runs (a process stuck in a device driver
         is never reaped), only the status it has read, or None."""
         _shutdown(slot.executor)
         manager = getattr(slot.executor, "_executor_manager_thread", None)
