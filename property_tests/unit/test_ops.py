@@ -63,3 +63,15 @@ def test_references_run_where_the_record_or_the_option_says():
     assert "--references cpu" in repro_command("kernel.fla.path_attn.fwd.fp32.beta_uniform",
                                                 Context(device="cuda", references="cpu"))
     assert "--references" not in repro_command("kernel.fla.path_attn.fwd.fp32.beta_uniform", Context(device="cuda"))
+
+
+def test_the_mdn_oracle_checks_run_where_the_mdn_references_run():
+    """oracle.mdn.* (verify/checks/oracles_mdn.py) run on the device MDN's references run on: the CPU under
+    --references auto, the run's device under device; no check there places a tensor by ctx.device itself."""
+    import inspect
+    from pathmdn_verify.checks import oracles_mdn
+    from pathmdn_verify.core.registry import Context
+    assert [oracles_mdn._device(Context(device="cuda", references=r)) for r in ("auto", "device", "cpu")] == \
+        ["cpu", "cuda", "cpu"]
+    source = inspect.getsource(oracles_mdn)
+    assert source.count("ctx.device") == 1 and "return place_references(REFERENCES_ON, ctx, ctx.device)" in source

@@ -8,6 +8,10 @@
   over the same grid: the stable form, and the paper's log-domain form, whose failing regimes are listed
   in verify/run/expected_failures.toml with their measured errors;
 * negative controls (ids ending in .negative.<what>): each wrong variant must be rejected.
+
+They run where the MDN ops' references run (`--references`; under auto the CPU, mdn_ops.REFERENCES_ON): the
+oracles are checked where the kernel checks use them, and these sequential recurrences are slow as many small GPU
+launches.
 """
 from __future__ import annotations
 
@@ -20,7 +24,9 @@ import torch.nn.functional as F
 
 from pathmdn_verify.references import mdn_oracle as mdn
 from pathmdn_verify.references.mdn_oracle_mp import chunk_coefficients_mp, recurrence_head_mp
+from pathmdn_verify.core.engine import place_references
 from pathmdn_verify.core.metrics import rel_err
+from pathmdn_verify.ops.mdn_ops import REFERENCES_ON
 from pathmdn_verify.core.registry import Context, Result, check, register, rejects, within
 
 EXACT = 1e-12          # float64 recurrence vs mpmath; chunk intermediates vs the recurrence
@@ -32,6 +38,10 @@ BUDGET = {torch.float64: CHUNK64, torch.float32: CHUNK32}
 LOG_MU = (-0.1, -0.5, -1.0, -2.0, -3.0)
 CHUNKS = (16, 32, 64)
 ALPHAS = (0.5, 0.9, 0.99)
+
+
+def _device(ctx: Context) -> str:
+    return place_references(REFERENCES_ON, ctx, ctx.device)
 
 
 def _rand(gen, *shape):
@@ -89,7 +99,7 @@ def _recurrence_vs_mp(name):
     alpha, log_mu, beta, eta, p = MP_CASES[name]
 
     def run(ctx: Context):
-        x = head_case(ctx.seed, 12, 4, 3, alpha, log_mu, beta, eta, ctx.device, p)
+        x = head_case(ctx.seed, 12, 4, 3, alpha, log_mu, beta, eta, _device(ctx), p)
         err = _err(mdn.recurrence_head(**x, scale=0.7), _mp_truth(x, 0.7))
         return within(err, EXACT, f"float64 recurrence vs mpmath (40 digits), T=12 Dk=4 Dv=3, {name}")
     return run
@@ -104,7 +114,7 @@ for _name in MP_CASES:
 @check("oracle.mdn.recurrence_vs_mpmath.negative.residual_without_alpha",
        "rejects the residual v - S^T k (p = k instead of alpha k) against the mpmath recurrence")
 def _residual_without_alpha(ctx: Context):
-    x = head_case(ctx.seed, 12, 4, 3, 0.9, -0.5, device=ctx.device)
+    x = head_case(ctx.seed, 12, 4, 3, 0.9, -0.5, device=_device(ctx))
     err = _err(mdn.recurrence_head(**x, p=x["k"], scale=0.7), _mp_truth(x, 0.7))
     return rejects(err, WRONG, "p = k vs the paper's alpha k")
 
@@ -116,7 +126,7 @@ def _raw_projections(ctx: Context, n: int):
     gen = torch.Generator().manual_seed(ctx.seed)
     # x_eta / tau spans +-18 (beyond ~19 tanh rounds to +-1 and eta reaches 0 or 2 exactly)
     x_eta = mdn.TAU * _uniform(gen, n, -18, 18)
-    return [t.to(ctx.device) for t in (x_eta, 10 * _rand(gen, n), 10 * _rand(gen, n), 10 * _rand(gen, n))]
+    return [t.to(_device(ctx)) for t in (x_eta, 10 * _rand(gen, n), 10 * _rand(gen, n), 10 * _rand(gen, n))]
 
 
 @check("oracle.mdn.gates.constraints",
@@ -155,7 +165,7 @@ def _coefficients(ctx: Context):
         g_mp, b_mp = chunk_coefficients_mp(la.tolist(), lm.tolist(), beta.tolist())
         G = torch.tensor([[float(e) for e in r] for r in g_mp], dtype=torch.float64)
         B = torch.tensor([float(e) for e in b_mp], dtype=torch.float64)
-        c = mdn.chunk_coefficients(la.to(ctx.device), lm.to(ctx.device), beta.to(ctx.device))
+        c = mdn.chunk_coefficients(la.to(_device(ctx)), lm.to(_device(ctx)), beta.to(_device(ctx)))
         gamma, b = c["gamma"].cpu(), c["b"].cpu()
         causal = torch.ones(64, 64, dtype=torch.bool).tril()
         worst = max(worst, float(((gamma - G).abs()[causal] / G[causal]).max()),
@@ -166,7 +176,7 @@ def _coefficients(ctx: Context):
 @check("oracle.mdn.chunk.intermediates_vs_recurrence",
        "per-chunk V~ and chunk-end S, M of the stable chunk form equal the recurrence's residuals and states")
 def _intermediates(ctx: Context):
-    x = head_case(ctx.seed, 50, 5, 3, 0.9, -2.0, device=ctx.device)
+    x = head_case(ctx.seed, 50, 5, 3, 0.9, -2.0, device=_device(ctx))
     S, M, states, residuals = x["S0"], x["M0"], [], []
     for t in range(50):
         residuals.append(x["v"][t] - S.T @ (x["log_alpha"][t].exp() * x["k"][t]))
@@ -209,7 +219,7 @@ def regime_id(form: str, dtype: torch.dtype, log_mu: float, chunk: int) -> str:
 def _chunk_vs_recurrence(form, dtype, log_mu, chunk):
     def run(ctx: Context):
         errors = {}
-        for label, x, ref in _references(ctx.device, log_mu):
+        for label, x, ref in _references(_device(ctx), log_mu):
             out = mdn.chunk_forward_head(**{n: t.to(dtype) for n, t in x.items()}, chunk=chunk,
                                          form="log" if form == "logform" else "stable")
             errors[label] = _err(out, ref)
@@ -232,7 +242,7 @@ for _form, _dtype, _lm, _c in itertools.product(("stable", "logform"), (torch.fl
 @check("oracle.mdn.chunk_stable.float64.chunk_sizes",
        "stable chunk form equals the recurrence for chunk sizes 1, 7, 48, 100 and one chunk longer than T")
 def _chunk_sizes(ctx: Context):
-    x = head_case(ctx.seed, 203, 8, 8, 0.9, -2.0, device=ctx.device)
+    x = head_case(ctx.seed, 203, 8, 8, 0.9, -2.0, device=_device(ctx))
     ref = mdn.recurrence_head(**x)
     err = max(_err(mdn.chunk_forward_head(**x, chunk=c), ref) for c in (1, 7, 48, 100, 256))
     return within(err, CHUNK64, "worst over chunk sizes 1, 7, 48, 100, 256 (T=203)")
@@ -250,8 +260,8 @@ def _batched_p(ctx: Context):
     beta = (1 - log_alpha.exp()) * _uniform(gen, B * T * H, 0, 1).reshape(B, T, H)
     eta = _uniform(gen, B * T * H, 0, 2).reshape(B, T, H)
     S0, M0 = _rand(gen, B, H, Dk, Dv), _rand(gen, B, H, Dk, Dv)
-    args = [t.to(ctx.device) for t in (q, k, v, log_alpha, log_mu, beta, eta)]
-    kw = {n: t.to(ctx.device) for n, t in (("p", log_alpha.exp()[..., None] * p), ("S0", S0), ("M0", M0))}
+    args = [t.to(_device(ctx)) for t in (q, k, v, log_alpha, log_mu, beta, eta)]
+    kw = {n: t.to(_device(ctx)) for n, t in (("p", log_alpha.exp()[..., None] * p), ("S0", S0), ("M0", M0))}
     err = _err(mdn.chunk_forward(*args, **kw, chunk=16), mdn.recurrence(*args, **kw))
     return within(err, CHUNK64, "batched chunk_forward vs recurrence, varying gates, explicit p, scale Dk^-1/2")
 
@@ -260,7 +270,7 @@ def _batched_p(ctx: Context):
 # negative controls of the chunk form
 
 def _negative_case(ctx: Context):
-    x = head_case(ctx.seed, 100, 8, 8, 0.9, -1.0, device=ctx.device)
+    x = head_case(ctx.seed, 100, 8, 8, 0.9, -1.0, device=_device(ctx))
     return x, mdn.recurrence_head(**x)
 
 

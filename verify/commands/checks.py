@@ -88,9 +88,10 @@ def run_options(p: argparse.ArgumentParser) -> None:
                         "names the rounds that failed; costs as many times as the most configs a kernel has)")
     p.add_argument("--references", choices=("auto", "device", "cpu"), default="auto",
                    help="where the float64 oracle and the same-dtype implementation run: auto (default: each op "
-                        "record's choice, the CPU for the sequential MDN and GDN recurrences, measured faster there "
-                        "than as many small GPU launches), device (--device) or cpu; the kernel always runs on "
-                        "--device, and the verdicts are the same (fixed-order same-dtype arithmetic)")
+                        "record's choice, the CPU for the sequential MDN and GDN recurrences and the MDN oracle checks, "
+                        "measured faster there than as many small GPU launches), device (--device) or cpu; the "
+                        "kernel always runs on --device, and its verdicts are the same (fixed-order same-dtype "
+                        "arithmetic)")
     options.kernel_root(p)
     options.impl(p)
     p.add_argument("--xfails", action="append", metavar="FILE",

@@ -61,7 +61,12 @@ def _upstream(like: torch.Tensor | None, dtype, seed: int, strided: bool = False
 def reference_device(op: OpRecord, ctx: Context, device: str) -> str:
     """Where op's oracle and same-dtype implementation run: --references cpu or device, or under auto the
     record's choice (op.references: "cpu", or "device": the kernel's device)."""
-    choice = op.references if ctx.references == "auto" else ctx.references
+    return place_references(op.references, ctx, device)
+
+
+def place_references(auto: str, ctx: Context, device: str) -> str:
+    """--references cpu or device, or under auto the choice `auto` ("cpu", or "device": `device`)."""
+    choice = auto if ctx.references == "auto" else ctx.references
     return "cpu" if choice == "cpu" else device
 
 
