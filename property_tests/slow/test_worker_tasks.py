@@ -41,3 +41,66 @@ def test_an_exception_of_a_task_is_raised():
             raise AssertionError("the task's exception was not raised")
     finally:
         pool.close()
+
+
+def _environ_of(pid: int) -> dict[str, str]:
+    """The environment process pid was started with, once it runs multiprocessing's fork server (before its
+    exec /proc shows its parent's)."""
+    deadline = time.monotonic() + 60
+    while b"forkserver" not in open(f"/proc/{pid}/cmdline", "rb").read():
+        assert time.monotonic() < deadline, "the fork server did not start"
+        time.sleep(0.01)
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        return dict(e.decode().partition("=")[::2] for e in f.read().split(b"\0") if e)
+
+
+def test_the_fork_server_started_early_serves_its_worker_count_and_is_replaced_for_another():
+    """runner.start_fork_server (a Session starts it before loading the checks): Workers of the count it was
+    started for fork from it; Workers of another count, whose thread limits differ, fork from a server started
+    with theirs (control: the early server's own environment holds the limits of its count)."""
+    from pathmdn_verify.run import runner
+    two, one = runner._slot_environ("cpu", 2), runner._slot_environ("cpu", 1)
+    runner._stop_fork_server()                    # one an earlier test in this process started
+    for n in (2, 1):
+        runner.start_fork_server("cpu", 2)
+        early = runner._fork_server_pid()
+        assert {k: v for k, v in _environ_of(early).items() if k in two} == two     # the control
+        pool = Workers(n, Context(device="cpu"), kernels=False)
+        try:
+            pool.wait_ready()
+            parents = pool.map([(os.getppid, ())] * 2, timeout=120.0)
+        finally:
+            pool.close()
+        server = runner._fork_server_pid()
+        assert set(parents) == {server}
+        if n == 2:
+            assert server == early
+        else:
+            assert server != early and two != one
+            assert not any(k in _environ_of(server) for k in two if k not in one)
+        runner._stop_fork_server()
+
+
+def test_a_fork_server_no_workers_took_is_stopped_with_its_session(tmp_path):
+    """A session that starts no worker (every verdict replayed; a usage error while planning) stops the fork
+    server it started early, which would hold the process's stdout and stderr for a reader waiting on their end
+    (control: the first run's workers took it, and it runs on after that run)."""
+    from pathmdn_verify.core.errors import UsageError
+    from pathmdn_verify.run import runner
+    from pathmdn_verify.run.session import RunOptions, Session
+    options = RunOptions(ids=("symbolic.path.cross_block",), device="cpu", profile="quick", workers="1",
+                         cache_dir=str(tmp_path))
+    for replayed in (False, True):
+        runner._stop_fork_server()
+        result = Session(options).run()
+        assert [o.result.status for o in result.outcomes] == ["pass"]
+        assert ("cached" in result.outcomes[0].result.details) == replayed
+        assert (runner._fork_server_pid() is None) == replayed
+    runner._stop_fork_server()
+    try:
+        Session(RunOptions(ids=("no.such.check",), device="cpu", workers="1"))
+    except UsageError:
+        pass
+    else:
+        raise AssertionError("an unknown id was taken")
+    assert runner._fork_server_pid() is None

@@ -123,13 +123,23 @@ def _deadline(seconds: float):
         signal.signal(signal.SIGALRM, previous)
 
 
+def _fork_server_pid() -> int | None:
+    from multiprocessing import forkserver
+    return getattr(forkserver._forkserver, "_forkserver_pid", None)
+
+
 def _kill_fork_server() -> None:
     """Kill this process's fork server (multiprocessing starts another on its next use)."""
-    from multiprocessing import forkserver
-    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
-    if pid:
+    if pid := _fork_server_pid():
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
+
+
+def _stop_fork_server() -> None:
+    """Kill this process's fork server and forget it, so that the next use starts another at once."""
+    from multiprocessing import forkserver
+    _kill_fork_server()
+    forkserver._forkserver._stop()
 
 
 def _kill_worker(process) -> None:
@@ -297,6 +307,10 @@ def apply_xfails(outcome: Outcome, scope: xfail_list.Scope) -> Outcome:
 # re-initialize CUDA in forked subprocess".)
 PRELOAD = ("torch", "torch._dynamo", "hypothesis")
 _server_device: list[str] = []        # the device the fork server was started for (it is one per process)
+# A server start_fork_server started that no Workers has taken yet: the slot environment it was started with.
+# Sessions may run in threads side by side (verify mutants): the lock makes taking or stopping it one step.
+_early_server: list[dict[str, str]] = []
+_early_lock = threading.Lock()
 
 
 def _process_context(device: str):
@@ -308,6 +322,55 @@ def _process_context(device: str):
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(list(PRELOAD))
     return context
+
+
+def _slot_environ(device: str, n: int) -> dict[str, str]:
+    """What every one of n worker slots on `device` adds to the environment: its share of the cores for the
+    thread pools, and on cuda the autotuning results cached on disk (Triton's own cache), so that the workers,
+    and later runs, do not each re-time every configuration of every kernel."""
+    threads = _thread_limits(max(1, environment.cpu_count() // n)) if n > 1 else {}
+    autotune = {"TRITON_CACHE_AUTOTUNING": os.environ.get("TRITON_CACHE_AUTOTUNING", "1")} \
+        if device == "cuda" and environment.visible_gpus() else {}
+    return {**threads, **autotune}
+
+
+@contextlib.contextmanager
+def _server_environ(device: str, env: dict[str, str]):
+    """os.environ as a fork server for `device` must start with (what its preload reads): env, and
+    TRITON_INTERPRET set on the CPU and unset on cuda."""
+    with mock.patch.dict(os.environ, {**env, **({"TRITON_INTERPRET": "1"} if device == "cpu" else {})}):
+        if device != "cpu":
+            os.environ.pop("TRITON_INTERPRET", None)
+        yield
+
+
+def start_fork_server(device: str, n: int) -> None:
+    """Start this process's fork server for n workers on `device` now, so that its preload runs while this
+    process loads and selects the checks (Workers then finds it running).  Nothing where workers are spawned or
+    a server already runs; Workers(m) with another slot environment than n's replaces it."""
+    from multiprocessing import forkserver
+    with _early_lock:
+        if _process_context(device).get_start_method() == "forkserver" and not _fork_server_pid():
+            _early_server[:] = [_slot_environ(device, n)]
+            with _server_environ(device, _early_server[0]):
+                forkserver.ensure_running()
+
+
+def _take_fork_server(env: dict[str, str]) -> None:
+    """Workers of slot environment env take the server start_fork_server started, unless it was started with
+    another (its thread limits are not theirs): that one is stopped, never one a worker was forked from."""
+    with _early_lock:
+        if _early_server and _early_server.pop() != env:
+            _stop_fork_server()
+
+
+def stop_unused_fork_server() -> None:
+    """Stop the server start_fork_server started if no Workers took it (every verdict replayed, a usage error):
+    it holds the process's stdout and stderr, which a caller reading them to their end would wait on."""
+    with _early_lock:
+        if _early_server:
+            _early_server.clear()
+            _stop_fork_server()
 
 
 def _worker_init(debug: bool, environ: dict[str, str], path: list[str]) -> None:
@@ -450,14 +513,12 @@ class Workers:
 
     def __post_init__(self):
         gpus = environment.visible_gpus() if self.ctx.device == "cuda" else []
-        threads = _thread_limits(max(1, environment.cpu_count() // self.n)) if self.n > 1 else {}
-        # on cuda, autotuning results are cached on disk (Triton's own cache), so that the workers, and later
-        # runs, do not each re-time every configuration of every kernel
-        autotune = {"TRITON_CACHE_AUTOTUNING": os.environ.get("TRITON_CACHE_AUTOTUNING", "1")} if gpus else {}
+        env = _slot_environ(self.ctx.device, self.n)
+        _take_fork_server(env)
         self.run_dir = tempfile.TemporaryDirectory(prefix="verify_run_")
         self.context = _process_context(self.ctx.device)
         self.managers: list[threading.Thread] = []     # every executor's manager thread (close waits for them)
-        self.slots = [_Slot({**threads, **autotune, RUN_DIR_ENV: self.run_dir.name,
+        self.slots = [_Slot({**env, RUN_DIR_ENV: self.run_dir.name,
                              **({"CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)]} if len(gpus) > 1 else {})})
                       for i in range(self.n)]
         for slot in self.slots:
@@ -467,10 +528,7 @@ class Workers:
         """A fresh worker in the slot, its first task the start (`_worker_start`)."""
         slot.executor = cf.ProcessPoolExecutor(1, mp_context=self.context, initializer=_worker_init,
                                                initargs=(self.debug, {**os.environ, **slot.env}, list(sys.path)))
-        server = {"TRITON_INTERPRET": "1"} if self.ctx.device == "cpu" else {}   # for a fork server started here
-        with mock.patch.dict(os.environ, {**slot.env, **server}):
-            if not server:
-                os.environ.pop("TRITON_INTERPRET", None)
+        with _server_environ(self.ctx.device, slot.env):     # for a fork server started here
             slot.future = self._spawn(slot)
         slot.process = next(iter(slot.executor._processes.values()))   # started by submit
         self.managers.append(slot.executor._executor_manager_thread)    # so is its manager thread

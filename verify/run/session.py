@@ -127,6 +127,15 @@ class Session:
         self.device = environment.resolve_device(o.device)
         if o.configs == "autotune" and self.device == "cpu":
             raise UsageError("--configs autotune: Triton's timing needs a GPU; on the cpu every config ties (use cover)")
+        if o.workers != "0":     # the workers' fork server imports torch while this process loads the checks
+            runner.start_fork_server(self.device, runner.worker_count(o.workers, self.device))
+        try:
+            self._plan(o)
+        except BaseException:
+            runner.stop_unused_fork_server()
+            raise
+
+    def _plan(self, o: RunOptions) -> None:
         self.durations = _durations(o.durations) if o.durations else None     # start order and shards
         self._impls_env = os.environ.get(IMPLS_ENV)   # the caller's, back at close (pv.check runs in its process)
         self.impls = implementations(o.impls)
@@ -332,6 +341,7 @@ class Session:
         if self.pool is not None:
             self.pool.close()
             self.pool = None
+        runner.stop_unused_fork_server()
         if self._impls_env is None:
             os.environ.pop(IMPLS_ENV, None)
         else:
