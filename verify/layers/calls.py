@@ -32,6 +32,7 @@ removed: its negative control).
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import textwrap
 from collections.abc import Callable
@@ -67,15 +68,18 @@ CUTS = {"step": lambda T: [T - 2, T - 1, T], "segments": lambda T: [T - 6, T - 2
         "train-short": lambda T: [T // 4, T // 4 + 1, T // 4 + 3, T]}    # segments of 1 and 2 tokens inside
 
 
+# What any layer's call must be: gradients only in training, generation in eval, a cache with a padded batch
+# (fla's generation never passes cu_seqlens with a cache), one token per row dense and without a cache.
+RULES = (("phase", "grad", lambda p, g: (p == "eval") == (g == "none")),
+         ("phase", "cache", lambda p, c: c == "none" or (p == "train") == c.startswith("train-")),
+         ("cache", "input", lambda c, i: c == "none" or i in ("dense", "mask")),
+         ("q_len", "input", lambda q, i: q != "one" or i == "dense"),
+         ("q_len", "cache", lambda q, c: q != "one" or c == "none"))
+
+
 def _valid(named: dict) -> bool:
-    """What any layer's call must be: gradients only in training, generation in eval, a cache with a padded
-    batch (fla's generation never passes cu_seqlens with a cache), one token per row dense and without a cache."""
-    rules = (("phase", "grad", lambda p, g: (p == "eval") == (g == "none")),
-             ("phase", "cache", lambda p, c: c == "none" or (p == "train") == c.startswith("train-")),
-             ("cache", "input", lambda c, i: c == "none" or i in ("dense", "mask")),
-             ("q_len", "input", lambda q, i: q != "one" or i == "dense"),
-             ("q_len", "cache", lambda q, c: q != "one" or c == "none"))
-    return all(a not in named or b not in named or ok(named[a], named[b]) for a, b, ok in rules)
+    """Whether a (partial) row breaks none of RULES."""
+    return all(a not in named or b not in named or ok(named[a], named[b]) for a, b, ok in RULES)
 
 
 @dataclass(frozen=True, eq=False)
@@ -130,9 +134,7 @@ def _complete(calls: Calls, fs: list, rows: list, keep_fit: bool = True) -> list
     assignment of the constrained factors that keeps the row allowed, merged into an added row where they fit
     (the fields a pair set are kept; keep_fit: so are those the assignment set, as the first array was built)."""
     import itertools
-    constrained = [(n, v) for n, v in fs if n in CALL_FACTORS or any(n in c for c, _ in calls.excluded)]
-    feasible = [f for f in (dict(zip([n for n, _ in constrained], c))
-                            for c in itertools.product(*[v for _, v in constrained])) if _allowed(calls, f)]
+    feasible = _feasible(calls, tuple(fs))
     defaults = {n: v[0] for n, v in fs}
     added: list[tuple[dict, set]] = []          # (row, the fields a pair set)
     for (a, la), (b, lb) in itertools.combinations(fs, 2):
@@ -150,6 +152,16 @@ def _complete(calls: Calls, fs: list, rows: list, keep_fit: bool = True) -> list
                 if fit is not None:
                     added.append(({**defaults, **fit, a: x, b: y}, {a, b, *fit} if keep_fit else {a, b}))
     return [r for r, _ in added]
+
+
+@functools.cache
+def _feasible(calls: Calls, fs: tuple) -> list[dict]:
+    """Every allowed assignment of fs's constrained factors (the call factors and those an exclusion names), in
+    the order of their levels; computed once per record and factor set (the process keeps every record)."""
+    import itertools
+    constrained = [(n, v) for n, v in fs if n in CALL_FACTORS or any(n in c for c, _ in calls.excluded)]
+    return [f for f in (dict(zip([n for n, _ in constrained], c))
+                        for c in itertools.product(*[v for _, v in constrained])) if _allowed(calls, f)]
 
 
 def _defaults_with(calls: Calls, fs: list, factor: str, level: str) -> dict | None:
