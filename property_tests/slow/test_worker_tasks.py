@@ -55,9 +55,10 @@ def _environ_of(pid: int) -> dict[str, str]:
 
 
 def test_the_fork_server_started_early_serves_its_worker_count_and_is_replaced_for_another():
-    """runner.start_fork_server (a Session starts it before loading the checks): Workers of the count it was
-    started for fork from it; Workers of another count, whose thread limits differ, fork from a server started
-    with theirs (control: the early server's own environment holds the limits of its count)."""
+    """runner.start_fork_server (a run starts it before reading the kernel tree and the verdict cache): Workers of
+    the count it was started for fork from it; Workers of another count (another session's), whose thread limits
+    differ, fork from a server started with theirs (control: the early server's own environment holds the limits
+    of its count)."""
     from pathmdn_verify.run import runner
     two, one = runner._slot_environ("cpu", 2), runner._slot_environ("cpu", 1)
     runner._stop_fork_server()                    # one an earlier test in this process started
@@ -82,9 +83,9 @@ def test_the_fork_server_started_early_serves_its_worker_count_and_is_replaced_f
 
 
 def test_a_fork_server_no_workers_took_is_stopped_with_its_session(tmp_path):
-    """A session that starts no worker (every verdict replayed; a usage error while planning) stops the fork
-    server it started early, which would hold the process's stdout and stderr for a reader waiting on their end
-    (control: the first run's workers took it, and it runs on after that run)."""
+    """A run that starts no worker (every verdict replayed) stops the fork server it started early, which would
+    hold the process's stdout and stderr for a reader waiting on their end (control: the first run's workers took
+    it, and it runs on after that run); a usage error while a session plans starts none."""
     from pathmdn_verify.core.errors import UsageError
     from pathmdn_verify.run import runner
     from pathmdn_verify.run.session import RunOptions, Session

@@ -346,8 +346,8 @@ def _server_environ(device: str, env: dict[str, str]):
 
 def start_fork_server(device: str, n: int) -> None:
     """Start this process's fork server for n workers on `device` now, so that its preload runs while this
-    process loads and selects the checks (Workers then finds it running).  Nothing where workers are spawned or
-    a server already runs; Workers(m) with another slot environment than n's replaces it."""
+    process prepares the run (Workers then finds it running).  Nothing where workers are spawned or a server
+    already runs; Workers of another slot environment than n's (another session's) replace it."""
     from multiprocessing import forkserver
     with _early_lock:
         if _process_context(device).get_start_method() == "forkserver" and not _fork_server_pid():

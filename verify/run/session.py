@@ -127,15 +127,6 @@ class Session:
         self.device = environment.resolve_device(o.device)
         if o.configs == "autotune" and self.device == "cpu":
             raise UsageError("--configs autotune: Triton's timing needs a GPU; on the cpu every config ties (use cover)")
-        if o.workers != "0":     # the workers' fork server imports torch while this process loads the checks
-            runner.start_fork_server(self.device, runner.worker_count(o.workers, self.device))
-        try:
-            self._plan(o)
-        except BaseException:
-            runner.stop_unused_fork_server()
-            raise
-
-    def _plan(self, o: RunOptions) -> None:
         self.durations = _durations(o.durations) if o.durations else None     # start order and shards
         self._impls_env = os.environ.get(IMPLS_ENV)   # the caller's, back at close (pv.check runs in its process)
         self.impls = implementations(o.impls)
@@ -275,6 +266,8 @@ class Session:
         """Start the workers, unless every verdict is in the cache or the run is in this process; what the first
         worker loaded (kernel package, interpreter fidelity) for the header, or the kernel package found here."""
         from pathmdn_verify.platform import environment
+        if self.workers:      # its fork server imports torch while this process reads the tree and the cache
+            runner.start_fork_server(self.device, self.workers)
         try:
             package = environment.kernel_package(self.kernel_root)
         except ImportError:
