@@ -14,6 +14,9 @@ CONFTEST = Path(__file__).resolve().parents[1] / "conftest.py"
 PLANTED = {"test_runtime.py": "def test_clean():\n    pass\n\n\ndef test_imports_triton():\n    import triton  # noqa: F401\n"
                               "\n\ndef test_after():\n    import triton  # noqa: F401\n",
            "test_module.py": "import triton  # noqa: F401\n\n\ndef test_first():\n    pass\n",
+           "test_workers.py": "from pathmdn_verify.run.session import RunOptions, Session\n\n\n"
+                              "def test_starts_workers():\n    Session(RunOptions(ids=('symbolic.path.cross_block',), "
+                              "device='cpu', workers='1', cache=False)).run()\n\n\ndef test_after():\n    pass\n",
            "test_timed.py": "import time\n\nimport pytest\n\n\n@pytest.mark.budget(1)\ndef test_over():\n"
                             "    time.sleep(1.5)\n\n\n@pytest.mark.budget(60)\ndef test_within():\n    time.sleep(1.5)\n"}
 
@@ -35,6 +38,14 @@ def test_a_unit_test_that_imports_triton_fails(tmp_path, name, failed):
     assert "the unit tier imported ['triton']" in r.stdout
     errors = [line for line in r.stdout.splitlines() if line.startswith("ERROR ")]
     assert len(errors) == 1 and failed in errors[0], r.stdout        # once: the later tests are not blamed
+
+
+def test_a_unit_test_that_starts_workers_fails(tmp_path):
+    r = _pytest(tmp_path, "unit", "test_workers.py")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "left a fork server running" in r.stdout
+    errors = [line for line in r.stdout.splitlines() if line.startswith("ERROR ")]
+    assert len(errors) == 1 and "test_starts_workers" in errors[0], r.stdout      # the next test is not blamed
 
 
 @pytest.mark.parametrize("name", list(PLANTED))
