@@ -174,7 +174,9 @@ def test_log_form_equals_stable_form_when_momentum_outlives_memory(L, seed):
 def test_gates_respect_their_constraints(x, s, a, b, floor):
     x_eta, x_a, x_b, x_mu = (torch.tensor([v], dtype=torch.float64) for v in x)
     log_alpha, beta, log_mu, eta = mdn.gates(x_eta, x_a, x_b, x_mu, tau=4.0, s=s, a=a, b=b, floor=floor)
-    assert float(log_alpha.exp() + beta) <= 1.0
+    # alpha + beta <= cos^2 theta + sin^2 theta = 1 exactly; in float64 each term is a few roundings off (exp of a
+    # log, a product), so the sum may pass 1 by an ulp (measured: 1 ulp at most, in 1984 of 2e6 random draws)
+    assert float(log_alpha.exp() + beta) <= 1.0 + 4 * torch.finfo(torch.float64).eps
     assert 0.0 < float(eta) < 2.0 and float(log_mu) >= floor and float(log_alpha) <= 0.0 and float(beta) >= 0.0
 
 
