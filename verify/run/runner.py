@@ -365,8 +365,8 @@ def _take_fork_server(env: dict[str, str]) -> None:
 
 
 def stop_unused_fork_server() -> None:
-    """Stop the server start_fork_server started if no Workers took it (every verdict replayed, a usage error):
-    it holds the process's stdout and stderr, which a caller reading them to their end would wait on."""
+    """Stop the server start_fork_server started if no Workers took it (every verdict replayed, or the run ended
+    before its workers started): it holds the process's stdout and stderr, which a reader waits on to their end."""
     with _early_lock:
         if _early_server:
             _early_server.clear()
