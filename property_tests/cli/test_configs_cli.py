@@ -37,3 +37,21 @@ def test_a_check_counts_the_configs_triton_timed():
         assert Autotuner._bench.__name__ == "bench"
         st.declared["k"], st.ran["k"], st.timed["k"] = ["BK=16", "BK=32"], {1: 1}, 2
         assert configs.collected()["configs_timed"] == {"k": 2}
+
+
+def test_the_first_check_of_a_process_on_a_gpu_runs_under_its_configs():
+    """configs.begin patches Triton's autotuner for a check on cuda even when nothing has imported triton yet (the
+    first check of `--workers 0`, which imports the kernel package as it runs); on the CPU it leaves the first import
+    of triton to the fidelity layer (the control: the autotuner stays Triton's)."""
+    import subprocess
+    import sys
+    code = ("import sys\n"
+            "from pathmdn_verify.core.registry import Context\n"
+            "from pathmdn_verify.platform import configs\n"
+            "assert 'triton' not in sys.modules\n"
+            "configs.begin('kernel.fla.l2norm.fwd.fp32.typical', Context(device=sys.argv[1]))\n"
+            "from triton.runtime.autotuner import Autotuner\n"
+            "print(getattr(Autotuner.run, '_verify_configs', False))\n")
+    for device, patched in (("cuda", "True"), ("cpu", "False")):
+        done = subprocess.run([sys.executable, "-c", code, device], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0 and done.stdout.strip() == patched, (device, done.stdout, done.stderr[-2000:])

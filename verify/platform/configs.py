@@ -97,7 +97,9 @@ def begin(check_id: str, ctx) -> None:
     global _state
     mode = mode_for(check_id, getattr(ctx, "configs", DEFAULT))
     _state = None if mode == OFF else _CheckState(check_id, mode, int(getattr(ctx, "seed", 0)))
-    if _state is not None and "triton" in sys.modules:     # never the first import of triton (fidelity's job)
+    # on the CPU never the first import of triton (the fidelity layer's job, which installs the patch itself); on
+    # a GPU the first check of a process (--workers 0) may import the kernel package only as it runs
+    if _state is not None and ("triton" in sys.modules or getattr(ctx, "device", "cpu") != "cpu"):
         install()
 
 
