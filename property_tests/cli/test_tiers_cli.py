@@ -48,6 +48,20 @@ def test_a_unit_test_that_starts_workers_fails(tmp_path):
     assert len(errors) == 1 and "test_starts_workers" in errors[0], r.stdout      # the next test is not blamed
 
 
+def test_a_unit_test_after_one_of_another_tier_that_started_workers_is_not_blamed(tmp_path):
+    """In one process (the whole suite under pytest-xdist) the fork server a cli test's session left running is
+    not the unit test's after it."""
+    shutil.copy(CONFTEST, tmp_path / "conftest.py")
+    for tier, name, text in (("cli", "test_workers.py", PLANTED["test_workers.py"]),
+                             ("unit", "test_plain.py", "def test_plain():\n    pass\n")):
+        (tmp_path / tier).mkdir(exist_ok=True)
+        (tmp_path / tier / name).write_text(text)
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-rA",
+                        str(tmp_path / "cli"), str(tmp_path / "unit")], cwd=tmp_path,
+                       env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "3 passed" in r.stdout, r.stdout + r.stderr
+
+
 @pytest.mark.parametrize("name", list(PLANTED))
 def test_the_same_tests_in_the_cli_tier_pass(tmp_path, name):
     r = _pytest(tmp_path, "cli", name)
