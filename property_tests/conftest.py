@@ -141,29 +141,20 @@ def the_unit_tier_imports_no_kernel_package(request):
                       "collection): a test that needs Triton or a kernel package belongs in the cli or slow tier"
 
 
-def fork_server() -> int | None:
-    """The pid of this process's multiprocessing fork server (the check workers' parent) while it runs."""
-    from multiprocessing import forkserver
-    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
-    try:
-        running = pid is not None and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        running = False         # gone (reaped by multiprocessing, which alone waits for it)
-    return pid if running else None
-
-
 @pytest.fixture(autouse=True)
 def the_unit_tier_starts_no_worker(request):
-    """Fails a unit test after which this process runs a fork server it did not run before (the test, or a session
-    it made, started check workers or their server): such a test belongs in the cli or slow tier.  That server is
-    stopped, so that the next test is judged on its own; one an earlier test of another tier left is not blamed."""
-    unit = request.node.path.parent.name == "unit"
-    before = fork_server() if unit else None
+    """Fails a unit test after which this process runs a fork server other than the one before it (the test, or a
+    session it made, started check workers or their server): such a test belongs in the cli or slow tier.  That
+    server is stopped, so that the next test is judged on its own; one an earlier test of another tier left is not
+    blamed."""
+    if request.node.path.parent.name != "unit":
+        yield
+        return
+    from pathmdn_verify.run import runner
+    before = runner._fork_server_pid()
     yield
-    if unit and (pid := fork_server()) is not None and pid != before:
-        from multiprocessing import forkserver
-        os.kill(pid, 9)
-        forkserver._forkserver._stop()
+    if runner._fork_server_pid() not in (None, before):
+        runner._stop_fork_server()
         pytest.fail("this unit test left a fork server running (it started check workers or their server): such a "
                     "test belongs in the cli or slow tier")
 
