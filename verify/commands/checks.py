@@ -191,6 +191,8 @@ def _header(session: Session, args, info: dict, console) -> None:
     console.print(xfails.describe(session.scope(info["kernel_package"])), highlight=False, soft_wrap=True)
     console.print("implementations: " + ", ".join(_dots(name, args.fp32_dot) for name in session.impls),
                   highlight=False, soft_wrap=True)
+    if note := environment.bytecode_note():
+        console.print(note, highlight=False, soft_wrap=True)
     if e := session.compile_estimate:
         console.print(f"Triton compilations to make: {e['compilations']} (of the {e['keys']} compile keys these "
                       f"checks used when they last ran here, {e['in_disk_cache']} are in the disk cache"
