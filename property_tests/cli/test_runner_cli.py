@@ -1,6 +1,6 @@
 """The runner through the command: three shards merge to the unsharded run; --durations starts the checks
-longest first and keeps the report order; an unimportable --kernel-root is one error; --version; two GPUs, two
-pinned workers (skipped without)."""
+longest first and keeps the report order; an unimportable --kernel-root is one error; --version; the host preload
+imports no kernel package; two GPUs, two pinned workers (skipped without)."""
 import json
 
 import pytest
@@ -84,3 +84,22 @@ def test_two_gpus_two_workers_each_pinned(planted, tmp_path, monkeypatch):
     assert cli.main(["all", *id_args("gpu.a", "gpu.b"), "--device", "cuda", "--workers", "auto", "--json", str(out)]) == 0
     doc = load(out)
     assert doc["environment"]["workers"] >= 2 and {c["message"] for c in doc["checks"]} == {"0", "1"}
+
+
+def test_the_host_preload_imports_and_defines_no_kernel_package(tmp_path):
+    """runner.HOST_PRELOAD, what a fork server on a machine without a GPU imports besides PRELOAD: every name
+    imports (a fork server skips one that does not, unsaid), and none imports fla or this toolkit (a worker imports
+    them after the fidelity layer).  Control: importing fla.layers next is seen."""
+    import os
+    import subprocess
+    import sys
+
+    from pathmdn_verify.run import runner
+    probe = ("import importlib, sys\n"
+             "seen = lambda: sorted({m.split('.')[0] for m in sys.modules} & {'fla', 'pathmdn_verify'})\n"
+             "[importlib.import_module(n) for n in sys.argv[1:]]\nprint(seen())\n"
+             "import fla.layers\nprint(seen())\n")
+    r = subprocess.run([sys.executable, "-P", "-c", probe, *runner.PRELOAD, *runner.HOST_PRELOAD], capture_output=True,
+                       text=True, cwd=tmp_path, env={**os.environ, "TRITON_INTERPRET": "1"}, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split("\n")[:2] == ["[]", "['fla']"], r.stdout
