@@ -307,8 +307,9 @@ def apply_xfails(outcome: Outcome, scope: xfail_list.Scope) -> Outcome:
 # re-initialize CUDA in forked subprocess".)  On a machine without a GPU the server also imports those parts,
 # HOST_PRELOAD, what fla's import spent most of its time on after PRELOAD (2.1 of its 2.8 s on the 2-core CPU).
 PRELOAD = ("torch", "torch._dynamo", "hypothesis")
-HOST_PRELOAD = ("torch._inductor.compile_fx", "torch._dynamo.repro.after_dynamo", "torch.distributed._tensor.placement_types",
-                "transformers.utils", "transformers.modeling_layers", "transformers.activations")
+HOST_PRELOAD = ("torch._inductor.compile_fx", "torch._dynamo.repro.after_dynamo",
+                "torch.distributed._tensor.placement_types", "transformers.utils", "transformers.modeling_layers",
+                "transformers.activations")
 _server_device: list[str] = []        # the device the fork server was started for (it is one per process)
 # A server start_fork_server started that no Workers has taken yet: the slot environment it was started with.
 # Sessions may run in threads side by side (verify mutants): the lock makes taking or stopping it one step.
@@ -317,13 +318,15 @@ _early_lock = threading.Lock()
 
 
 def _process_context(device: str):
-    """The workers' start method: forkserver with PRELOAD (and HOST_PRELOAD on a machine without a GPU), started for `device`; spawn where the platform has
-    no fork server, or where this process's server was started for the other device."""
+    """The workers' start method: forkserver with PRELOAD (and HOST_PRELOAD on a machine without a GPU), started
+    for `device`; spawn where the platform has no fork server, or where this process's server was started for the
+    other device."""
     if "forkserver" not in multiprocessing.get_all_start_methods() or _server_device not in ([], [device]):
         return multiprocessing.get_context("spawn")
     _server_device[:] = [device]
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(list(PRELOAD + (HOST_PRELOAD if device == "cpu" and not environment.gpu_count() else ())))
+    host = HOST_PRELOAD if device == "cpu" and not environment.gpu_count() else ()
+    context.set_forkserver_preload(list(PRELOAD + host))
     return context
 
 
