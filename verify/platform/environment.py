@@ -133,7 +133,7 @@ def visible_gpus() -> list[str]:
 def bytecode_note(module: str = "torch") -> str | None:
     """A line for the header where this Python compiles every module from source in every process: it writes
     no bytecode (PYTHONDONTWRITEBYTECODE, -B) and `module` has none to read (an image installed without it).
-    Each worker then compiles what it imports (torch, transformers, fla): about 5 s a worker on an H100 host."""
+    Each worker then compiles what it imports (torch, transformers, fla) before its first check."""
     spec = importlib.util.find_spec(module) if sys.dont_write_bytecode else None
     if spec is None or not spec.origin or not spec.origin.endswith(".py"):
         return None

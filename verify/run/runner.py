@@ -305,7 +305,7 @@ def apply_xfails(outcome: Outcome, scope: xfail_list.Scope) -> Outcome:
 # as the fidelity layer would set it, and without for GPU runs.  (Preloading more for GPU runs, the parts of torch
 # and transformers that fla imports, initialised CUDA in the server: every worker then failed with "Cannot
 # re-initialize CUDA in forked subprocess".)  On a machine without a GPU the server also imports those parts,
-# HOST_PRELOAD, what fla's import spent most of its time on after PRELOAD (2.1 of its 2.8 s on the 2-core CPU).
+# HOST_PRELOAD: most of what fla's import costs a worker after PRELOAD.
 PRELOAD = ("torch", "torch._dynamo", "hypothesis")
 HOST_PRELOAD = ("torch._inductor.compile_fx", "torch._dynamo.repro.after_dynamo",
                 "torch.distributed._tensor.placement_types", "transformers.utils", "transformers.modeling_layers",
