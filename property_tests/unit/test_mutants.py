@@ -44,3 +44,30 @@ def test_mutants_are_judged_by_their_command_not_run_as_checks(tmp_path, capsys)
     printed = capsys.readouterr().out
     assert "mutant.path_kv_dims_swapped" in printed and "killers: kernel." in printed
     assert cli.main(["mutants", "--id", "mutant.no_such_bug", "--device", "cpu"]) == 2
+
+
+def _stand_in(tmp_path):
+    from pathmdn_verify.platform.mutation import Mutant
+    src = tmp_path / "src" / "fla"
+    (src / "ops").mkdir(parents=True)
+    (src / "__init__.py").write_text("__version__ = '0.0.1'\n")
+    (src / "ops" / "k.py").write_text("x = 1\n")
+    return src, Mutant("stand_in", "x is 2", "ops/k.py", "x = 1", "x = 2", ())
+
+
+def _patched_source_files(tmp_path, monkeypatch=None) -> tuple[str, str, bool]:
+    src, m = _stand_in(tmp_path)
+    if monkeypatch is not None:     # the control: the patch written into the linked file, not a new one
+        from pathlib import Path
+        monkeypatch.setattr(Path, "unlink", lambda self, missing_ok=False: None)
+    root = materialize(m, tmp_path / "dest", source=src)
+    linked = (root / "fla" / "__init__.py").stat().st_ino == (src / "__init__.py").stat().st_ino
+    return (root / "fla" / "ops" / "k.py").read_text(), (src / "ops" / "k.py").read_text(), linked
+
+
+def test_a_materialized_tree_links_the_source_and_never_writes_into_it(tmp_path, monkeypatch):
+    """The copy's files are hard links (no 17 MB copied per mutant), and the patch reaches the copy alone."""
+    patched, source, linked = _patched_source_files(tmp_path / "a")
+    assert (patched, source, linked) == ("x = 2\n", "x = 1\n", True)
+    patched, source, _ = _patched_source_files(tmp_path / "b", monkeypatch)
+    assert source == "x = 2\n"       # written through the link: what the test above would catch

@@ -2,6 +2,7 @@
 the libraries, the device, and the kernel package actually loaded (which may be a --kernel-root checkout)."""
 from __future__ import annotations
 
+import functools
 import importlib.metadata as md
 import importlib.util
 import os
@@ -93,11 +94,19 @@ def kernel_package(root: str | None = None) -> dict:
     init = Path(spec.origin).resolve()
     path = init.parent
     found = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", init.read_text(errors="replace"), re.M)
-    dists = md.packages_distributions().get(KERNEL_PACKAGE, [])
-    installed = [d for d in dists if any(Path(md.distribution(d).locate_file(f)).resolve() == init
-                                         for f in md.distribution(d).files or ())]
+    installed = [d for d in _packages_distributions().get(KERNEL_PACKAGE, [])
+                 if any(f.name == "__init__.py" and f.parent.as_posix() == KERNEL_PACKAGE
+                        and Path(md.distribution(d).locate_file(f)).resolve() == init
+                        for f in md.distribution(d).files or ())]
     return {"name": KERNEL_PACKAGE, "version": found.group(1) if found else None, "path": str(path),
             "distribution": installed[0] if installed else None, "git_commit": git_commit(init)}
+
+
+@functools.cache
+def _packages_distributions() -> dict[str, list[str]]:
+    """importlib.metadata.packages_distributions(), read once a process (every session of `verify mutants` and
+    of bisect asks it; it reads every installed distribution's file list)."""
+    return md.packages_distributions()
 
 
 def describe_kernel_package(pkg: dict | None) -> str:

@@ -12,6 +12,7 @@ D != Dv: the PaTH and FoX convention checks use D = 16, Dv = 32.
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,16 +65,27 @@ def fla_package_dir() -> Path:
 
 
 def materialize(mutant: Mutant, dest: Path, source: Path | None = None) -> Path:
-    """Copy the fla package into dest/fla with the mutant's patch applied; returns dest (a kernel root).  The
-    bytecode caches come along (copied with their sources' times, they stay valid; the patched file's is stale
-    by its new time and size, so Python recompiles that file alone) instead of 571 files compiled per mutant."""
+    """The fla package at dest/fla with the mutant's patch applied; returns dest (a kernel root).  Every file is
+    a hard link to the source's where the filesystem allows (else a copy): the patched file is written anew
+    (unlinked first, so the source keeps its text), and Python replaces a stale bytecode file rather than writing
+    into it, so nothing written in the copy reaches the source.  The bytecode caches come along (with their
+    sources' times they stay valid; the patched file's is stale by its new time and size, so Python recompiles
+    that file alone)."""
     source = source or fla_package_dir()
-    shutil.copytree(source, dest / "fla")
+    shutil.copytree(source, dest / "fla", copy_function=_link_or_copy)
     target = dest / "fla" / mutant.path
     text = target.read_text()
     found = text.count(mutant.old)
     if found != mutant.count:
         raise RuntimeError(f"mutant {mutant.name}: expected {mutant.count} occurrence(s) of its target in "
                            f"{mutant.path}, found {found}; the kernel source changed, update the mutant")
+    target.unlink()
     target.write_text(text.replace(mutant.old, mutant.new))
     return dest
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:                  # another filesystem, or one without hard links
+        shutil.copy2(src, dst)
