@@ -39,7 +39,7 @@ def json_arg(args, cwd=None) -> Path | None:
 
 # Commands that import the kernel package (or a tree's) into the process that runs them, or change its import
 # path: an in-process run would leave that in the pytest process for every later test, so they get their own.
-OWN_PROCESS = ("localize", "compare", "coverage", "bisect", "report", "--kernel-root", "--version")
+OWN_PROCESS = ("localize", "coverage", "bisect", "report", "--kernel-root", "--version")
 
 
 def run_cli(*args, cwd=None, env=None, timeout=None):

@@ -1,6 +1,7 @@
 """Hostile and bad input, validated in this process (`cli.main`): every case ends with exit status 2 and one line
 on stderr that names the problem, no traceback, and no JSON written.  What needs a kernel run or a process of
 its own is test_bad_input_cli.py."""
+import json
 import os
 
 import pytest
@@ -187,3 +188,35 @@ def test_unwritable_output_path(capsys, tmp_path, registry, flag):
 def test_unknown_op_lists_the_registry(capsys, tmp_path):
     code, err, out = compare(capsys, tmp_path, "mdn_chunk", path_file(tmp_path))
     assert_usage_error(code, err, "--op mdn_chunk", *OPS, json_path=out)
+
+
+@pytest.mark.parametrize("lost, line, kind, signal", [
+    (("crashed", "the worker process died: killed by SIGABRT", 1.0, -6), "crashed (signal 6, SIGABRT)", "crashed", 6),
+    (("timeout", "exceeded the timeout of 600 s; the run went on", 600.0, None), "timeout: exceeded the timeout",
+     "timeout", None),
+], ids=["crashed", "timeout"])
+def test_a_lost_worker_is_the_kernels_verdict(capsys, tmp_path, monkeypatch, lost, line, kind, signal):
+    """The worker that ran the comparison died or hung (a stand-in session answers runner.Lost): FAIL, exit 1,
+    the JSON says the kind (and the signal); the control, an answer, is passed on as the worker printed it."""
+    from pathmdn_verify.run import runner, session
+    answers = []
+
+    class Stand_in:
+        def __init__(self, options):
+            assert options.workers == "1" and options.prefixes == ()
+
+        def map(self, tasks):
+            return [answers.pop()]
+
+        def close(self):
+            pass
+    monkeypatch.setattr(session, "Session", Stand_in)
+    out = tmp_path / "out.json"
+    argv = ["compare", "--op", "path_attn", "--inputs", str(path_file(tmp_path)), "--device", "cpu", "--json", str(out)]
+    answers.append(runner.Lost(*lost))
+    code = cli.main(argv)
+    doc = json.loads(out.read_text())
+    assert code == 1 and (doc["status"], doc["kind"], doc.get("signal")) == ("fail", kind, signal)
+    assert f"FAIL path_attn fwd: {line}" in capsys.readouterr().out
+    answers.append((0, "pass\n", ""))
+    assert cli.main(argv) == 0 and not out.exists() and capsys.readouterr().out == "pass\n"

@@ -8,17 +8,20 @@ validated first (the op's input validation, its record's error_inputs): a bad in
 input on which the float64 oracle or the same-dtype implementation cannot run.  `verify kernels
 --save-failing DIR` writes such files for failing checks and prints the command that replays each.
 
-The comparison runs in a child process (`verify compare ... --in-child`), as the check runner's workers do: a
-kernel that kills its process (segfault, abort, "munmap_chunk(): invalid pointer") is a verdict, FAIL with
-kind crashed and the signal, exit status 1; a fatal CUDA error is FAIL with kind cuda_fatal.  --kernel-root
-TREE imports the kernel package (fla) from TREE, as for `verify kernels`.
+The comparison runs in a worker process of the check runner (a Session of no check, one worker: the CPU
+interpreter's fidelity layer and the kernel package imported there, as for a check; the unlisted `--in-child`
+runs it in this process, as the worker does): a kernel that kills its process (segfault, abort,
+"munmap_chunk(): invalid pointer") is a verdict, FAIL with kind crashed and the signal, exit status 1, and so is
+one past the check timeout of the ci profile (kind timeout); a fatal CUDA error is FAIL with kind cuda_fatal.
+--kernel-root TREE imports the kernel package (fla) from TREE, as for `verify kernels`.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -45,18 +48,7 @@ def add_parser(sub) -> None:
                    help="the implementation of --op (default fla): a registered name, module[:attr] or file.py[:attr]")
     options.json_out(p)
     options.debug(p)
-    p.add_argument("--in-child", action="store_true", help=argparse.SUPPRESS)   # the child that runs the kernel
-
-
-def _child_argv(args) -> list[str]:
-    """The options of this command, for the child that runs it."""
-    out = ["--op", args.op, "--inputs", str(args.inputs), "--pass", args.pass_, "--seed", str(args.seed),
-           "--fp32-dot", args.fp32_dot]
-    for flag, value in (("--dtype", args.dtype), ("--device", args.device), ("--kernel-root", args.kernel_root),
-                        ("--impl", args.impl), ("--json", args.json)):
-        if value is not None:
-            out += [flag, str(value)]
-    return out + (["--debug"] if args.debug else [])
+    p.add_argument("--in-child", action="store_true", help=argparse.SUPPRESS)   # in this process (the worker's way)
 
 
 def _fail_doc(args, device: str | None, kind: str, message: str, **extra) -> dict:
@@ -73,32 +65,48 @@ def _write(path: str | None, doc: dict) -> None:
         results.write_text_atomic(path, json.dumps(doc, indent=2, allow_nan=False))
 
 
-def _in_child(args, device: str) -> int:
-    """Run the comparison (inputs validated here already) in a child process, its output passed on; a child
-    killed by a signal is the kernel's verdict, FAIL with kind crashed."""
+def _in_worker(args, device: str) -> int:
+    """Run the comparison (inputs validated here already) in a runner worker, its output passed on; a worker that
+    died (or ran past the check timeout) is the kernel's verdict, FAIL with kind crashed (or timeout)."""
+    from pathmdn_verify.run.runner import Lost
+    from pathmdn_verify.run.session import RunOptions, Session
     if args.json:
         Path(args.json).unlink(missing_ok=True)       # never leave a stale result in place
     args.device = device
-    proc = subprocess.run([sys.executable, "-m", "pathmdn_verify", "compare", *_child_argv(args), "--in-child"],
-                          capture_output=True, text=True, errors="replace", check=False)
-    sys.stdout.write(proc.stdout)
-    sys.stderr.write(proc.stderr)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if proc.returncode >= 0:
-        return proc.returncode
-    sig = -proc.returncode
+    session = Session(RunOptions(prefixes=(), device=device, fp32_dot=args.fp32_dot, kernel_root=args.kernel_root,
+                                 workers="1", debug=args.debug))
+    options = {k: v for k, v in vars(args).items() if isinstance(v, (str, int, float, bool, Path, type(None)))}
+    try:
+        [got] = session.map([(_worker_compare, (options,))])
+    finally:
+        session.close()
+    if not isinstance(got, Lost):
+        code, out, err = got
+        sys.stdout.write(out)
+        sys.stderr.write(err)
+        return code
+    sig = -got.exit_code if got.exit_code is not None and got.exit_code < 0 else None
     if sig in (signal.SIGINT, signal.SIGTERM):     # interrupted, not crashed
         return 128 + sig
-    try:
-        name = signal.Signals(sig).name
-    except ValueError:
-        name = "unknown signal"
-    message = (f"{args.op} {args.pass_}: crashed (signal {sig}, {name}): the process running the kernel died; "
-               f"its last output is above")
+    if got.kind == "timeout":
+        message = f"{args.op} {args.pass_}: timeout: {got.message.split(';')[0]}"
+    else:
+        name = signal.Signals(sig).name if sig in signal.valid_signals() else "unknown signal"
+        message = (f"{args.op} {args.pass_}: crashed (signal {sig}, {name}): the process running the kernel died"
+                   if sig else f"{args.op} {args.pass_}: crashed: {got.message.split(';')[0]}")
     print(f"FAIL {message}")
-    _write(args.json, _fail_doc(args, device, "crashed", message, signal=sig))
+    _write(args.json, _fail_doc(args, device, got.kind, message, **({"signal": sig} if sig else {})))
     return 1
+
+
+def _worker_compare(options: dict) -> tuple[int, str, str]:
+    """In the worker: the comparison of these options in this process (--in-child), its exit status and what it
+    printed."""
+    out, err = io.StringIO(), io.StringIO()
+    args = argparse.Namespace(**{**options, "in_child": True})
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = run(args)
+    return code, out.getvalue(), err.getvalue()
 
 
 def run(args) -> int:
@@ -106,8 +114,8 @@ def run(args) -> int:
         from pathmdn_verify.platform.kernel_root import activate
         args.kernel_root = activate(args.kernel_root)
     op, device, x, dtype = _validated(args)
-    if not args.in_child:          # validated: the kernel runs in a child, whose death is a verdict
-        return _in_child(args, device)
+    if not args.in_child:          # validated: the kernel runs in a worker, whose death is a verdict
+        return _in_worker(args, device)
     verdicts = _measure(args, op, device, x, dtype)
     if verdicts is None:
         return 1

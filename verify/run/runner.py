@@ -450,10 +450,12 @@ def _check_context(outcome: Outcome) -> None:
 
 @dataclass
 class Lost:
-    """A task of Workers.map whose worker was lost: kind crashed or timeout, what happened, its seconds."""
+    """A task of Workers.map whose worker was lost: kind crashed or timeout, what happened, its seconds, and the
+    dead worker's exit status where it is known (negative: the signal that killed it)."""
     kind: str
     message: str
     seconds: float
+    exit_code: int | None = None
 
 
 @dataclass
@@ -753,8 +755,9 @@ class Workers:
     def _lose(self, slot: _Slot, kind: str, what: str) -> Lost:
         """The slot's worker was lost with its task (crash or timeout): say so and start a fresh worker."""
         seconds = time.monotonic() - slot.t0
+        code = self._exit_code(slot) if kind == "crashed" else None
         self._replace(slot)
-        return Lost(kind, f"{what}; the run went on in a fresh worker", seconds)
+        return Lost(kind, f"{what}; the run went on in a fresh worker", seconds, code)
 
     def map(self, tasks: list[tuple[Callable, tuple]], timeout: float,
             on_start: Callable[[int], None] = lambda i: None,
