@@ -110,7 +110,7 @@ def _worker_compare(options: dict) -> tuple[int, str, str]:
 
 
 def run(args) -> int:
-    if args.kernel_root:       # before anything imports fla; the child inherits it (PYTHONPATH) and repeats it
+    if args.kernel_root:       # before anything imports fla; the worker gets it (ctx.kernel_root) and repeats it
         from pathmdn_verify.platform.kernel_root import activate
         args.kernel_root = activate(args.kernel_root)
     op, device, x, dtype = _validated(args)
