@@ -104,8 +104,8 @@ def kernel_package(root: str | None = None) -> dict:
 
 @functools.cache
 def _packages_distributions() -> dict[str, list[str]]:
-    """importlib.metadata.packages_distributions(), read once a process (every session of `verify mutants` and
-    of bisect asks it; it reads every installed distribution's file list)."""
+    """importlib.metadata.packages_distributions(), read once a process (each of `verify mutants`' sessions asks
+    it; it reads every installed distribution's file list)."""
     return md.packages_distributions()
 
 
