@@ -201,7 +201,7 @@ def test_a_lost_worker_is_the_kernels_verdict(capsys, tmp_path, monkeypatch, los
     from pathmdn_verify.run import runner, session
     answers = []
 
-    class Stand_in:
+    class StandIn:
         def __init__(self, options):
             assert options.workers == "1" and options.prefixes == ()
 
@@ -210,7 +210,7 @@ def test_a_lost_worker_is_the_kernels_verdict(capsys, tmp_path, monkeypatch, los
 
         def close(self):
             pass
-    monkeypatch.setattr(session, "Session", Stand_in)
+    monkeypatch.setattr(session, "Session", StandIn)
     out = tmp_path / "out.json"
     argv = ["compare", "--op", "path_attn", "--inputs", str(path_file(tmp_path)), "--device", "cpu", "--json", str(out)]
     answers.append(runner.Lost(*lost))

@@ -100,7 +100,7 @@ def test_a_dead_workers_exit_status_is_never_read_beside_its_pools_manager(monke
     monkeypatch.setattr(runner, "REAP_SECONDS", 5.0)
     slot = _dead_slot(0.3)
     assert runner.Workers._exit_code(slot) == 3 and not slot.process.read_beside
-    assert "exit code 3" in runner.Workers._died(_dead_slot(0.1))
+    assert "exit code 3" in runner.Workers._died(runner.Workers._exit_code(_dead_slot(0.1)))
     monkeypatch.setattr(runner, "REAP_SECONDS", 0.1)
     slot = _dead_slot(1.0)
     assert runner.Workers._exit_code(slot) is None and not slot.process.read_beside

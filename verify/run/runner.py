@@ -685,7 +685,7 @@ class Workers:
             outcome = slot.future.result()
             self._add_reads(slot, outcome.reads)
         except cf.process.BrokenProcessPool:
-            return self._failed(slot, check, ctx, "crashed", self._died(slot))
+            return self._failed(slot, check, ctx, "crashed", self._died(self._exit_code(slot)))
         except UsageError:
             raise
         except Exception as exc:     # the result could not come back (not picklable, ...)
@@ -744,18 +744,17 @@ class Workers:
         return slot.process.exitcode
 
     @staticmethod
-    def _died(slot: _Slot) -> str:
-        """How the slot's worker died (_exit_code)."""
-        code = Workers._exit_code(slot)
+    def _died(code: int | None) -> str:
+        """How a worker died, from its exit status (_exit_code)."""
         how = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0
                else f"exit code {code}" if code is not None else "exit status not known yet")
         hint = " (the kernel crashed, or the machine ran out of memory)" if code in (-9, -6, -11) else ""
         return f"the worker process died: {how}{hint}"
 
-    def _lose(self, slot: _Slot, kind: str, what: str) -> Lost:
-        """The slot's worker was lost with its task (crash or timeout): say so and start a fresh worker."""
+    def _lose(self, slot: _Slot, kind: str, what: str, code: int | None = None) -> Lost:
+        """The slot's worker was lost with its task (crash, with its exit status, or timeout): say so and start a
+        fresh worker."""
         seconds = time.monotonic() - slot.t0
-        code = self._exit_code(slot) if kind == "crashed" else None
         self._replace(slot)
         return Lost(kind, f"{what}; the run went on in a fresh worker", seconds, code)
 
@@ -795,7 +794,8 @@ class Workers:
                         values[i] = slot.future.result()
                         slot.future, slot.index = None, None
                     except cf.process.BrokenProcessPool:
-                        values[i] = self._lose(slot, "crashed", self._died(slot))
+                        code = self._exit_code(slot)
+                        values[i] = self._lose(slot, "crashed", self._died(code), code)
                 elif i is not None and time.monotonic() - slot.t0 > timeout:
                     values[i] = self._lose(slot, "timeout", f"exceeded the timeout of {timeout:g} s")
                 else:
