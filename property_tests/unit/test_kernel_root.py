@@ -110,3 +110,20 @@ def test_import_fixes_apply_only_where_their_defect_is(monkeypatch):
         assert fix_module(tree) == [] and ast.dump(tree) == ast.dump(ast.parse(untouched)), untouched
     with pytest.raises(ImportError):
         exec(compile("import verify_test_missing_module\n", "<m>", "exec"), {})
+
+
+def test_the_distribution_is_the_one_whose_file_list_names_the_package(tmp_path):
+    """kernel_package's distribution: the metadata beside the package whose RECORD lists fla/__init__.py (another
+    distribution there that installed other files of fla is not it); a checkout has none.  Control: the same
+    RECORD without that line names no distribution."""
+    from pathmdn_verify.platform import environment
+    (tmp_path / "fla" / "ops").mkdir(parents=True)
+    (tmp_path / "fla" / "__init__.py").write_text("__version__ = '9.9'\n")
+    for name, listed in (("fla_core", "fla/__init__.py"), ("flash_linear_attention", "fla/ops/x.py")):
+        info = tmp_path / f"{name}-9.9.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: 9.9\n")
+        (info / "RECORD").write_text(f"{listed},sha256=x,1\n{info.name}/METADATA,,\n")
+    assert environment.kernel_package(str(tmp_path))["distribution"] == "fla-core"
+    (tmp_path / "fla_core-9.9.dist-info" / "RECORD").write_text("fla/ops/y.py,,\n")
+    assert environment.kernel_package(str(tmp_path))["distribution"] is None

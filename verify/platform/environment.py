@@ -2,7 +2,6 @@
 the libraries, the device, and the kernel package actually loaded (which may be a --kernel-root checkout)."""
 from __future__ import annotations
 
-import functools
 import importlib.metadata as md
 import importlib.util
 import os
@@ -94,19 +93,23 @@ def kernel_package(root: str | None = None) -> dict:
     init = Path(spec.origin).resolve()
     path = init.parent
     found = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", init.read_text(errors="replace"), re.M)
-    installed = [d for d in _packages_distributions().get(KERNEL_PACKAGE, [])
-                 if any(f.name == "__init__.py" and f.parent.as_posix() == KERNEL_PACKAGE
-                        and Path(md.distribution(d).locate_file(f)).resolve() == init
-                        for f in md.distribution(d).files or ())]
+    installed = _installed_by(init)
     return {"name": KERNEL_PACKAGE, "version": found.group(1) if found else None, "path": str(path),
-            "distribution": installed[0] if installed else None, "git_commit": git_commit(init)}
+            "distribution": installed, "git_commit": git_commit(init)}
 
 
-@functools.cache
-def _packages_distributions() -> dict[str, list[str]]:
-    """importlib.metadata.packages_distributions(), read once a process (each of `verify mutants`' sessions asks
-    it; it reads every installed distribution's file list)."""
-    return md.packages_distributions()
+def _installed_by(init: Path) -> str | None:
+    """The distribution whose file list names `init` (fla/__init__.py, resolved), among those installed beside the
+    package (an installer puts a package's metadata in the directory it installs the package into); None for a
+    checkout.  A file list that does not contain the line is not parsed (importlib.metadata's
+    packages_distributions() parses every installed one: seconds on a machine with CUDA's wheels)."""
+    name = f"{KERNEL_PACKAGE}/__init__.py"
+    for dist in md.distributions(path=[str(init.parent.parent)]):
+        listed = [dist.read_text(f) or "" for f in ("RECORD", "installed-files.txt", "SOURCES.txt")]
+        if any(name in text for text in listed) and any(
+                f.as_posix().endswith(name) and Path(dist.locate_file(f)).resolve() == init for f in dist.files or ()):
+            return dist.metadata["Name"]
+    return None
 
 
 def describe_kernel_package(pkg: dict | None) -> str:
