@@ -86,20 +86,25 @@ def test_two_gpus_two_workers_each_pinned(planted, tmp_path, monkeypatch):
     assert doc["environment"]["workers"] >= 2 and {c["message"] for c in doc["checks"]} == {"0", "1"}
 
 
-def test_the_host_preload_imports_and_defines_no_kernel_package(tmp_path):
-    """runner.HOST_PRELOAD, what a fork server on a machine without a GPU imports besides PRELOAD: every name
-    imports (a fork server skips one that does not, unsaid), and none imports fla or this toolkit (a worker imports
-    them after the fidelity layer).  Control: importing fla.layers next is seen."""
+def test_the_preload_imports_and_defines_no_kernel_package_nor_initialises_cuda(tmp_path):
+    """runner.PRELOAD, what the fork server imports: every name imports (a fork server skips one that does not,
+    unsaid), none imports fla or this toolkit (a worker imports them after the fidelity layer), and none initialises
+    CUDA (a forked worker could not use it; on a machine without a GPU nothing can).  Controls: importing fla.layers
+    next is seen; where a GPU is visible, initialising CUDA is seen."""
     import os
     import subprocess
     import sys
 
+    import torch
+
     from pathmdn_verify.run import runner
-    probe = ("import importlib, sys\n"
+    probe = ("import importlib, sys, torch\n"
              "seen = lambda: sorted({m.split('.')[0] for m in sys.modules} & {'fla', 'pathmdn_verify'})\n"
-             "[importlib.import_module(n) for n in sys.argv[1:]]\nprint(seen())\n"
-             "import fla.layers\nprint(seen())\n")
-    r = subprocess.run([sys.executable, "-P", "-c", probe, *runner.PRELOAD, *runner.HOST_PRELOAD], capture_output=True,
-                       text=True, cwd=tmp_path, env={**os.environ, "TRITON_INTERPRET": "1"}, check=False)
+             "[importlib.import_module(n) for n in sys.argv[1:]]\nprint(seen(), torch.cuda.is_initialized())\n"
+             "import fla.layers\nprint(seen())\n"
+             "torch.cuda.is_available() and torch.cuda.init()\nprint(torch.cuda.is_initialized())\n")
+    env = {**os.environ, "TRITON_INTERPRET": "1"} if not torch.cuda.is_available() else dict(os.environ)
+    r = subprocess.run([sys.executable, "-P", "-c", probe, *runner.PRELOAD], capture_output=True, text=True,
+                       cwd=tmp_path, env=env, check=False)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.split("\n")[:2] == ["[]", "['fla']"], r.stdout
+    assert r.stdout.split("\n")[:3] == ["[] False", "['fla']", str(torch.cuda.is_available())], r.stdout
