@@ -304,3 +304,16 @@ def test_a_corrupt_entry_is_ignored_with_a_warning(tmp_path, root, capsys):
     assert "ignoring an unreadable verdict-cache entry" in err and entry.name in err
     _keep(tmp_path, root, vc=vc)               # the next run's verdict replaces it
     assert verdicts.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is not None
+
+
+@pytest.mark.parametrize("env, where", [({"TRITON_HOME": "h"}, "h/.triton/verify-verdicts"),
+                                        ({"TRITON_HOME": "h", "TRITON_CACHE_DIR": "c/cache"}, "c/verify-verdicts"),
+                                        ({"TRITON_CACHE_DIR": "c/cache", "VERIFY_CACHE_DIR": "v"}, "v")])
+def test_the_default_folder_is_beside_the_triton_cache_the_run_uses(tmp_path, monkeypatch, env, where):
+    """Beside the disk cache Triton uses ($TRITON_CACHE_DIR, else $TRITON_HOME/.triton/cache), unless
+    $VERIFY_CACHE_DIR names one; the first case is its control: $TRITON_HOME moves it."""
+    for name in ("TRITON_HOME", "TRITON_CACHE_DIR", "VERIFY_CACHE_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, str(tmp_path / value))
+    assert verdicts.default_dir() == tmp_path / where

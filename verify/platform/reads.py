@@ -17,7 +17,8 @@ import getpass
 import os
 import sys
 import tempfile
-from pathlib import Path
+
+from pathmdn_verify.platform import timing
 
 _read: set[str] = set()          # absolute paths opened for reading, as opened
 _written: set[str] = set()       # absolute paths opened for writing
@@ -70,7 +71,7 @@ def not_inputs() -> tuple[str, ...]:
     """Folder prefixes whose files are never inputs: pseudo-files and the content-addressed caches (where their
     variables put them, else where Triton and torch's inductor keep them by default)."""
     folders = [os.environ.get(v) for v in CACHE_FOLDERS]
-    folders.append(str(Path(os.environ.get("TRITON_HOME") or Path.home()) / ".triton" / "cache"))
+    folders.append(timing.default_cache_dir())
     try:
         folders.append(os.path.join(tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}"))
     except (KeyError, OSError):       # no user name to be had: then only $TORCHINDUCTOR_CACHE_DIR

@@ -90,9 +90,13 @@ def keys_used(details: dict) -> list[str]:
 
 
 def disk_cache_dir() -> str:
-    """Triton's disk cache: $TRITON_CACHE_DIR, else $TRITON_HOME (or ~)/.triton/cache (triton.knobs.cache.dir)."""
-    return os.environ.get("TRITON_CACHE_DIR") or os.path.join(
-        os.environ.get("TRITON_HOME") or os.path.expanduser("~"), ".triton", "cache")
+    """Triton's disk cache: $TRITON_CACHE_DIR, else default_cache_dir() (triton.knobs.cache.dir)."""
+    return os.environ.get("TRITON_CACHE_DIR") or default_cache_dir()
+
+
+def default_cache_dir() -> str:
+    """Where Triton keeps its disk cache when $TRITON_CACHE_DIR is unset: $TRITON_HOME (or ~)/.triton/cache."""
+    return os.path.join(os.environ.get("TRITON_HOME") or os.path.expanduser("~"), ".triton", "cache")
 
 
 def in_disk_cache(key: str, folder: str) -> bool:

@@ -36,7 +36,7 @@ from pathlib import Path
 from pathmdn_verify.core.ids import CheckId
 from pathmdn_verify.core.registry import Context, Result
 from pathmdn_verify.core.results import Outcome, finite
-from pathmdn_verify.platform import environment
+from pathmdn_verify.platform import environment, timing
 
 FAMILIES = ("oracle", "symbolic", "kernel", "layer", "env")     # the checks whose verdicts are cached
 NOT_KEPT = ("crashed", "timeout", "not_run", "cuda_fatal")       # kinds of the machine, not of the code
@@ -57,11 +57,11 @@ UNKEYED_FIELDS = ("kernel_root", "save_failing")    # where the kernel package l
 
 
 def default_dir() -> Path:
-    """$VERIFY_CACHE_DIR, else beside Triton's on-disk cache ($TRITON_CACHE_DIR, else ~/.triton/cache)."""
+    """$VERIFY_CACHE_DIR, else beside Triton's on-disk cache (timing.disk_cache_dir: $TRITON_CACHE_DIR, else
+    $TRITON_HOME (or ~)/.triton/cache)."""
     if os.environ.get(ENV):
         return Path(os.environ[ENV])
-    triton = Path(os.environ.get("TRITON_CACHE_DIR") or Path.home() / ".triton" / "cache")
-    return triton.parent / "verify-verdicts"
+    return Path(timing.disk_cache_dir()).parent / "verify-verdicts"
 
 
 def cacheable(check_id: str) -> bool:
