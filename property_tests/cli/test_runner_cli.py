@@ -1,6 +1,6 @@
 """The runner through the command: three shards merge to the unsharded run; --durations starts the checks
-longest first and keeps the report order; an unimportable --kernel-root is one error; --version; the host preload
-imports no kernel package; two GPUs, two pinned workers (skipped without)."""
+longest first and keeps the report order; an unimportable --kernel-root is one error; --version; the fork server's
+preload imports no kernel package and does not initialise CUDA; two GPUs, two pinned workers (skipped without)."""
 import json
 
 import pytest
