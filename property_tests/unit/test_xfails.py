@@ -101,12 +101,12 @@ def test_package_identity_names_version_and_commit_of_a_checkout(tmp_path):
     pkg = tmp_path / "fork" / "fla"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text('__version__ = "0.3.2"\n')
-    assert xfails.identity(xfails.kernel_package(str(pkg / "__init__.py"))) == "fla 0.3.2"     # a copy: no commit
+    assert xfails.identity(xfails.package_of(str(pkg / "__init__.py"))) == "fla 0.3.2"     # a copy: no commit
     git = lambda *a: subprocess.run(["git", "-C", str(tmp_path / "fork"), *a], check=True, capture_output=True)
     git("init", "-q")
     git("add", ".")
     git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "x")
-    ident = xfails.identity(xfails.kernel_package(str(pkg / "__init__.py")))
+    ident = xfails.identity(xfails.package_of(str(pkg / "__init__.py")))
     assert ident.startswith("fla 0.3.2@") and len(ident.split("@")[1]) == 12
 
 

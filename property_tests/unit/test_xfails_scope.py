@@ -45,7 +45,7 @@ def copy_fla(dest: Path, version: str | None = None) -> Path:
 
 
 def scope_of(root: Path, profile: str = "quick") -> xfails.Scope:
-    pkg = xfails.kernel_package(str(root / "fla" / "__init__.py"))
+    pkg = xfails.package_of(str(root / "fla" / "__init__.py"))
     return xfails.Scope(xfails.identity(pkg), "cpu", profile, pkg["path"])
 
 

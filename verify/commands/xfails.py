@@ -13,8 +13,8 @@ from pathmdn_verify.run.xfail_list import (
     current_scope,
     describe,
     identity,
-    kernel_package,
     load,
+    package_of,
     spread,
     tree_hash,
     update,
@@ -50,7 +50,7 @@ def run(args) -> int:
     device = environment.resolve_device(args.device)
     scope = current_scope(device, args.profile)
     if args.kernel_root:
-        pkg = kernel_package(str(Path(validate_kernel_root(args.kernel_root)) / "fla" / "__init__.py"))
+        pkg = package_of(str(Path(validate_kernel_root(args.kernel_root)) / "fla" / "__init__.py"))
         scope = Scope(identity(pkg), scope.device, scope.profile, pkg["path"])
     print(describe(scope, path))
     if scope.root:      # what an entry's `commits` / `trees` would name to narrow itself to this tree

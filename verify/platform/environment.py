@@ -85,17 +85,22 @@ def kernel_package(root: str | None = None) -> dict:
     (None for a checkout) and the checkout's git commit.  ImportError when there is none."""
     import importlib.machinery
     import importlib.util
-    import re
     spec = (importlib.machinery.PathFinder.find_spec(KERNEL_PACKAGE, [root]) if root
             else importlib.util.find_spec(KERNEL_PACKAGE))
     if spec is None or spec.origin is None:
         raise ImportError(f"no module named {KERNEL_PACKAGE!r}")
     init = Path(spec.origin).resolve()
-    path = init.parent
+    return {**package_at(init), "name": KERNEL_PACKAGE, "distribution": _installed_by(init)}
+
+
+def package_at(init: Path) -> dict:
+    """{name, version, path, git_commit} of the package whose __init__.py is `init`: its __version__ as the file
+    assigns it (read, never run) and the commit when the file is tracked in a git checkout."""
+    import re
+    init = init.resolve()
     found = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", init.read_text(errors="replace"), re.M)
-    installed = _installed_by(init)
-    return {"name": KERNEL_PACKAGE, "version": found.group(1) if found else None, "path": str(path),
-            "distribution": installed, "git_commit": git_commit(init)}
+    return {"name": init.parent.name, "version": found.group(1) if found else None, "path": str(init.parent),
+            "git_commit": git_commit(init)}
 
 
 def _installed_by(init: Path) -> str | None:

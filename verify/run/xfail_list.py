@@ -484,15 +484,9 @@ def tree_hash(root: str) -> str | None:
     return "sha256:" + h.hexdigest()
 
 
-def kernel_package(origin: str | None) -> dict | None:
-    """{name, version, git_commit} of the package whose __init__.py is `origin`: its __version__, and the
-    commit when that file is tracked in a git checkout."""
-    if origin is None or not Path(origin).is_file():
-        return None
-    init = Path(origin)
-    m = re.search(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", init.read_text(errors="replace"), re.M)
-    return {"name": init.parent.name, "version": m.group(1) if m else None, "path": str(init.parent.resolve()),
-            "git_commit": environment.git_commit(init)}
+def package_of(origin: str | None) -> dict | None:
+    """environment.package_at of the __init__.py `origin` (None where there is no such file)."""
+    return environment.package_at(Path(origin)) if origin and Path(origin).is_file() else None
 
 
 def device_class(device: str, device_name: str | None = None) -> str:
@@ -509,7 +503,7 @@ def current_scope(device: str, profile: str) -> Scope:
     if device == "cuda":
         import torch
         name = torch.cuda.get_device_name(0)
-    pkg = kernel_package(spec.origin if spec else None)
+    pkg = package_of(spec.origin if spec else None)
     return Scope(identity(pkg), device_class(device, name), profile, pkg and pkg["path"])
 
 
