@@ -38,7 +38,8 @@ EPILOG = """examples:
   verify repro kernel.fla.mdn_chunk16.fwd.bf16.logmu_floor --out b   a bundle that runs with torch and fla alone
   verify manifest check all.json .ci/manifests/cpu-ci.txt       exit 1 if any check's status or kind changed
 exit status: 0 nothing failed (expected failures allowed), 1 a check failed, 2 usage/environment error,
-130/143 interrupted (SIGINT/SIGTERM; the JSON says "interrupted": true)"""
+130/143 interrupted (SIGINT/SIGTERM; the JSON says "interrupted": true), 141 the reader of its output went away
+(`verify list | head -1`)"""
 
 
 class _Version(argparse.Action):
@@ -117,6 +118,11 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"verify: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader closed the pipe (`verify list | head -1`): stop quietly, with a shell's status for SIGPIPE.
+        # stdout goes to /dev/null first, or Python's flush at exit would raise the same error again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 def _dispatch(args, command: list[str]) -> int:

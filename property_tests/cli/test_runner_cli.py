@@ -1,10 +1,12 @@
 """The runner through the command: three shards merge to the unsharded run; --durations starts the checks
-longest first and keeps the report order; an unimportable --kernel-root is one error; --version; the fork server's
+longest first and keeps the report order; an unimportable --kernel-root is one error; --version; a closed pipe ends a command quietly (141); the fork server's
 preload imports no kernel package and does not initialise CUDA; two GPUs, two pinned workers (skipped without)."""
 import json
+import os
+import subprocess
 
 import pytest
-from helpers import RENDEZVOUS_ENV, id_args, ids, load, run_cli, statuses
+from helpers import RENDEZVOUS_ENV, id_args, ids, load, run_cli, statuses, verify_command
 
 from pathmdn_verify import cli
 from pathmdn_verify.platform import timing
@@ -72,6 +74,22 @@ def test_kernel_root_that_cannot_be_imported_is_one_error(tmp_path):
 def test_version_names_toolkit_and_kernel_package():
     r, _ = run_cli("--version")
     assert r.returncode == 0 and "pathmdn-verify" in r.stdout and "kernel package: fla 0.6.0" in r.stdout
+
+
+def test_a_reader_that_closes_the_pipe_ends_the_command_quietly():
+    """`verify list | head -0`: exit 141 (a shell's status for SIGPIPE) and nothing on stderr, no BrokenPipeError
+    traceback; the read end is closed before the command writes, so its first line meets the closed pipe.  The
+    control: the same command with its output read is exit 0."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        r = subprocess.run(verify_command("list", "-k", "spectra"), stdout=write, stderr=subprocess.PIPE, text=True,
+                           timeout=120, check=False)
+    finally:
+        os.close(write)
+    assert (r.returncode, r.stderr) == (141, ""), r.stderr
+    control = subprocess.run(verify_command("list", "-k", "spectra"), capture_output=True, text=True, timeout=120)
+    assert control.returncode == 0 and "spectra" in control.stdout
 
 
 @pytest.mark.skipif(not __import__("torch").cuda.device_count() >= 2, reason="needs two GPUs")
