@@ -39,7 +39,7 @@ EPILOG = """examples:
   verify manifest check all.json .ci/manifests/cpu-ci.txt       exit 1 if any check's status or kind changed
 exit status: 0 nothing failed (expected failures allowed), 1 a check failed, 2 usage/environment error,
 130/143 interrupted (SIGINT/SIGTERM; the JSON says "interrupted": true), 141 the reader of its output went away
-(`verify list | head -1`)"""
+(`verify all | head`: a run stops as interrupted)"""
 
 
 class _Version(argparse.Action):
@@ -119,10 +119,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"verify: error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:
-        # The reader closed the pipe (`verify list | head -1`): stop quietly, with a shell's status for SIGPIPE.
-        # stdout goes to /dev/null first, or Python's flush at exit would raise the same error again.
+        # The reader closed the pipe (`verify list | head -1`; a run of checks stops as interrupted instead:
+        # commands/checks.py): stop quietly.  stdout goes to /dev/null first, or Python's flush at exit would raise
+        # the same error again.
+        from pathmdn_verify.run.runner import OUTPUT_GONE
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
+        return OUTPUT_GONE
 
 
 def _dispatch(args, command: list[str]) -> int:

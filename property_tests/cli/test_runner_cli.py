@@ -1,5 +1,5 @@
 """The runner through the command: three shards merge to the unsharded run; --durations starts the checks
-longest first and keeps the report order; an unimportable --kernel-root is one error; --version; a closed pipe ends a command quietly (141); the fork server's
+longest first and keeps the report order; an unimportable --kernel-root is one error; --version; a closed pipe ends a command quietly (141), a run as interrupted with its results written; the fork server's
 preload imports no kernel package and does not initialise CUDA; two GPUs, two pinned workers (skipped without)."""
 import json
 import os
@@ -90,6 +90,27 @@ def test_a_reader_that_closes_the_pipe_ends_the_command_quietly():
     assert (r.returncode, r.stderr) == (141, ""), r.stderr
     control = subprocess.run(verify_command("list", "-k", "spectra"), capture_output=True, text=True, timeout=120)
     assert control.returncode == 0 and "spectra" in control.stdout
+
+
+def test_a_run_whose_reader_went_away_stops_as_interrupted_and_writes_its_results(tmp_path):
+    """`verify all --json out.json | head -0`: the header meets the closed pipe, the run stops as an interrupted
+    one (exit 141, nothing on stderr), and the JSON is written: every check not run, "interrupted": true.  The
+    control: the same run with its output read runs every check."""
+    args = ["symbolic", "-k", "orientation", "--device", "cpu", "--workers", "1", "--no-cache"]
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        r = subprocess.run(verify_command(*args, "--json", tmp_path / "gone.json"), stdout=write,
+                           stderr=subprocess.PIPE, text=True, timeout=300, check=False)
+    finally:
+        os.close(write)
+    assert (r.returncode, r.stderr) == (141, ""), r.stderr
+    doc = load(tmp_path / "gone.json")
+    assert doc["interrupted"] and doc["checks"] and statuses(doc) == {c["id"]: "skip" for c in doc["checks"]}
+    assert {c["message"] for c in doc["checks"]} == {"not run: the run was interrupted"}
+    control, read_doc = run_cli(*args, "--json", tmp_path / "read.json")
+    assert control.returncode == 0 and not read_doc["interrupted"], control.stderr
+    assert ids(read_doc) == ids(doc) and set(statuses(read_doc).values()) == {"pass"}
 
 
 @pytest.mark.skipif(not __import__("torch").cuda.device_count() >= 2, reason="needs two GPUs")

@@ -4,8 +4,8 @@ mutants` reports through them too).
 
 Each command maps its arguments to RunOptions, runs a library Session (pathmdn_verify.run.session) with the console
 (header, progress, Ctrl-C) and renders the result (summary, JSON, JUnit, exit status).  Exit status of a run: 0 when nothing failed (expected failures
-allowed), 1 when a check failed or errored, 130 / 143 when interrupted by Ctrl-C / SIGTERM (the results of the
-checks that finished are still written).
+allowed), 1 when a check failed or errored, 130 / 143 when interrupted by Ctrl-C / SIGTERM, 141 when the reader
+of its output went away (`verify all | head`; the results of the checks that finished are still written).
 """
 from __future__ import annotations
 
@@ -160,7 +160,11 @@ def execute(session: Session, args, command: list[str], report=None) -> int:
     for path in (args.json, args.junit):      # never leave a stale result in place
         if path:
             Path(path).unlink(missing_ok=True)
-    console = terminal.make_console()
+    running = [True]
+    def reader_gone():      # `verify all | head`: the run stops as an interrupted one, its results written
+        if running[0]:
+            runner.stop(runner.OUTPUT_GONE)
+    console = terminal.make_console(reader_gone)
     progress = terminal.Progress(console, len(session.chosen), args.verbose, args.debug)
     seeds = [ctx.seed for ctx in session.contexts]
     on_context = (lambda n, ctx: console.rule(f"run {n}/{len(seeds)}: seed {ctx.seed}")) if len(seeds) > 1 else None
@@ -169,6 +173,7 @@ def execute(session: Session, args, command: list[str], report=None) -> int:
             result = session.run(lambda info: _header(session, args, info, console), progress.start, progress.done,
                                  on_context)
         finally:
+            running[0] = False
             progress.close()
         return _report(result, args, command, console, report)
 

@@ -65,8 +65,12 @@ INTERRUPTED = "not run: the run was interrupted"
 EXITFIRST = "not run: --exitfirst stopped the run at the first failure"
 
 
+OUTPUT_GONE = 141         # the exit status when the reader of the output went away (a shell's for SIGPIPE)
+
+
 class Interrupted(BaseException):
-    """SIGINT or SIGTERM: stop the workers, report what finished, exit with `code` (130 or 143)."""
+    """SIGINT or SIGTERM, or the reader of the output gone: stop the workers, report what finished, exit with
+    `code` (130, 143 or 141)."""
 
     def __init__(self, code: int):
         super().__init__(code)
@@ -82,10 +86,16 @@ def _interrupt(signum, frame):
     the first's handler, used to kill the run before it wrote its JSON)."""
     if _pending_interrupt:     # a second signal that arrived before the first handler ignored them: stopping
         return
-    _pending_interrupt.append(128 + signum)
+    stop(128 + signum)
+
+
+def stop(code: int) -> None:
+    """Stop the run as a signal does: raise Interrupted(code), and ignore SIGINT and SIGTERM until the results are
+    written (within stopped_by_signals)."""
+    _pending_interrupt.append(code)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
-    raise Interrupted(128 + signum)
+    raise Interrupted(code)
 
 
 @contextlib.contextmanager

@@ -3,6 +3,8 @@ finding), the checks that did not run, the failures with their repro commands, a
 from __future__ import annotations
 
 import math
+import os
+import sys
 
 from rich.console import Console
 from rich.markup import escape
@@ -17,8 +19,39 @@ from pathmdn_verify.run.xfail_list import NOT_REPRODUCED
 COLOURS = {"pass": "green", "fail": "red", "error": "red", "xfail": "yellow", "skip": "dim"}
 
 
-def make_console() -> Console:
-    console = Console(highlight=False)
+class _Stdout:
+    """The console's stdout.  Once its reader has gone (BrokenPipeError: `verify all | head`), what is written after
+    goes to /dev/null, and on_gone() is called once (a run stops as if interrupted, and what finished is kept)."""
+
+    def __init__(self, on_gone):
+        self.stream, self.on_gone, self.gone = sys.stdout, on_gone, False
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            self._lost()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            self._lost()
+
+    def _lost(self) -> None:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), self.stream.fileno())   # the buffered rest, and Python's exit flush
+        if not self.gone:
+            self.gone = True
+            self.on_gone()
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+def make_console(on_gone=None) -> Console:
+    """A console on stdout; on_gone() is called once when the reader of stdout has gone (it may raise)."""
+    console = Console(highlight=False, file=_Stdout(on_gone) if on_gone else None)
     if not console.is_terminal:     # logs and pipes: wide enough that tables keep check ids whole
         console.width = 200
     return console
