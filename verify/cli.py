@@ -120,10 +120,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         # The reader closed the pipe (`verify list | head -1`; a run of checks stops as interrupted instead:
-        # commands/checks.py): stop quietly.  stdout goes to /dev/null first, or Python's flush at exit would raise
-        # the same error again.
+        # commands/checks.py): stop quietly.
         from pathmdn_verify.run.runner import OUTPUT_GONE
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        from pathmdn_verify.run.terminal import discard_stdout
+        discard_stdout()
         return OUTPUT_GONE
 
 

@@ -160,9 +160,9 @@ def execute(session: Session, args, command: list[str], report=None) -> int:
     for path in (args.json, args.junit):      # never leave a stale result in place
         if path:
             Path(path).unlink(missing_ok=True)
-    running = [True]
+    running = True
     def reader_gone():      # `verify all | head`: the run stops as an interrupted one, its results written
-        if running[0]:
+        if running:
             runner.stop(runner.OUTPUT_GONE)
     console = terminal.make_console(reader_gone)
     progress = terminal.Progress(console, len(session.chosen), args.verbose, args.debug)
@@ -173,7 +173,7 @@ def execute(session: Session, args, command: list[str], report=None) -> int:
             result = session.run(lambda info: _header(session, args, info, console), progress.start, progress.done,
                                  on_context)
         finally:
-            running[0] = False
+            running = False
             progress.close()
         return _report(result, args, command, console, report)
 

@@ -40,13 +40,21 @@ class _Stdout:
             self._lost()
 
     def _lost(self) -> None:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), self.stream.fileno())   # the buffered rest, and Python's exit flush
+        discard_stdout(self.stream)
         if not self.gone:
             self.gone = True
             self.on_gone()
 
     def __getattr__(self, name):
         return getattr(self.stream, name)
+
+
+def discard_stdout(stream=None) -> None:
+    """Point stdout's file descriptor at /dev/null once its reader has gone: what is still buffered, and Python's
+    flush at exit, would raise BrokenPipeError again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, (stream or sys.stdout).fileno())
+    os.close(devnull)
 
 
 def make_console(on_gone=None) -> Console:
