@@ -1,6 +1,7 @@
 """The runner through the command: three shards merge to the unsharded run; --durations starts the checks
-longest first and keeps the report order; an unimportable --kernel-root is one error; --version; a closed pipe ends a command quietly (141), a run as interrupted with its results written; the fork server's
-preload imports no kernel package and does not initialise CUDA; two GPUs, two pinned workers (skipped without)."""
+longest first and keeps the report order; an unimportable --kernel-root is one error; --version; a closed pipe
+ends a command quietly (141), a run as interrupted with its results written; the fork server's preload imports no
+kernel package and does not initialise CUDA; two GPUs, two pinned workers (skipped without)."""
 import json
 import os
 import subprocess

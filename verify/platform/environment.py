@@ -94,12 +94,13 @@ def kernel_package(root: str | None = None) -> dict:
 
 
 def package_at(init: Path) -> dict:
-    """{name, version, path, git_commit} of the package whose __init__.py is `init`: its __version__ as the file
-    assigns it (read, never run) and the commit when the file is tracked in a git checkout."""
+    """{name, version, path, git_commit} of the package whose __init__.py is `init`: its folder's name as given, its
+    __version__ as the file assigns it (read, never run), the folder resolved, and the commit when the file is
+    tracked in a git checkout."""
     import re
-    init = init.resolve()
+    name, init = init.parent.name, init.resolve()
     found = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", init.read_text(errors="replace"), re.M)
-    return {"name": init.parent.name, "version": found.group(1) if found else None, "path": str(init.parent),
+    return {"name": name, "version": found.group(1) if found else None, "path": str(init.parent),
             "git_commit": git_commit(init)}
 
 
