@@ -1,7 +1,7 @@
 """The runner through the command: three shards merge to the unsharded run; --durations starts the checks
 longest first and keeps the report order; an unimportable --kernel-root is one error; --version; a closed pipe
 ends a command quietly (141), a run as interrupted with its results written; the fork server's preload imports no
-kernel package and does not initialise CUDA; two GPUs, two pinned workers (skipped without)."""
+kernel package and leaves a forked process able to use CUDA; two GPUs, two pinned workers (skipped without)."""
 import json
 import os
 import subprocess
@@ -126,25 +126,38 @@ def test_two_gpus_two_workers_each_pinned(planted, tmp_path, monkeypatch):
     assert doc["environment"]["workers"] >= 2 and {c["message"] for c in doc["checks"]} == {"0", "1"}
 
 
-def test_the_preload_imports_and_defines_no_kernel_package_nor_initialises_cuda(tmp_path):
-    """runner.PRELOAD, what the fork server imports: every name imports (a fork server skips one that does not,
-    unsaid), none imports fla or this toolkit (a worker imports them after the fidelity layer), and none initialises
-    CUDA (a forked worker could not use it; on a machine without a GPU nothing can).  Controls: importing fla.layers
-    next is seen; where a GPU is visible, initialising CUDA is seen."""
+def _preload_probe(tmp_path, names) -> list[str]:
+    """In a fresh interpreter that imports names: the toolkit's and fla's packages loaded, whether a process forked
+    then cannot use CUDA (torch's bad-fork mark), and the packages loaded after importing fla.layers."""
     import os
     import subprocess
     import sys
 
     import torch
+    probe = ("import importlib, os, sys, torch\n"
+             "seen = lambda: sorted({m.split('.')[0] for m in sys.modules} & {'fla', 'pathmdn_verify'})\n"
+             "[importlib.import_module(n) for n in sys.argv[1:]]\nprint(seen(), flush=True)\n"
+             "pid = os.fork()\n"
+             "if pid == 0:\n    print(torch.cuda._is_in_bad_fork(), flush=True)\n    os._exit(0)\n"
+             "os.waitpid(pid, 0)\nimport fla.layers\nprint(seen())\n")
+    env = {**os.environ, "TRITON_INTERPRET": "1"} if not torch.cuda.is_available() else dict(os.environ)
+    r = subprocess.run([sys.executable, "-P", "-c", probe, *names], capture_output=True, text=True, cwd=tmp_path,
+                       env=env, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout.split("\n")[:3]
+
+
+def test_the_preload_imports_no_kernel_package_and_leaves_cuda_usable_in_a_fork(tmp_path):
+    """runner.preload(device), what the fork server imports: every name imports (a fork server skips one that does
+    not, unsaid), none imports fla or this toolkit (a worker imports them after the fidelity layer), and a process
+    forked after it can use CUDA (the workers are forked from the server).  Controls: importing fla.layers next is
+    seen; where a GPU is visible, the host preload imported there too leaves the fork unable to use CUDA (the
+    regression of 7ff3721: every worker failed with "Cannot re-initialize CUDA in forked subprocess").  On a torch
+    without CUDA no fork is marked, and the control cannot run."""
+    import torch
 
     from pathmdn_verify.run import runner
-    probe = ("import importlib, sys, torch\n"
-             "seen = lambda: sorted({m.split('.')[0] for m in sys.modules} & {'fla', 'pathmdn_verify'})\n"
-             "[importlib.import_module(n) for n in sys.argv[1:]]\nprint(seen(), torch.cuda.is_initialized())\n"
-             "import fla.layers\nprint(seen())\n"
-             "torch.cuda.is_available() and torch.cuda.init()\nprint(torch.cuda.is_initialized())\n")
-    env = {**os.environ, "TRITON_INTERPRET": "1"} if not torch.cuda.is_available() else dict(os.environ)
-    r = subprocess.run([sys.executable, "-P", "-c", probe, *runner.PRELOAD], capture_output=True, text=True,
-                       cwd=tmp_path, env=env, check=False)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.split("\n")[:3] == ["[] False", "['fla']", str(torch.cuda.is_available())], r.stdout
+    for device in ("cpu", "cuda"):
+        assert _preload_probe(tmp_path, runner.preload(device)) == ["[]", "False", "['fla']"], device
+    if torch.cuda.is_available():
+        assert _preload_probe(tmp_path, runner.PRELOAD + runner.HOST_PRELOAD)[1] == "True"

@@ -312,13 +312,15 @@ def apply_xfails(outcome: Outcome, scope: xfail_list.Scope) -> Outcome:
 # nor this toolkit's modules: a worker imports the kernel package it is given (--kernel-root) after the
 # interpreter fidelity layer.  dynamo imports triton, whose own kernels (triton.language) are then defined
 # for the interpreter or for the GPU by TRITON_INTERPRET: the server is started with it set for CPU runs,
-# as the fidelity layer would set it, and without for GPU runs.  The server also imports the parts of torch and
-# transformers that fla imports (most of what fla's import costs a worker after torch), on a GPU too: none of them
-# initialises CUDA (a forked worker could not use it then), which test_runner_cli checks on a machine with a GPU.
-# (An earlier, broader set did: every worker failed with "Cannot re-initialize CUDA in forked subprocess".)
-PRELOAD = ("torch", "torch._dynamo", "hypothesis", "torch._inductor.compile_fx", "torch._dynamo.repro.after_dynamo",
-           "torch.distributed._tensor.placement_types", "transformers.utils", "transformers.modeling_layers",
-           "transformers.activations")
+# as the fidelity layer would set it, and without for GPU runs.  On a machine without a GPU the server also imports
+# HOST_PRELOAD, the parts of torch and transformers that fla imports (most of what fla's import costs a worker after
+# torch).  Never on a machine with a GPU: importing them there leaves every process forked after it unable to use
+# CUDA (torch's bad-fork mark, while torch.cuda.is_initialized() stays False), and every worker fails with "Cannot re-initialize CUDA in forked subprocess" (seen on an H100 at 7ff3721; test_runner_cli
+# forks from a process that imported the preload and checks that the child can use CUDA).
+PRELOAD = ("torch", "torch._dynamo", "hypothesis")
+HOST_PRELOAD = ("torch._inductor.compile_fx", "torch._dynamo.repro.after_dynamo",
+                "torch.distributed._tensor.placement_types", "transformers.utils", "transformers.modeling_layers",
+                "transformers.activations")
 _server_device: list[str] = []        # the device the fork server was started for (it is one per process)
 # A server start_fork_server started that no Workers has taken yet: the slot environment it was started with.
 # Sessions may run in threads side by side (verify mutants): the lock makes taking or stopping it one step.
@@ -327,15 +329,19 @@ _early_lock = threading.Lock()
 
 
 def _process_context(device: str):
-    """The workers' start method: forkserver with PRELOAD, started
-    for `device`; spawn where the platform has no fork server, or where this process's server was started for the
-    other device."""
+    """The workers' start method: forkserver with preload(device), started for `device`; spawn where the platform
+    has no fork server, or where this process's server was started for the other device."""
     if "forkserver" not in multiprocessing.get_all_start_methods() or _server_device not in ([], [device]):
         return multiprocessing.get_context("spawn")
     _server_device[:] = [device]
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(list(PRELOAD))
+    context.set_forkserver_preload(preload(device))
     return context
+
+
+def preload(device: str) -> list[str]:
+    """What the fork server for `device` imports: PRELOAD, and HOST_PRELOAD on a machine without a GPU."""
+    return list(PRELOAD + (HOST_PRELOAD if device == "cpu" and not environment.gpu_count() else ()))
 
 
 def _slot_environ(device: str, n: int) -> dict[str, str]:
