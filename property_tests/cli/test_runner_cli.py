@@ -151,8 +151,8 @@ def test_the_preload_imports_no_kernel_package_and_leaves_cuda_usable_in_a_fork(
     """runner.preload(device), what the fork server imports: every name imports (a fork server skips one that does
     not, unsaid), none imports fla or this toolkit (a worker imports them after the fidelity layer), and a process
     forked after it can use CUDA (the workers are forked from the server).  Controls: importing fla.layers next is
-    seen; where a GPU is visible, the host preload imported there too leaves the fork unable to use CUDA (the
-    regression of 7ff3721: every worker failed with "Cannot re-initialize CUDA in forked subprocess").  On a torch
+    seen; where a GPU is visible, the host preload imported there too leaves the fork unable to use CUDA (every
+    worker would fail with "Cannot re-initialize CUDA in forked subprocess").  On a torch
     without CUDA no fork is marked, and the control cannot run."""
     import torch
 

@@ -315,8 +315,9 @@ def apply_xfails(outcome: Outcome, scope: xfail_list.Scope) -> Outcome:
 # as the fidelity layer would set it, and without for GPU runs.  On a machine without a GPU the server also imports
 # HOST_PRELOAD, the parts of torch and transformers that fla imports (most of what fla's import costs a worker after
 # torch).  Never on a machine with a GPU: importing them there leaves every process forked after it unable to use
-# CUDA (torch's bad-fork mark, while torch.cuda.is_initialized() stays False), and every worker fails with "Cannot re-initialize CUDA in forked subprocess" (seen on an H100 at 7ff3721; test_runner_cli
-# forks from a process that imported the preload and checks that the child can use CUDA).
+# CUDA (torch's bad-fork mark, while torch.cuda.is_initialized() stays False), and every worker fails with "Cannot
+# re-initialize CUDA in forked subprocess" (test_runner_cli forks from a process that imported the preload and
+# checks that the child can use CUDA).
 PRELOAD = ("torch", "torch._dynamo", "hypothesis")
 HOST_PRELOAD = ("torch._inductor.compile_fx", "torch._dynamo.repro.after_dynamo",
                 "torch.distributed._tensor.placement_types", "transformers.utils", "transformers.modeling_layers",
