@@ -1,7 +1,8 @@
 """The runner through the command: three shards merge to the unsharded run; --durations starts the checks
 longest first and keeps the report order; an unimportable --kernel-root is one error; --version; a closed pipe
 ends a command quietly (141), a run as interrupted with its results written; the fork server's preload imports no
-kernel package and leaves a forked process able to use CUDA; two GPUs, two pinned workers (skipped without)."""
+kernel package and leaves a forked process able to use CUDA, and a GPU worker that cannot is a usage error; two
+GPUs, two pinned workers (skipped without)."""
 import json
 import os
 import subprocess
@@ -161,3 +162,15 @@ def test_the_preload_imports_no_kernel_package_and_leaves_cuda_usable_in_a_fork(
         assert _preload_probe(tmp_path, runner.preload(device)) == ["[]", "False", "['fla']"], device
     if torch.cuda.is_available():
         assert _preload_probe(tmp_path, runner.PRELOAD + runner.HOST_PRELOAD)[1] == "True"
+
+
+def test_a_gpu_worker_forked_unable_to_use_cuda_is_a_usage_error(monkeypatch):
+    """A worker that starts with torch's bad-fork mark on cuda says so as a usage error (the run stops with that
+    one line) instead of failing every check; without the mark, or on the CPU, it says nothing."""
+    from pathmdn_verify.core.registry import Context
+    from pathmdn_verify.run import runner
+    monkeypatch.setattr(runner, "_in_bad_fork", lambda: True)
+    assert "bad-fork mark" in runner._worker_start(Context(device="cuda"), kernels=False)["usage_error"]
+    assert runner._worker_start(Context(device="cpu"), kernels=False)["usage_error"] is None
+    monkeypatch.setattr(runner, "_in_bad_fork", lambda: False)
+    assert runner._worker_start(Context(device="cuda"), kernels=False)["usage_error"] is None

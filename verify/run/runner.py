@@ -317,7 +317,7 @@ def apply_xfails(outcome: Outcome, scope: xfail_list.Scope) -> Outcome:
 # torch).  Never on a machine with a GPU: importing them there leaves every process forked after it unable to use
 # CUDA (torch's bad-fork mark, while torch.cuda.is_initialized() stays False), and every worker fails with "Cannot
 # re-initialize CUDA in forked subprocess" (test_runner_cli forks from a process that imported the preload and
-# checks that the child can use CUDA).
+# checks that the child can use CUDA; a worker that starts with the mark stops the run with one line).
 PRELOAD = ("torch", "torch._dynamo", "hypothesis")
 HOST_PRELOAD = ("torch._inductor.compile_fx", "torch._dynamo.repro.after_dynamo",
                 "torch.distributed._tensor.placement_types", "transformers.utils", "transformers.modeling_layers",
@@ -422,10 +422,13 @@ _init_error: list[str] = []       # a worker's usage error while it registered t
 def _worker_start(ctx: Context, kernels: bool) -> dict:
     """The first task of every worker: import the kernel package the way kernel checks do (after the CPU
     interpreter's fidelity layer) and say what was loaded; the import error as text when it fails, a usage error
-    of the registration as such."""
+    of the registration, or of a GPU worker that cannot use CUDA (_in_bad_fork), as such."""
     info = {"pid": os.getpid(), "kernel_package": None, "interpreter_fidelity": None, "import_error": None,
             "usage_error": _init_error[0] if _init_error else None}
-    if kernels and not _init_error:
+    if ctx.device == "cuda" and not info["usage_error"] and _in_bad_fork():
+        info["usage_error"] = ("it cannot use CUDA: it was forked from a process that had asked CUDA for its devices "
+                               "(torch's bad-fork mark), which the fork server's preload must not do (runner.preload)")
+    if kernels and not info["usage_error"]:
         try:
             if ctx.kernel_root:     # the tree first on sys.path, and fla without its model zoo when needed
                 from pathmdn_verify.platform.kernel_root import activate
@@ -439,6 +442,12 @@ def _worker_start(ctx: Context, kernels: bool) -> dict:
             from pathmdn_verify.platform import fidelity
             info["interpreter_fidelity"] = fidelity.active_parts()
     return info
+
+
+def _in_bad_fork() -> bool:
+    """Whether this process was forked from one that initialised CUDA, and so cannot use it."""
+    import torch
+    return bool(getattr(torch.cuda, "_is_in_bad_fork", lambda: False)())
 
 
 def _worker_run(check_id: str, ctx: Context, debug: bool) -> Outcome:
