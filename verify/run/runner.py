@@ -314,10 +314,11 @@ def apply_xfails(outcome: Outcome, scope: xfail_list.Scope) -> Outcome:
 # for the interpreter or for the GPU by TRITON_INTERPRET: the server is started with it set for CPU runs,
 # as the fidelity layer would set it, and without for GPU runs.  On a machine without a GPU the server also imports
 # HOST_PRELOAD, the parts of torch and transformers that fla imports (most of what fla's import costs a worker after
-# torch).  Never on a machine with a GPU: importing them there leaves every process forked after it unable to use
-# CUDA (torch's bad-fork mark, while torch.cuda.is_initialized() stays False), and every worker fails with "Cannot
-# re-initialize CUDA in forked subprocess" (test_runner_cli forks from a process that imported the preload and
-# checks that the child can use CUDA; a worker that starts with the mark stops the run with one line).
+# torch).  Never on a machine with a GPU: importing them there (torch._inductor.compile_fx asks
+# torch.cuda.is_available()) leaves every process forked after it unable to use CUDA (torch's bad-fork mark,
+# while torch.cuda.is_initialized() stays False), and every worker fails with "Cannot re-initialize CUDA in
+# forked subprocess" (test_runner_cli forks from a process that imported the preload and checks that the child
+# can use CUDA; a worker that starts with the mark stops the run with one line).
 PRELOAD = ("torch", "torch._dynamo", "hypothesis")
 HOST_PRELOAD = ("torch._inductor.compile_fx", "torch._dynamo.repro.after_dynamo",
                 "torch.distributed._tensor.placement_types", "transformers.utils", "transformers.modeling_layers",
