@@ -57,3 +57,31 @@ def test_autotune_on_the_cpu_exits_2_with_one_line(tmp_path):
     assert r.returncode == 2, r.stderr
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "needs a GPU" in lines[0], r.stderr
+
+
+def test_a_specialization_is_what_triton_compiles_a_launch_for():
+    """cover's key for running a config again: each constexpr's value, each integer's class (1, else its width and
+    whether 16 divides it), each tensor's dtype; nothing an integer's other digits or a pointer's address change."""
+    from types import SimpleNamespace
+
+    from pathmdn_verify.platform import configs
+
+    def kern(x, n, m, BLOCK: "tl.constexpr"):
+        pass
+    tuner = SimpleNamespace(fn=SimpleNamespace(fn=kern), arg_names=["x", "n", "m", "BLOCK"])    # a JITFunction's
+    f32, bf16 = SimpleNamespace(dtype="torch.float32"), SimpleNamespace(dtype="torch.bfloat16")
+    spec = configs._specialization(tuner, (f32, 32, 7), {"BLOCK": 64})
+    assert spec == ("torch.float32", "i32D", "i32", "64")
+    assert configs._specialization(tuner, (f32, 48, 9), {"BLOCK": 64}) == spec
+    assert configs._specialization(tuner, (f32, 1, 2 ** 40 + 1), {"BLOCK": 64}) == ("torch.float32", "1", "i64", "64")
+    for other in ((bf16, 32, 7), (f32, 33, 7), (f32, 32, 16)):
+        assert configs._specialization(tuner, other, {"BLOCK": 64}) != spec, other
+    assert configs._specialization(tuner, (f32, 32, 7), {"BLOCK": 32}) != spec
+
+
+def test_a_checks_peers_are_the_registered_checks_of_its_op_and_pass(registry):
+    from pathmdn_verify.platform import configs
+    cid = "kernel.fla.l2norm.bwd.fp32.typical"
+    assert configs.peers(cid) == sum(i.startswith("kernel.fla.l2norm.bwd.") for i in registry) > 1
+    assert configs.peers(cid) < configs.rank(cid)[2]          # the op's forward checks are not its peers
+    assert configs.peers("env.configs_share.cover") == 1      # a group no check is registered in

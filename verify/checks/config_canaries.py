@@ -1,17 +1,19 @@
 """Canary for `--configs` (verify/platform/configs.py): the tile config each autotuned kernel runs.
 
-env.interpreter.configs_cover: a tiny autotuned kernel whose config is visible in its output (it writes its
-BLOCK constexpr), with three configs that fit and a fourth that does not (its pre_hook raises
-OutOfResources, as a config too large for the GPU does at launch).  Under cover, launched repeatedly with
-one autotune key, the configs read back from the outputs must be the ones the collector recorded, follow
-the documented rotation, include all three that fit, record the fourth as unfit (and :func:`coverage` say
-3/4 ran, 1 unfit, none unrun), and repeat exactly under the same check id and seed.  Under first every
-launch runs the first config; with the assignment off (negative control) Triton's own choice decides: one
-config for every launch (the first, on the CPU).  Under all, an example of two launches run through
-`every_config` runs in 3 rounds (the kernel's 3 configs that fit), round r running BLOCK r mod 3 on both
-launches, and the worst round's result comes back with every round's.  A hypothesis search that fails only under one config
-must name that config and must not be reported flaky (the final replay of the failing example gets the
-configs its first run had).
+env.interpreter.configs_cover: a tiny autotuned kernel whose config is visible in its output (it writes its BLOCK
+constexpr), with three configs that fit and a fourth that does not (its pre_hook raises OutOfResources, as a config
+too large for the GPU does at launch).  Under cover, launched with six specializations (a constexpr) and then with
+each again, and once more with the first one's under another autotune key, the configs read back from the outputs
+must be the ones the collector recorded, follow the documented rotation over the specializations, run each one's
+config again on its later launches, include all three that fit, record the fourth as unfit (and :func:`coverage` say
+3/4 ran, 1 unfit, none unrun), and repeat exactly under the same check id and seed; a check alone in its group
+(its share of the rotation: all 4 configs) launching one specialization five times runs the rotation until its share
+ran, then that specialization's config.  Under first every launch runs the first config; with the assignment off
+(negative control) Triton's own choice decides: one config for every launch (the first, on the CPU).  Under all, an
+example of two launches run through `every_config` runs in 3 rounds (the kernel's 3 configs that fit), round r
+running BLOCK r mod 3 on both launches, and the worst round's result comes back with every round's.  A hypothesis
+search that fails only under one config must name that config and must not be reported flaky (the final replay of
+the failing example gets the configs its first run had).
 
 Importing this module defines no kernel: the kernel is built on first use, after the fidelity layer.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 from pathmdn_verify.core.registry import Context, Result, check
 
 CHECK_ID = "env.interpreter.configs_cover"
+SHARE_ID = "env.configs_share.cover"          # the id of a group no check is registered in
 BLOCKS = (16, 32, 64)
 N = 64
 _KERNEL: dict = {}
@@ -31,7 +34,7 @@ def _kernel():
         import triton.language as tl
 
         @triton.jit
-        def block_kernel(o_ptr, n, BLOCK: tl.constexpr):
+        def block_kernel(o_ptr, n, TAG: tl.constexpr, BLOCK: tl.constexpr):     # TAG: a specialization
             r = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
             tl.store(o_ptr + r, tl.full([BLOCK], BLOCK, tl.int32), mask=r < n)
 
@@ -52,13 +55,15 @@ def _tuned():
     return triton.autotune(configs=configs, key=["n"])(k["fn"]), configs
 
 
-def _launches(torch, dev, kern, times: int) -> list[int]:
-    """BLOCK read back from the output of each launch (same n, so one autotune key)."""
+def _launches(torch, dev, kern, times: int, tags=None, sizes=None) -> list[int]:
+    """BLOCK read back from the output of each launch, of TAG = tags[i] (0 if None) and n = sizes[i] (the autotune
+    key; N if None)."""
     seen = []
-    for _ in range(times):
+    for i in range(times):
+        n = N if sizes is None else sizes[i]
         o = torch.zeros(N, dtype=torch.int32, device=dev)
-        kern[lambda meta: (_kernel()["triton"].cdiv(N, meta["BLOCK"]),)](o, N)
-        vals = set(o.cpu().tolist())
+        kern[lambda meta: (_kernel()["triton"].cdiv(n, meta["BLOCK"]),)](o, n, 0 if tags is None else tags[i])
+        vals = set(o[:n].cpu().tolist())
         seen.append(vals.pop() if len(vals) == 1 else -1)     # -1: not one config's output
     return seen
 
@@ -76,9 +81,9 @@ def _replay(torch, dev, seed: int) -> tuple[str, dict]:
     @hseed(seed)
     @settings(max_examples=12, database=None, deadline=None, suppress_health_check=list(HealthCheck),
               print_blob=False, report_multiple_bugs=False)
-    @given(st.integers(0, 1000))
-    def prop(x):
-        assert _launches(torch, dev, kern, 1)[0] != 32
+    @given(st.integers(0, 6))
+    def prop(tag):
+        assert _launches(torch, dev, kern, 1, [tag])[0] != 32
 
     try:
         prop()
@@ -97,12 +102,14 @@ def configs_cover(ctx: Context) -> Result:
     from pathmdn_verify.platform import configs
     torch, dev = _setup(ctx)
     problems: list[str] = []
-    times = 8
+    times = 6                                     # not a multiple of the 4 configs: a second launch continuing
+    tags = [*range(times), *range(times), 0]      # the rotation would run another config; the last launch has
+    sizes = [N] * 2 * times + [48]                # the first one's specialization under another autotune key
     runs = []
     for _ in range(2):                  # twice: the same check id and seed give the same configs
         kern, declared = _tuned()
         with configs.scope(CHECK_ID, "cover", ctx.seed) as st:
-            seen = _launches(torch, dev, kern, times)
+            seen = _launches(torch, dev, kern, len(tags), tags, sizes)
             logged = [declared[i].kwargs["BLOCK"] for _, i in st.log]
             found = configs.collected()
         runs.append(seen)
@@ -110,11 +117,13 @@ def configs_cover(ctx: Context) -> Result:
             problems.append(f"cover: outputs ran BLOCK {seen}, the collector recorded {logged}")
     seen = runs[0]
     k0 = configs.offset(CHECK_ID, "block_kernel", ctx.seed, 4)
-    expected = [BLOCKS[i] if (i := (k0 + k) % 4) < 3 else BLOCKS[0] for k in range(times)]
+    rotation = [BLOCKS[i] if (i := (k0 + k) % 4) < 3 else BLOCKS[0] for k in range(times)]
+    expected = rotation * 2 + rotation[:1]
     if seen != expected:
-        problems.append(f"cover: ran {seen}, the rotation (offset + k) mod 4 (unfit -> next) gives {expected}")
+        problems.append(f"cover: ran {seen}, the rotation (offset + k) mod 4 over the specializations (unfit -> "
+                        f"next), each one's config again on its later launches, gives {expected}")
     if set(seen) != set(BLOCKS):
-        problems.append(f"cover: {times} launches ran BLOCK {sorted(set(seen))}, not all of {list(BLOCKS)}")
+        problems.append(f"cover: {len(tags)} launches ran BLOCK {sorted(set(seen))}, not all of {list(BLOCKS)}")
     if runs[1] != runs[0]:
         problems.append(f"cover is not deterministic: {runs[0]} then {runs[1]}")
     if found.get("configs_unfit", {}).get("block_kernel") != [3]:
@@ -122,6 +131,16 @@ def configs_cover(ctx: Context) -> Result:
     cov = configs.coverage([{"details": found}]).get("block_kernel", {})
     if (cov.get("ran"), cov.get("unfit"), cov.get("unrun")) != ([0, 1, 2], [3], []):
         problems.append(f"coverage() says {cov}, not ran [0, 1, 2], unfit [3], unrun []")
+
+    kern, _ = _tuned()         # a check alone in its group (R = 1): its share of the rotation is all 4 configs
+    with configs.scope(SHARE_ID, "cover", ctx.seed):
+        share = _launches(torch, dev, kern, 6, [0, 0, 0, 0, 0, 1])
+    k1 = configs.offset(SHARE_ID, "block_kernel", ctx.seed, 4)
+    rotation = [BLOCKS[i] if (i := (k1 + k) % 4) < 3 else BLOCKS[0] for k in range(5)]
+    if share != rotation[:4] + rotation[:1] + rotation[4:]:
+        problems.append(f"cover, a check's share of 4: one specialization launched 5 times and another once ran "
+                        f"{share}, not the rotation until its share ran, then the first config again, then the "
+                        f"rotation: {rotation[:4] + rotation[:1] + rotation[4:]}")
 
     kern, declared = _tuned()
     with configs.scope(CHECK_ID, "first", ctx.seed) as st:
@@ -149,8 +168,10 @@ def configs_cover(ctx: Context) -> Result:
     if outcome != "failed" or named != ["1: BLOCK=32,w4,s3"]:
         problems.append(f"a search failing only under BLOCK=32: {outcome}, its last example ran {named}")
 
-    msg = (f"cover ran BLOCK {seen} over {times} launches (all 3 that fit, the unfit one recorded), the "
-           f"same twice; first ran {first}; off ran {off}; all ran rounds {rounds}; a BLOCK=32-only failure was found, not flaky")
+    msg = (f"cover ran BLOCK {seen} over {times} specializations launched twice each and the first once more under "
+           f"another autotune key (all 3 that fit, each one's config again on its later launches, the unfit one "
+           f"recorded), the same twice, and {share} alone in its group; first ran {first}; off ran {off}; all ran "
+           f"rounds {rounds}; a BLOCK=32-only failure was found, not flaky")
     if problems:
         return Result("fail", float(len(problems)), 0.0, "; ".join(problems), kind="over_budget",
                       details={"cover": runs, "first": first, "off": off})

@@ -7,15 +7,18 @@ the choice, per check, in the process that runs the check (patch on ``Autotuner.
 first use, on both devices):
 
   cover     the k-th fresh launch of kernel K in a check runs config (offset + k) mod n of the configs
-            left after Triton's pruning, offset = sha256(op group, K, seed) + r * ceil(n / R), r the
-            check's rank among the R registered checks of its group (:func:`offset`): deterministic from
-            the check id and seed, independent of the machine, the worker count, the selection and the
-            checks that ran before in the same worker (the state is reset per check by ``begin``).  A
-            check that launches K L times runs min(L, n) of its configs; the R checks of an op start
-            ceil(n / R) configs apart, spread over the whole rotation, so a run of them covers every
-            config of K when each launches it at least ceil(n / R) times; :func:`coverage` measures what a
-            run covered from the configs each check recorded (a run says so when it left some unrun: never
-            assumed).
+            left after Triton's pruning, offset = sha256(op group, K, seed) + r * ceil(n / R), r the check's rank
+            among the R registered checks of its group (:func:`offset`).  Once the check has run its share of the
+            rotation, ceil(n / P) fresh launches of K (P: the registered checks of its op and pass, :func:`peers`),
+            a launch of a specialization it launched before (what Triton compiles a launch for:
+            :func:`_specialization`) runs that specialization's config again and is not fresh: on a GPU the rest
+            of the check compiles once per specialization, not once per launch.  Deterministic from the check id
+            and seed, independent of the machine, the worker count, the selection and the checks that ran before
+            in the same worker (the state is reset per check by ``begin``).  A check that launches K L times runs
+            at least min(L, ceil(n / R)) of its configs, the R checks of an op starting ceil(n / R) configs apart,
+            spread over the whole rotation (P <= R), so a run of them covers every config of K when each launches
+            it at least ceil(n / R) times; :func:`coverage` measures what a run covered from the configs each
+            check recorded (a run says so when it left some unrun: never assumed).
   first     always the first config left after pruning (today's CPU behaviour; on a GPU: no timing).
   autotune  Triton's own timing (GPU only: on the CPU every config ties), its choices kept in Triton's cache
             directory (TRITON_CACHE_AUTOTUNING, set by pathmdn_verify.platform.setup.prepare), so a second run with
@@ -51,6 +54,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import inspect
 import sys
 from dataclasses import dataclass, field
 
@@ -80,6 +84,7 @@ class _CheckState:
     round: int = 0                                  # --configs all: the round being run
     width: dict = field(default_factory=dict)       # --configs all: kernel -> configs left after pruning
     timed: dict = field(default_factory=dict)       # --configs autotune: kernel -> configs Triton's timing ran
+    compiled: dict = field(default_factory=dict)    # cover: (kernel, specialization) -> declared index it ran
 
 
 _state: _CheckState | None = None
@@ -120,29 +125,41 @@ def scope(check_id: str, mode: str, seed: int = 0):
 _ranks: dict = {}            # (number of registered checks, group) -> sorted ids of the group
 
 
-def rank(check_id: str) -> tuple[str, int, int]:
-    """(group, position of check_id among the registered ids of its group, sorted, and their number): the same
-    in every process of one toolkit version, whatever the selection (0 of 1 for an id that is not registered)."""
+def _group(check_id: str) -> tuple[str, list[str]]:
+    """(check_id's group, the sorted registered ids of the group; none for an id that does not parse)."""
     from pathmdn_verify.core.errors import UsageError
     from pathmdn_verify.core.ids import CheckId
     from pathmdn_verify.core.registry import REGISTRY
     try:
         group = CheckId.parse(check_id).group
     except UsageError:
-        return check_id, 0, 1
+        return check_id, []
     key = (len(REGISTRY), group)
     if key not in _ranks:
         _ranks[key] = sorted(i for i in REGISTRY if CheckId.parse(i).group == group)
-    ids = _ranks[key]
+    return group, _ranks[key]
+
+
+def rank(check_id: str) -> tuple[str, int, int]:
+    """(group, position of check_id among the registered ids of its group, sorted, and their number): the same
+    in every process of one toolkit version, whatever the selection (0 of 1 for an id that is not registered)."""
+    group, ids = _group(check_id)
     return group, ids.index(check_id) if check_id in ids else 0, max(1, len(ids))
+
+
+def peers(check_id: str) -> int:
+    """The number of registered checks of check_id's op and pass (the ids' first four words, as in
+    kernel.fla.l2norm.bwd), at least 1: the checks a kernel's rotation is shared among."""
+    prefix = check_id.split(".")[:4]
+    return max(1, sum(i.split(".")[:4] == prefix for i in _group(check_id)[1]))
 
 
 def offset(check_id: str, kernel: str, seed: int, n: int) -> int:
     """The rotation's start for kernel (n configs) in check: sha256(group, kernel, seed) + r * ceil(n / R), r
     the check's rank among the R checks of its group.  The group's checks start evenly over the rotation, so
     they cover all n configs when each launches the kernel at least ceil(n / R) times (starts one apart
-    covered only R + L - 1: measured, a kernel of 48 configs shared by PaTH and FoX kept 6 unrun;
-    a hash of the check id alone leaves configs unrun by chance: measured on `verify kernels -k gdn_chunk`)."""
+    covered only R + L - 1: measured, a kernel of 48 configs shared by PaTH and FoX kept 6 unrun; a
+    hash of the check id alone leaves configs unrun by chance: measured on `verify kernels -k gdn_chunk`)."""
     group, r, count = rank(check_id)
     digest = hashlib.sha256(f"{group}\0{kernel}\0{seed}".encode()).digest()
     return int.from_bytes(digest[:8], "big") + r * -(-n // count)
@@ -178,7 +195,7 @@ def _example_key(st: _CheckState, kernel: str):
     return (choices, kernel, j), j
 
 
-def _choose(st: _CheckState, tuner, kernel: str, pruned: list):
+def _choose(st: _CheckState, tuner, kernel: str, pruned: list, compiled: tuple):
     """The pruned configs in the order to try them (the first that fits runs) and the memo key."""
     index = {id(c): i for i, c in enumerate(tuner.configs)}
     key, _ = _example_key(st, kernel)
@@ -189,8 +206,11 @@ def _choose(st: _CheckState, tuner, kernel: str, pruned: list):
         st.width[kernel] = n
         start = st.round % n
         return pruned[start:] + pruned[:start], None
-    if key is not None and key in st.memo:
-        start = next((p for p, c in enumerate(pruned) if index.get(id(c)) == st.memo[key]), 0)
+    share = st.fresh.get(kernel, 0) >= -(-n // peers(st.check_id))      # the check ran its share of the rotation
+    known = st.memo.get(key) if key is not None and key in st.memo else \
+        st.compiled.get((kernel, compiled)) if share else None
+    if known is not None:
+        start = next((p for p, c in enumerate(pruned) if index.get(id(c)) == known), 0)
     else:
         k = st.fresh.get(kernel, 0)
         st.fresh[kernel] = k + 1
@@ -221,6 +241,29 @@ def _tuning_key(tuner, args, kwargs) -> tuple:
     return tuple(key)
 
 
+def _specialization(tuner, args, kwargs) -> tuple:
+    """What Triton compiles a launch for, less the pointers' alignment (triton 3.6, runtime/jit.py: KernelParam,
+    specialize_impl): each constexpr argument's value, each integer's class (1, else its width, 32 or 64 bits, and
+    whether 16 divides it), each tensor's dtype.  The alignment is left out so that the key is the same on every machine."""
+    fn = tuner.fn
+    while not inspect.isfunction(fn) and hasattr(fn, "fn"):        # a Heuristics or JITFunction around it
+        fn = fn.fn
+    params = inspect.signature(fn).parameters
+    values = {**dict(zip(tuner.arg_names, args)), **kwargs}
+    out = []
+    for name in tuner.arg_names:
+        v = values.get(name)
+        if "constexpr" in str(getattr(params.get(name), "annotation", "")):
+            out.append(repr(v))
+        elif hasattr(v, "dtype"):
+            out.append(str(v.dtype))
+        elif isinstance(v, int) and not isinstance(v, bool):
+            out.append("1" if v == 1 else ("i32" if -2**31 <= v < 2**31 else "i64") + ("D" if v % 16 == 0 else ""))
+        else:
+            out.append(type(v).__name__)
+    return tuple(out)
+
+
 def _make_run(original):
     from triton.compiler.errors import CompileTimeAssertionFailure
     from triton.runtime.errors import OutOfResources, PTXASError
@@ -240,7 +283,8 @@ def _make_run(original):
         key = _tuning_key(self, args, kwargs)
         first_time = key not in self.cache
         pruned = self.prune_configs(kwargs)
-        order, memo_key = _choose(st, self, kernel, pruned)
+        spec = _specialization(self, args, kwargs)
+        order, memo_key = _choose(st, self, kernel, pruned, spec)
         if first_time:       # what Autotuner.run does after timing a new key (reset_to_zero arguments)
             self.pre_hook({**self.nargs, **kwargs, **order[0].all_kwargs()}, reset_only=True)
         last = None
@@ -257,6 +301,7 @@ def _make_run(original):
             idx = _count_launch(st, self, kernel, config)
             if memo_key is not None:
                 st.memo.setdefault(memo_key, idx)
+            st.compiled.setdefault((kernel, spec), idx)
             return ret
         raise last
 
