@@ -66,7 +66,7 @@ def test_a_specialization_is_what_triton_compiles_a_launch_for():
 
     from pathmdn_verify.platform import configs
 
-    def kern(x, n, m, BLOCK: "tl.constexpr"):
+    def kern(x, n, m, BLOCK: "tl.constexpr"):      # noqa: F821 (as fla writes it, a string under PEP 563)
         pass
     tuner = SimpleNamespace(fn=SimpleNamespace(fn=kern), arg_names=["x", "n", "m", "BLOCK"])    # a JITFunction's
     f32, bf16 = SimpleNamespace(dtype="torch.float32"), SimpleNamespace(dtype="torch.bfloat16")
