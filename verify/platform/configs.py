@@ -53,6 +53,7 @@ canaries of the other fidelity parts (which test the autotune part alone), the p
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import inspect
 import sys
@@ -241,19 +242,27 @@ def _tuning_key(tuner, args, kwargs) -> tuple:
     return tuple(key)
 
 
+@functools.cache
+def _constexprs(fn) -> frozenset:
+    """The parameters of a kernel's Python function annotated constexpr (as triton's KernelParam.is_constexpr reads
+    them), read once per function: _specialization asks on every launch."""
+    return frozenset(name for name, p in inspect.signature(fn).parameters.items() if "constexpr" in str(p.annotation))
+
+
 def _specialization(tuner, args, kwargs) -> tuple:
     """What Triton compiles a launch for, less the pointers' alignment (triton 3.6, runtime/jit.py: KernelParam,
     specialize_impl): each constexpr argument's value, each integer's class (1, else its width, 32 or 64 bits, and
-    whether 16 divides it), each tensor's dtype.  The alignment is left out so that the key is the same on every machine."""
+    whether 16 divides it), each tensor's dtype.  The alignment is left out so that the key is the same on every
+    machine."""
     fn = tuner.fn
     while not inspect.isfunction(fn) and hasattr(fn, "fn"):        # a Heuristics or JITFunction around it
         fn = fn.fn
-    params = inspect.signature(fn).parameters
+    constexprs = _constexprs(fn)
     values = {**dict(zip(tuner.arg_names, args)), **kwargs}
     out = []
     for name in tuner.arg_names:
         v = values.get(name)
-        if "constexpr" in str(getattr(params.get(name), "annotation", "")):
+        if name in constexprs:
             out.append(repr(v))
         elif hasattr(v, "dtype"):
             out.append(str(v.dtype))
