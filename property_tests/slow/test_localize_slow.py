@@ -3,9 +3,12 @@ in one stage; an op record's or one here) is localized to exactly that stage, an
 (PaTH forward and backward, MDN chunk forward) to none.
 Each run is a fresh `verify localize --kernel-root` subprocess on a saved example, so the CPU interpreter's
 fidelity layer is installed before fla's kernels are imported."""
+import getpass
 import json
+import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 from test_localize import BWD, MDN, PATH
@@ -30,8 +33,14 @@ def localize(tmp_path, check_id, case, mutant=None, *extra):
            "--json", str(out), *extra]
     if mutant:
         cmd += ["--kernel-root", str(materialize(MUTANTS.get(mutant, mutant), tmp_path / "root"))]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    tmp = tmp_path / "tmp"          # the run's temporary folder: it leaves nothing there (the saved example neither)
+    tmp.mkdir()
+    inductor = os.environ.get("TORCHINDUCTOR_CACHE_DIR",        # torch's cache stays where it was (its default)
+                              os.path.join(tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}"))
+    proc = subprocess.run(cmd, capture_output=True, text=True,
+                          env=dict(os.environ, TMPDIR=str(tmp), TORCHINDUCTOR_CACHE_DIR=inductor))
     assert out.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert not list(tmp.iterdir()), list(tmp.iterdir())
     return proc, json.loads(out.read_text())
 
 

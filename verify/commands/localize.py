@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 from pathlib import Path
 
 from pathmdn_verify.core.errors import UsageError
@@ -58,6 +59,14 @@ def print_table(rows: list[dict], console) -> None:
 
 
 def run(args) -> int:
+    from pathmdn_verify.core import results
+    _, staged, session = _prepare(args)
+    results.check_writable(args.json, "--json")
+    with tempfile.TemporaryDirectory(prefix="verify_localize_") as folder:      # the example, for the sanitizer
+        return _localize(args, staged, session, folder)
+
+
+def _localize(args, staged: bool, session, folder: str) -> int:
     from rich.console import Console
     from rich.markup import escape
 
@@ -65,9 +74,7 @@ def run(args) -> int:
     from pathmdn_verify.platform import environment
     from pathmdn_verify.run.localize import stages
     from pathmdn_verify.run.runner import Lost
-    cid, staged, session = _prepare(args)
-    results.check_writable(args.json, "--json")
-    [got] = session.map([(stages, (args.id, session.contexts[0], args.inputs, staged, args.debug))])
+    [got] = session.map([(stages, (args.id, session.contexts[0], args.inputs, staged, args.debug, folder))])
     if isinstance(got, Lost):
         raise UsageError(f"{args.id}: the kernel's worker was lost on its example ({got.kind}: {got.message}); "
                          "`verify localize --sanitize` or `verify compare` replays it alone")

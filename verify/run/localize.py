@@ -23,12 +23,11 @@ def first_divergence(rows: list[dict]) -> dict | None:
     return next((r for r in rows if r["verdict"] != "within"), None)
 
 
-def stages(check_id: str, ctx, inputs: str | None, staged: bool, debug: bool) -> dict:
+def stages(check_id: str, ctx, inputs: str | None, staged: bool, debug: bool, folder: str) -> dict:
     """A worker's task: the example (the saved `inputs`, else the one the check's own seeded search reports), and
-    with `staged` every stage's row: {label, shape, example (saved to a file, for the sanitizer), rows, error, lost}.
+    with `staged` every stage's row: {label, shape, example (saved in `folder`, for the sanitizer), rows, error, lost}.
     An interpreter gap is a UsageError (the check skips it)."""
     import os
-    import tempfile
 
     from pathmdn_verify import ops
     from pathmdn_verify.core import examples as example
@@ -48,7 +47,7 @@ def stages(check_id: str, ctx, inputs: str | None, staged: bool, debug: bool) ->
             raise UsageError(f"{check_id} at seed {ctx.seed} reported no example ({result.status}: {result.message})")
         x, out["lost"] = example.from_label(op, cid.dtype, out["label"]), bool(result.details.get(DEVICE_LOST))
     out["shape"] = example.shape(x)
-    out["example"] = os.path.join(tempfile.mkdtemp(prefix="verify_localize_"), "example.pt")
+    out["example"] = os.path.join(folder, "example.pt")
     example.save(x, out["example"])
     if staged and not out["lost"]:
         try:
