@@ -899,16 +899,22 @@ def _bounds_kernels():
 def _bounds_run(ctx: Context, raw: bool = False) -> dict:
     """shifted_copy on 32-element tensors that are views of 64-element numpy buffers (so an out-of-bounds
     access lands in memory this canary owns, never in the heap): in bounds (shifts 0); out of bounds by 16
-    elements but masked off (limit 16); a load of x[32:48]; an atomic add to o[32:48].  Per case: "ran" or the exception's type, and whether the buffers' hidden tails
-    were written."""
+    elements but masked off (limit 16); a load of x[32:48]; an atomic add to o[32:48]; a load of x[32:48] where
+    x and o are the two halves of one buffer (an access past x that lands in o, another argument of the launch).
+    Per case: "ran" or the exception's type, and whether the buffers' hidden tails (the neighbour: o) were
+    written."""
     import numpy as np
     torch, _ = _setup(ctx)
     kern = _bounds_kernels()["copy"]
     out = {}
     for name, load_shift, add_shift, limit in (("inside", 0, 0, 32), ("masked", 16, 16, 16), ("load", 16, 0, 32),
-                                               ("atomic", 0, 16, 32)):
+                                               ("atomic", 0, 16, 32), ("neighbour", 16, 0, 32)):
         xb, ob = np.arange(64, dtype=np.float32), np.zeros(64, dtype=np.float32)
         x, o = torch.from_numpy(xb[:32]), torch.from_numpy(ob[:32])
+        tail_written = lambda: bool(ob[32:].any())
+        if name == "neighbour":          # two storages side by side: past x's end is o
+            x, o = torch.from_numpy(xb[:32]), torch.from_numpy(xb[32:])
+            tail_written = lambda: not np.array_equal(xb, np.arange(64, dtype=np.float32))
         try:
             _launch(ctx, raw, kern, (1,), x, o, load_shift, add_shift, limit, 32)
             status = "ran"
@@ -917,18 +923,19 @@ def _bounds_run(ctx: Context, raw: bool = False) -> dict:
             while cause.__cause__ is not None:
                 cause = cause.__cause__
             status = type(cause).__name__
-        out[name] = {"status": status, "tail_written": bool(ob[32:].any())}
+        out[name] = {"status": status, "tail_written": tail_written()}
     return out
 
 
 @check("env.interpreter.bounds",
-       "an out-of-bounds load / atomic of a launch raises OutOfBoundsAccess before touching memory; in-bounds and "
-       "masked-off accesses run", devices=("cpu",))
+       "an out-of-bounds load / atomic of a launch raises OutOfBoundsAccess before touching memory, also where it "
+       "lands in another argument's storage; in-bounds and masked-off accesses run", devices=("cpu",))
 def bounds(ctx: Context) -> Result:
     out = _bounds_run(ctx)
     want = {"inside": {"status": "ran", "tail_written": False}, "masked": {"status": "ran", "tail_written": False},
             "load": {"status": "OutOfBoundsAccess", "tail_written": False},
-            "atomic": {"status": "OutOfBoundsAccess", "tail_written": False}}
+            "atomic": {"status": "OutOfBoundsAccess", "tail_written": False},
+            "neighbour": {"status": "OutOfBoundsAccess", "tail_written": False}}
     bad = {k: v for k, v in out.items() if v != want[k]}
     if bad:
         return Result("fail", float(len(bad)), 0.0, f"bounds: {bad} (expected {want})", details=out)

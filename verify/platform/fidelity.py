@@ -47,9 +47,11 @@ Patch points (triton 3.6, ``triton/runtime/interpreter.py`` and ``triton/runtime
               the launch, each time, 1 500 times in one PaTH bf16 backward check, 12% of its time; the
               bindings, kept until the launch ends, are the same)
   bounds      GridExecutor.__call__ and InterpreterBuilder.create_masked_load / create_masked_store /
-              create_atomic_rmw / create_atomic_cas (wrapped: every unmasked address of a launch must lie in
-              the storage of one of its tensor arguments, else OutOfBoundsAccess; compute-sanitizer's
-              memcheck for the interpreter, which otherwise reads and writes the CPU heap unchecked)
+              create_atomic_rmw / create_atomic_cas (wrapped: a launch runs on its tensor arguments' storages
+              moved into one buffer of its own, with gaps between them (_Arena: the same layout in every run),
+              and every unmasked address must lie in one of those storages, else OutOfBoundsAccess;
+              compute-sanitizer's memcheck for the interpreter, which otherwise reads and writes the CPU heap
+              unchecked)
   bf16_guard  InterpreterBuilder.binary_op / unary_op / ternary_op / create_fma, ReduceOps.apply,
               ScanOps.apply  (same wrappers: raise on any other bf16 arithmetic, which the raw
               interpreter does on the uint16 bit patterns; a loud refusal, not an emulation)
@@ -580,37 +582,96 @@ def _device_call(self, *args, **kwargs):
 
 
 _launch: list = []          # bounds: (kernel name, sorted starts, ends) of each running launch, innermost last
+_GUARD = 4096               # bounds: the least gap between two storages of a launch's arena, in bytes
+_ALIGN = 256                # bounds: each storage's start in the arena (as CUDA's allocator aligns)
 
 
-def _storages(arg, out: dict) -> None:
-    """The storages (data_ptr -> nbytes) of the tensors in a launch argument (tensors, tuples, descriptors)."""
-    if isinstance(arg, (tuple, list)):
-        for a in arg:
-            _storages(a, out)
-    elif hasattr(arg, "untyped_storage"):
-        st = arg.untyped_storage()
-        out[st.data_ptr()] = st.nbytes()
-    elif hasattr(arg, "base") and hasattr(arg.base, "untyped_storage"):      # a TensorDescriptor
-        _storages(arg.base, out)
+class _Arena:
+    """bounds: a launch's tensor arguments moved into one buffer of this launch's own, each storage (the whole of
+    it, so that views of one storage stay views of one) at a fixed place, in the order the arguments name them,
+    with a gap between two storages as large as the largest (at least _GUARD bytes).  An access past a storage
+    by less than that lands in a gap whatever the heap's layout; in the tensors as given it landed in whatever
+    the allocator had put there, another argument's storage included, so a run's verdict could depend on what
+    ran before it in the process.  copy_back writes the storages back to the arguments' own."""
+
+    def __init__(self, args: list, kwargs: dict):
+        import torch
+        self.order: dict = {}             # storage data_ptr -> (its UntypedStorage, offset in the arena)
+        for a in [*args, *kwargs.values()]:
+            self._collect(a)
+        sizes = [st.nbytes() for st, _ in self.order.values()]
+        gap = -(-max([_GUARD, *sizes]) // _ALIGN) * _ALIGN
+        self.buffer = torch.empty(gap * (len(sizes) + 1) + sum(-(-n // _ALIGN) * _ALIGN for n in sizes) + _ALIGN,
+                                  dtype=torch.uint8)
+        at = gap + (-self.buffer.data_ptr()) % _ALIGN
+        for ptr, (st, _) in list(self.order.items()):
+            self.order[ptr] = (st, at)
+            self.buffer[at:at + st.nbytes()].copy_(_bytes(st))
+            at += -(-st.nbytes() // _ALIGN) * _ALIGN + gap
+        self.args = [self._moved(a) for a in args]
+        self.kwargs = {k: self._moved(v) for k, v in kwargs.items()}
+        base = self.buffer.data_ptr()
+        self.spans = [(base + at, st.nbytes()) for st, at in self.order.values()]
+
+    def _collect(self, arg) -> None:
+        if isinstance(arg, (tuple, list)):
+            for a in arg:
+                self._collect(a)
+        elif hasattr(arg, "untyped_storage"):
+            self.order.setdefault(arg.untyped_storage().data_ptr(), (arg.untyped_storage(), 0))
+        elif hasattr(arg, "base") and hasattr(arg.base, "untyped_storage"):      # a TensorDescriptor, a TensorWrapper
+            self._collect(arg.base)
+
+    def _moved(self, arg):
+        """arg with each tensor in it a view of the arena with the tensor's dtype, offset, sizes and strides."""
+        import dataclasses
+
+        import torch
+        from triton.runtime import interpreter
+        if isinstance(arg, tuple):
+            return interpreter._tuple_create(arg, map(self._moved, arg))
+        if isinstance(arg, list):
+            return [self._moved(a) for a in arg]
+        if isinstance(arg, torch.Tensor):
+            _, at = self.order[arg.untyped_storage().data_ptr()]
+            return arg.new_empty(0).set_(self.buffer.untyped_storage(), at // arg.element_size() + arg.storage_offset(),
+                                         arg.size(), arg.stride())
+        if hasattr(arg, "base") and hasattr(arg.base, "untyped_storage"):
+            if dataclasses.is_dataclass(arg):                      # a TensorDescriptor
+                return dataclasses.replace(arg, base=self._moved(arg.base))
+            return type(arg)(self._moved(arg.base), arg.dtype)      # a TensorWrapper
+        return arg
+
+    def copy_back(self) -> None:
+        for st, at in self.order.values():
+            _bytes(st).copy_(self.buffer[at:at + st.nbytes()])
+
+
+def _bytes(storage):
+    """A uint8 tensor over the whole of an UntypedStorage."""
+    import torch
+    return torch.empty(0, dtype=torch.uint8).set_(storage)
 
 
 def _make_grid_call(original):
-    """bounds: record the launch's kernel and argument storages while its programs run."""
+    """bounds: run the launch on its arguments moved into an _Arena (written back after the launch ran), and
+    record its kernel and the arena's storages while its programs run."""
     import numpy as np
 
     def call(self, *args, **kwargs):
         if _bypass:
             return original(self, *args, **kwargs)
-        found: dict = {}
-        _storages(list(args) + list(kwargs.values()), found)
-        spans = sorted(found.items())
+        arena = _Arena(list(args), kwargs)
+        spans = sorted(arena.spans)
         starts = np.array([lo for lo, _ in spans], dtype=np.uint64)
         ends = starts + np.array([n for _, n in spans], dtype=np.uint64)
         _launch.append((self.fn, starts, ends))
         try:
-            return original(self, *args, **kwargs)
+            ret = original(self, *arena.args, **arena.kwargs)
         finally:
             _launch.pop()
+        arena.copy_back()
+        return ret
     return call
 
 
