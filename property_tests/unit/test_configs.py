@@ -83,5 +83,30 @@ def test_a_checks_peers_are_the_registered_checks_of_its_op_and_pass(registry):
     from pathmdn_verify.platform import configs
     cid = "kernel.fla.l2norm.bwd.fp32.typical"
     assert configs.peers(cid) == sum(i.startswith("kernel.fla.l2norm.bwd.") for i in registry) > 1
-    assert configs.peers(cid) < configs.rank(cid)[2]          # the op's forward checks are not its peers
+    assert configs.peers(cid) < sum(i.startswith("kernel.fla.l2norm.") for i in registry)   # not the forward's
     assert configs.peers("env.configs_share.cover") == 1      # a group no check is registered in
+
+
+def _windows_cover(starts, n: int, share: int) -> bool:
+    """Whether [s, s + share) mod n over the starts covers all n configs."""
+    return {(s + k) % n for s in starts for k in range(share)} == set(range(n))
+
+
+def test_the_checks_of_every_pass_cover_a_kernel_with_their_shares(registry):
+    """offset: for every op and pass, and kernels of 1 to 60 configs, the P checks' starts with ceil(n / P) launches
+    each cover all n configs; the control: starts spread over the op's checks instead (r ceil(n / R), r the rank in
+    the op), as before, leave configs of fla's l2norm backward kernel (25) to its 4 backward checks unrun."""
+    from pathmdn_verify.platform import configs
+    passes: dict = {}
+    for cid in registry:
+        if cid.startswith(("kernel.", "layer.")):
+            passes.setdefault(configs._pass(cid), []).append(cid)
+    assert len(passes) > 50
+    for ids in passes.values():
+        for n in range(1, 61):
+            starts = [configs.offset(cid, "kern", 0, n) for cid in ids]
+            assert _windows_cover(starts, n, -(-n // len(ids))), (ids[0], n)
+    bwd = sorted(passes[("kernel", "fla", "l2norm", "bwd")])
+    group = sorted(i for i in registry if i.startswith("kernel.fla.l2norm."))
+    old = [group.index(cid) * -(-25 // len(group)) for cid in bwd]
+    assert not _windows_cover(old, 25, -(-25 // len(bwd)))

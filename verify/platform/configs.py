@@ -7,18 +7,18 @@ the choice, per check, in the process that runs the check (patch on ``Autotuner.
 first use, on both devices):
 
   cover     the k-th fresh launch of kernel K in a check runs config (offset + k) mod n of the configs
-            left after Triton's pruning, offset = sha256(op group, K, seed) + r * ceil(n / R), r the check's rank
-            among the R registered checks of its group (:func:`offset`).  Once the check has run its share of the
-            rotation, ceil(n / P) fresh launches of K (P: the registered checks of its op and pass, :func:`peers`),
-            a launch of a specialization it launched before (what Triton compiles a launch for:
+            left after Triton's pruning, offset = sha256(op group, K, seed) + floor((i + j / J) n / P): the check
+            the i-th of the P registered checks of its op and pass, the pass the j-th of its group's J
+            (:func:`offset`).  Once the check has run its share of the rotation, ceil(n / P) fresh launches of K
+            (:func:`peers`), a launch of a specialization it launched before (what Triton compiles a launch for:
             :func:`_specialization`) runs that specialization's config again and is not fresh: on a GPU the rest
             of the check compiles once per specialization, not once per launch.  Deterministic from the check id
             and seed, independent of the machine, the worker count, the selection and the checks that ran before
             in the same worker (the state is reset per check by ``begin``).  A check that launches K L times runs
-            at least min(L, ceil(n / R)) of its configs, the R checks of an op starting ceil(n / R) configs apart,
-            spread over the whole rotation (P <= R), so a run of them covers every config of K when each launches
-            it at least ceil(n / R) times; :func:`coverage` measures what a run covered from the configs each
-            check recorded (a run says so when it left some unrun: never assumed).
+            at least min(L, ceil(n / P)) of its configs, the P checks of a pass starting n / P configs apart over
+            the whole rotation, so they cover every config of K when each launches it at least ceil(n / P) times
+            (a kernel that several passes launch, sooner); :func:`coverage` measures what a run covered from the
+            configs each check recorded (a run says so when it left some unrun: never assumed).
   first     always the first config left after pruning (today's CPU behaviour; on a GPU: no timing).
   autotune  Triton's own timing (GPU only: on the CPU every config ties), its choices kept in Triton's cache
             directory (TRITON_CACHE_AUTOTUNING, set by pathmdn_verify.platform.setup.prepare), so a second run with
@@ -123,7 +123,7 @@ def scope(check_id: str, mode: str, seed: int = 0):
         _state = saved
 
 
-_ranks: dict = {}            # (number of registered checks, group) -> sorted ids of the group
+_groups: dict = {}           # (number of registered checks, group) -> sorted ids of the group
 
 
 def _group(check_id: str) -> tuple[str, list[str]]:
@@ -136,34 +136,46 @@ def _group(check_id: str) -> tuple[str, list[str]]:
     except UsageError:
         return check_id, []
     key = (len(REGISTRY), group)
-    if key not in _ranks:
-        _ranks[key] = sorted(i for i in REGISTRY if CheckId.parse(i).group == group)
-    return group, _ranks[key]
+    if key not in _groups:
+        _groups[key] = sorted(i for i in REGISTRY if CheckId.parse(i).group == group)
+    return group, _groups[key]
 
 
-def rank(check_id: str) -> tuple[str, int, int]:
-    """(group, position of check_id among the registered ids of its group, sorted, and their number): the same
-    in every process of one toolkit version, whatever the selection (0 of 1 for an id that is not registered)."""
+def _pass(check_id: str) -> tuple[str, ...]:
+    """A check's op and pass: its id's first four words (kernel.fla.l2norm.bwd)."""
+    return tuple(check_id.split(".")[:4])
+
+
+def position(check_id: str) -> tuple[str, int, int, int, int]:
+    """(group, i, P, j, J): check_id the i-th of the P sorted registered checks of its op and pass, that pass the
+    j-th of the J sorted passes of its group; the same in every process of one toolkit version, whatever the
+    selection (0, 1, 0, 1 for an id that is not registered)."""
     group, ids = _group(check_id)
-    return group, ids.index(check_id) if check_id in ids else 0, max(1, len(ids))
+    passes = sorted({_pass(i) for i in ids})
+    own = [i for i in ids if _pass(i) == _pass(check_id)]
+    if check_id not in own:
+        return group, 0, 1, 0, 1
+    return group, own.index(check_id), len(own), passes.index(_pass(check_id)), len(passes)
 
 
 def peers(check_id: str) -> int:
-    """The number of registered checks of check_id's op and pass (the ids' first four words, as in
-    kernel.fla.l2norm.bwd), at least 1: the checks a kernel's rotation is shared among."""
-    prefix = check_id.split(".")[:4]
-    return max(1, sum(i.split(".")[:4] == prefix for i in _group(check_id)[1]))
+    """P: the number of registered checks of check_id's op and pass, at least 1: the checks a kernel's rotation
+    is shared among."""
+    return position(check_id)[2]
 
 
 def offset(check_id: str, kernel: str, seed: int, n: int) -> int:
-    """The rotation's start for kernel (n configs) in check: sha256(group, kernel, seed) + r * ceil(n / R), r
-    the check's rank among the R checks of its group.  The group's checks start evenly over the rotation, so
-    they cover all n configs when each launches the kernel at least ceil(n / R) times (starts one apart
-    covered only R + L - 1: measured, a kernel of 48 configs shared by PaTH and FoX kept 6 unrun; a
-    hash of the check id alone leaves configs unrun by chance: measured on `verify kernels -k gdn_chunk`)."""
-    group, r, count = rank(check_id)
+    """The rotation's start for kernel (n configs) in check: sha256(group, kernel, seed) + floor((i + j / J) n / P)
+    (:func:`position`).  The P checks of a pass start n / P apart over the whole rotation (the passes a fraction
+    of that step from each other), so that they cover all n configs when each launches the kernel ceil(n / P)
+    times, its share: a kernel only one pass launches, such as a backward kernel, included.  Spread over the
+    whole group instead, one pass's checks started within part of the rotation (measured: fla's l2norm backward
+    checks, 4 of the op's 9, started 3 configs apart and ran 12 of the backward kernel's 25); one apart, a kernel
+    of 48 configs shared by PaTH and FoX kept 6 unrun; by a hash of the check id alone, configs were left unrun by
+    chance."""
+    group, i, count, j, passes = position(check_id)
     digest = hashlib.sha256(f"{group}\0{kernel}\0{seed}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") + r * -(-n // count)
+    return int.from_bytes(digest[:8], "big") + (i * passes + j) * n // (count * passes)
 
 
 def short(config) -> str:
