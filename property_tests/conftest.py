@@ -27,9 +27,12 @@ for folder in (*(HERE / t for t in TIERS), HERE):
 SLOW_BUDGET_S = 180.0     # a slow-tier test's time budget (its call), unless it declares its own: budget(seconds)
 
 
+@pytest.hookimpl(trylast=True)          # after pytest's tmp_path plugin has set up the session's base folder
 def pytest_configure(config):
     """The runs the tests start keep and reuse verdicts in this session's own cache, shared by its xdist workers,
-    never a user's (~/.triton/verify-verdicts); a test of the cache names its own folder."""
+    never a user's (~/.triton/verify-verdicts); a test of the cache names its own folder.  The cache is in the
+    session's base temporary folder, which pytest removes after a few sessions (a folder of its own would be left
+    behind by every session)."""
     config.addinivalue_line("markers", "budget(seconds): a slow-tier test's time budget, in place of SLOW_BUDGET_S")
     if "VERIFY_CACHE_DIR" not in os.environ:
         base = config._tmp_path_factory.getbasetemp() if hasattr(config, "_tmp_path_factory") else None
