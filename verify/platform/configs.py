@@ -146,7 +146,7 @@ def _pass(check_id: str) -> tuple[str, ...]:
     return tuple(check_id.split(".")[:4])
 
 
-def position(check_id: str) -> tuple[str, int, int, int, int]:
+def _position(check_id: str) -> tuple[str, int, int, int, int]:
     """(group, i, P, j, J): check_id the i-th of the P sorted registered checks of its op and pass, that pass the
     j-th of the J sorted passes of its group; the same in every process of one toolkit version, whatever the
     selection (0, 1, 0, 1 for an id that is not registered)."""
@@ -161,19 +161,19 @@ def position(check_id: str) -> tuple[str, int, int, int, int]:
 def peers(check_id: str) -> int:
     """P: the number of registered checks of check_id's op and pass, at least 1: the checks a kernel's rotation
     is shared among."""
-    return position(check_id)[2]
+    return _position(check_id)[2]
 
 
 def offset(check_id: str, kernel: str, seed: int, n: int) -> int:
     """The rotation's start for kernel (n configs) in check: sha256(group, kernel, seed) + floor((i + j / J) n / P)
-    (:func:`position`).  The P checks of a pass start n / P apart over the whole rotation (the passes a fraction
+    (:func:`_position`).  The P checks of a pass start n / P apart over the whole rotation (the passes a fraction
     of that step from each other), so that they cover all n configs when each launches the kernel ceil(n / P)
     times, its share: a kernel only one pass launches, such as a backward kernel, included.  Spread over the
     whole group instead, one pass's checks started within part of the rotation (measured: fla's l2norm backward
     checks, 4 of the op's 9, started 3 configs apart and ran 12 of the backward kernel's 25); one apart, a kernel
     of 48 configs shared by PaTH and FoX kept 6 unrun; by a hash of the check id alone, configs were left unrun by
     chance."""
-    group, i, count, j, passes = position(check_id)
+    group, i, count, j, passes = _position(check_id)
     digest = hashlib.sha256(f"{group}\0{kernel}\0{seed}".encode()).digest()
     return int.from_bytes(digest[:8], "big") + (i * passes + j) * n // (count * passes)
 
