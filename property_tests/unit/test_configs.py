@@ -79,12 +79,14 @@ def test_a_specialization_is_what_triton_compiles_a_launch_for():
     assert configs._specialization(tuner, (f32, 32, 7), {"BLOCK": 32}) != spec
 
 
-def test_a_checks_peers_are_the_registered_checks_of_its_op_and_pass(registry):
+def test_a_checks_position_counts_the_registered_checks_of_its_op_and_pass(registry):
     from pathmdn_verify.platform import configs
     cid = "kernel.fla.l2norm.bwd.fp32.typical"
-    assert configs.peers(cid) == sum(i.startswith("kernel.fla.l2norm.bwd.") for i in registry) > 1
-    assert configs.peers(cid) < sum(i.startswith("kernel.fla.l2norm.") for i in registry)   # not the forward's
-    assert configs.peers("env.configs_share.cover") == 1      # a group no check is registered in
+    _, i, count, j, passes = configs._position(cid)
+    assert count == sum(i.startswith("kernel.fla.l2norm.bwd.") for i in registry) > 1
+    assert count < sum(i.startswith("kernel.fla.l2norm.") for i in registry)   # not the forward's
+    assert 0 <= i < count and 0 <= j < passes > 1
+    assert configs._position("env.configs_share.cover")[1:] == (0, 1, 0, 1)     # a group no check is registered in
 
 
 def _windows_cover(starts, n: int, share: int) -> bool:

@@ -6,9 +6,8 @@ too large for the GPU does at launch).  Under cover, launched with six specializ
 each again, and once more with the first one's under another autotune key, the configs read back from the outputs
 must be the ones the collector recorded, follow the documented rotation over the specializations, run each one's
 config again on its later launches, include all three that fit, record the fourth as unfit (and :func:`coverage` say
-3/4 ran, 1 unfit, none unrun), and repeat exactly under the same check id and seed; a check alone in its group
-(its share of the rotation: all 4 configs) launching one specialization five times runs the rotation until its share
-ran, then that specialization's config.  Under first every launch runs the first config; with the assignment off
+3/4 ran, 1 unfit, none unrun), and repeat exactly under the same check id and seed; a check launching one
+specialization five times runs the rotation until it ran all 4 configs, then that specialization's config.  Under first every launch runs the first config; with the assignment off
 (negative control) Triton's own choice decides: one config for every launch (the first, on the CPU).  Under all, an
 example of two launches run through `every_config` runs in 3 rounds (the kernel's 3 configs that fit), round r
 running BLOCK r mod 3 on both launches, and the worst round's result comes back with every round's.  A hypothesis
@@ -132,14 +131,14 @@ def configs_cover(ctx: Context) -> Result:
     if (cov.get("ran"), cov.get("unfit"), cov.get("unrun")) != ([0, 1, 2], [3], []):
         problems.append(f"coverage() says {cov}, not ran [0, 1, 2], unfit [3], unrun []")
 
-    kern, _ = _tuned()         # a check alone in its group (R = 1): its share of the rotation is all 4 configs
+    kern, _ = _tuned()         # fresh configs until all 4 ran, then the specialization's own
     with configs.scope(SHARE_ID, "cover", ctx.seed):
         share = _launches(torch, dev, kern, 6, [0, 0, 0, 0, 0, 1])
     k1 = configs.offset(SHARE_ID, "block_kernel", ctx.seed, 4)
     rotation = [BLOCKS[i] if (i := (k1 + k) % 4) < 3 else BLOCKS[0] for k in range(5)]
     if share != rotation[:4] + rotation[:1] + rotation[4:]:
-        problems.append(f"cover, a check's share of 4: one specialization launched 5 times and another once ran "
-                        f"{share}, not the rotation until its share ran, then the first config again, then the "
+        problems.append(f"cover, 4 configs: one specialization launched 5 times and another once ran "
+                        f"{share}, not the rotation until all 4 ran, then the first config again, then the "
                         f"rotation: {rotation[:4] + rotation[:1] + rotation[4:]}")
 
     kern, declared = _tuned()
@@ -170,7 +169,8 @@ def configs_cover(ctx: Context) -> Result:
 
     msg = (f"cover ran BLOCK {seen} over {times} specializations launched twice each and the first once more under "
            f"another autotune key (all 3 that fit, each one's config again on its later launches, the unfit one "
-           f"recorded), the same twice, and {share} alone in its group; first ran {first}; off ran {off}; all ran "
+           f"recorded), the same twice, and {share} for one specialization launched 5 times; first ran {first}; "
+           f"off ran {off}; all ran "
            f"rounds {rounds}; a BLOCK=32-only failure was found, not flaky")
     if problems:
         return Result("fail", float(len(problems)), 0.0, "; ".join(problems), kind="over_budget",

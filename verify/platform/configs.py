@@ -9,10 +9,12 @@ first use, on both devices):
   cover     the k-th fresh launch of kernel K in a check runs config (offset + k) mod n of the configs
             left after Triton's pruning, offset = sha256(op group, K, seed) + floor((i + j / J) n / P): the check
             the i-th of the P registered checks of its op and pass, the pass the j-th of its group's J
-            (:func:`offset`).  Once the check has run its share of the rotation, ceil(n / P) fresh launches of K
-            (:func:`peers`), a launch of a specialization it launched before (what Triton compiles a launch for:
-            :func:`_specialization`) runs that specialization's config again and is not fresh: on a GPU the rest
-            of the check compiles once per specialization, not once per launch.  Deterministic from the check id
+            (:func:`offset`).  Once the check has run all n configs of K (n fresh launches), a launch of a
+            specialization it launched before (what Triton compiles a launch for: :func:`_specialization`) runs
+            that specialization's config again and is not fresh: on a GPU the rest of the check compiles once per
+            specialization, not once per launch, and a check runs the same configs of K as a fresh config per
+            launch would (a share of ceil(n / P) launches, tried first, left configs unrun on an H100 that the
+            per-launch rotation ran: fla's elu_p1 kernels, which only a few of the pass's checks launch).  Deterministic from the check id
             and seed, independent of the machine, the worker count, the selection and the checks that ran before
             in the same worker (the state is reset per check by ``begin``).  A check that launches K L times runs
             at least min(L, ceil(n / P)) of its configs, the P checks of a pass starting n / P configs apart over
@@ -158,17 +160,11 @@ def _position(check_id: str) -> tuple[str, int, int, int, int]:
     return group, own.index(check_id), len(own), passes.index(_pass(check_id)), len(passes)
 
 
-def peers(check_id: str) -> int:
-    """P: the number of registered checks of check_id's op and pass, at least 1: the checks a kernel's rotation
-    is shared among."""
-    return _position(check_id)[2]
-
-
 def offset(check_id: str, kernel: str, seed: int, n: int) -> int:
     """The rotation's start for kernel (n configs) in check: sha256(group, kernel, seed) + floor((i + j / J) n / P)
     (:func:`_position`).  The P checks of a pass start n / P apart over the whole rotation (the passes a fraction
     of that step from each other), so that they cover all n configs when each launches the kernel ceil(n / P)
-    times, its share: a kernel only one pass launches, such as a backward kernel, included.  Spread over the
+    times: a kernel only one pass launches, such as a backward kernel, included.  Spread over the
     whole group instead, one pass's checks started within part of the rotation (measured: fla's l2norm backward
     checks, 4 of the op's 9, started 3 configs apart and ran 12 of the backward kernel's 25); one apart, a kernel
     of 48 configs shared by PaTH and FoX kept 6 unrun; by a hash of the check id alone, configs were left unrun by
@@ -219,7 +215,7 @@ def _choose(st: _CheckState, tuner, kernel: str, pruned: list, compiled: tuple):
         st.width[kernel] = n
         start = st.round % n
         return pruned[start:] + pruned[:start], None
-    share = st.fresh.get(kernel, 0) >= -(-n // peers(st.check_id))      # the check ran its share of the rotation
+    share = st.fresh.get(kernel, 0) >= n          # the check ran every config of the kernel
     known = st.memo.get(key) if key is not None and key in st.memo else \
         st.compiled.get((kernel, compiled)) if share else None
     if known is not None:
