@@ -14,11 +14,11 @@ first use, on both devices):
             that specialization's config again and is not fresh: on a GPU the rest of the check compiles once per
             specialization, not once per launch, and a check runs the same configs of K as a fresh config per
             launch would (a share of ceil(n / P) launches, tried first, left configs unrun on an H100 that the
-            per-launch rotation ran: fla's elu_p1 kernels, which only a few of the pass's checks launch).  Deterministic from the check id
-            and seed, independent of the machine, the worker count, the selection and the checks that ran before
-            in the same worker (the state is reset per check by ``begin``).  A check that launches K L times runs
-            at least min(L, ceil(n / P)) of its configs, the P checks of a pass starting n / P configs apart over
-            the whole rotation, so they cover every config of K when each launches it at least ceil(n / P) times
+            per-launch rotation ran: fla's elu_p1 kernels, which only a few of the pass's checks launch).
+            Deterministic from the check id and seed, independent of the machine, the worker count, the selection
+            and the checks that ran before in the same worker (the state is reset per check by ``begin``).  A check
+            that launches K L times runs min(L, n) of its configs, the P checks of a pass starting n / P configs
+            apart over the whole rotation, so they cover every config of K when each launches it ceil(n / P) times
             (a kernel that several passes launch, sooner); :func:`coverage` measures what a run covered from the
             configs each check recorded (a run says so when it left some unrun: never assumed).
   first     always the first config left after pruning (today's CPU behaviour; on a GPU: no timing).
@@ -215,9 +215,9 @@ def _choose(st: _CheckState, tuner, kernel: str, pruned: list, compiled: tuple):
         st.width[kernel] = n
         start = st.round % n
         return pruned[start:] + pruned[:start], None
-    share = st.fresh.get(kernel, 0) >= n          # the check ran every config of the kernel
+    ran_all = st.fresh.get(kernel, 0) >= n          # the check ran every config of the kernel
     known = st.memo.get(key) if key is not None and key in st.memo else \
-        st.compiled.get((kernel, compiled)) if share else None
+        st.compiled.get((kernel, compiled)) if ran_all else None
     if known is not None:
         start = next((p for p, c in enumerate(pruned) if index.get(id(c)) == known), 0)
     else:
