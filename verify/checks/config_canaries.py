@@ -7,8 +7,9 @@ each again, and once more with the first one's under another autotune key, the c
 must be the ones the collector recorded, follow the documented rotation over the specializations, run each one's
 config again on its later launches, include all three that fit, record the fourth as unfit (and :func:`coverage` say
 3/4 ran, 1 unfit, none unrun), and repeat exactly under the same check id and seed; a check launching one
-specialization five times runs the rotation until it ran all 4 configs, then that specialization's config.  Under first every launch runs the first config; with the assignment off
-(negative control) Triton's own choice decides: one config for every launch (the first, on the CPU).  Under all, an
+specialization five times runs the rotation until it ran all 4 configs, then that specialization's config.  Under
+first every launch runs the first config; with the assignment off (negative control) Triton's own choice decides:
+one config for every launch (the first, on the CPU).  Under all, an
 example of two launches run through `every_config` runs in 3 rounds (the kernel's 3 configs that fit), round r
 running BLOCK r mod 3 on both launches, and the worst round's result comes back with every round's.  A hypothesis
 search that fails only under one config must name that config and must not be reported flaky (the final replay of
@@ -170,8 +171,7 @@ def configs_cover(ctx: Context) -> Result:
     msg = (f"cover ran BLOCK {seen} over {times} specializations launched twice each and the first once more under "
            f"another autotune key (all 3 that fit, each one's config again on its later launches, the unfit one "
            f"recorded), the same twice, and {share} for one specialization launched 5 times; first ran {first}; "
-           f"off ran {off}; all ran "
-           f"rounds {rounds}; a BLOCK=32-only failure was found, not flaky")
+           f"off ran {off}; all ran rounds {rounds}; a BLOCK=32-only failure was found, not flaky")
     if problems:
         return Result("fail", float(len(problems)), 0.0, "; ".join(problems), kind="over_budget",
                       details={"cover": runs, "first": first, "off": off})

@@ -13,8 +13,8 @@ first use, on both devices):
             specialization it launched before (what Triton compiles a launch for: :func:`_specialization`) runs
             that specialization's config again and is not fresh: on a GPU the rest of the check compiles once per
             specialization, not once per launch, and a check runs the same configs of K as a fresh config per
-            launch would (a share of ceil(n / P) launches, tried first, left configs unrun on an H100 that the
-            per-launch rotation ran: fla's elu_p1 kernels, which only a few of the pass's checks launch).
+            launch would (reusing earlier, after a share of the rotation, loses configs of a kernel that only
+            some checks of the pass launch).
             Deterministic from the check id and seed, independent of the machine, the worker count, the selection
             and the checks that ran before in the same worker (the state is reset per check by ``begin``).  A check
             that launches K L times runs min(L, n) of its configs, the P checks of a pass starting n / P configs

@@ -600,14 +600,13 @@ class _Arena:
         for a in [*args, *kwargs.values()]:
             self._collect(a)
         sizes = [st.nbytes() for st, _ in self.order.values()]
-        gap = -(-max([_GUARD, *sizes]) // _ALIGN) * _ALIGN
-        self.buffer = torch.empty(gap * (len(sizes) + 1) + sum(-(-n // _ALIGN) * _ALIGN for n in sizes) + _ALIGN,
-                                  dtype=torch.uint8)
+        gap = _aligned(max([_GUARD, *sizes]))
+        self.buffer = torch.empty(gap * (len(sizes) + 1) + sum(map(_aligned, sizes)) + _ALIGN, dtype=torch.uint8)
         at = gap + (-self.buffer.data_ptr()) % _ALIGN
         for ptr, (st, _) in list(self.order.items()):
             self.order[ptr] = (st, at)
             self.buffer[at:at + st.nbytes()].copy_(_bytes(st))
-            at += -(-st.nbytes() // _ALIGN) * _ALIGN + gap
+            at += _aligned(st.nbytes()) + gap
         self.args = [self._moved(a) for a in args]
         self.kwargs = {k: self._moved(v) for k, v in kwargs.items()}
         base = self.buffer.data_ptr()
@@ -645,6 +644,11 @@ class _Arena:
     def copy_back(self) -> None:
         for st, at in self.order.values():
             _bytes(st).copy_(self.buffer[at:at + st.nbytes()])
+
+
+def _aligned(nbytes: int) -> int:
+    """nbytes rounded up to a multiple of _ALIGN."""
+    return -(-nbytes // _ALIGN) * _ALIGN
 
 
 def _bytes(storage):
