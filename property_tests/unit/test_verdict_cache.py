@@ -297,7 +297,7 @@ def test_an_edit_and_its_revert_each_replay_their_own_verdict(tmp_path, root, mo
 
 def test_a_corrupt_entry_is_ignored_with_a_warning(tmp_path, root, capsys):
     vc = _keep(tmp_path, root)
-    [entry] = [e for e in (tmp_path / "c").rglob("*.json") if "reads" not in e.parts]
+    [entry] = [e for e in (tmp_path / "c").rglob("*.json") if not {"reads", verdicts.BASES} & set(e.parts)]
     entry.write_text('{"run": "run-1", "reads": {')
     assert verdicts.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is None
     err = capsys.readouterr().err
@@ -317,3 +317,20 @@ def test_the_default_folder_is_beside_the_triton_cache_the_run_uses(tmp_path, mo
     for name, value in env.items():
         monkeypatch.setenv(name, str(tmp_path / value))
     assert verdicts.default_dir() == tmp_path / where
+
+
+def test_a_cache_that_replays_nothing_says_what_of_the_key_changed(tmp_path, root, monkeypatch):
+    """differences(): a variable set since the last run that kept verdicts is named (its value never kept: an
+    environment may hold secrets), the toolkit's code too; the control: the same settings are no difference ([]),
+    and a folder where no run kept any has nothing to compare (None)."""
+    monkeypatch.delenv("MY_TOKEN", raising=False)
+    assert verdicts.VerdictCache(tmp_path / "c", "cpu").differences() is None
+    _keep(tmp_path, root)
+    assert verdicts.VerdictCache(tmp_path / "c", "cpu").differences() == []
+    monkeypatch.setenv("MY_TOKEN", "s3cret-value")
+    changed = verdicts.VerdictCache(tmp_path / "c", "cpu")
+    changed.base["toolkit"] = "0" * 64
+    assert changed.differences() == ["the toolkit's code changed", "variable MY_TOKEN set"]
+    _keep(tmp_path, root, vc=_past(changed))
+    assert changed.differences() == []
+    assert not any("s3cret-value" in p.read_text() for p in (tmp_path / "c").rglob("*.json"))

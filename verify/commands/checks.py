@@ -196,6 +196,8 @@ def _header(session: Session, args, info: dict, console) -> None:
     console.print(xfails.describe(session.scope(info["kernel_package"])), highlight=False, soft_wrap=True)
     console.print("implementations: " + ", ".join(_dots(name, args.fp32_dot) for name in session.impls),
                   highlight=False, soft_wrap=True)
+    if (line := _cache_line(session, info)) is not None:
+        console.print(line, highlight=False, soft_wrap=True)
     if note := environment.bytecode_note():
         console.print(note, highlight=False, soft_wrap=True)
     if e := session.compile_estimate:
@@ -203,6 +205,23 @@ def _header(session: Session, args, info: dict, console) -> None:
                       f"checks used when they last ran here, {e['in_disk_cache']} are in the disk cache"
                       + (f"; {e['unknown']} checks never ran here" if e["unknown"] else "") + ")",
                       highlight=False, soft_wrap=True)
+
+
+def _cache_line(session: Session, info: dict) -> str | None:
+    """How many verdicts the cache replays; when none, what of the key's run-wide part (toolkit, versions,
+    variables, named sources) changed since the last run that kept any there (verdicts.VerdictCache.differences),
+    so that a rerun that replays nothing says why."""
+    if "replayable" not in info:
+        return None
+    line = f"verdict cache {session.cache.folder}: {info['replayable']} of {len(session.chosen)} verdicts replay"
+    changes = info.get("key_changes")
+    if changes:
+        shown = ", ".join(changes[:6]) + (f" and {len(changes) - 6} more" if len(changes) > 6 else "")
+        line += f"; none does: no run that kept verdicts there had this one's settings; since the last, {shown}"
+    elif changes == []:
+        line += ("; none does, though a run that kept verdicts there had this one's toolkit, versions and variables: "
+                 "another profile, seed or option, or files the checks read changed")
+    return line
 
 
 def _dots(name: str, run_dot: str) -> str:

@@ -280,15 +280,20 @@ class Session:
         def replayed(c: Check) -> bool:
             return self.cache is not None and verdicts.cacheable(c.id) and all(
                 self.cache.get(c.id, ctx, root) is not None for ctx in self.contexts)
-        if self.cache is not None and all(replayed(c) for c in self.chosen):
-            return here
+        hits = [replayed(c) for c in self.chosen]
+        if self.cache is not None:      # for the header: how many replay, and if none, what changed in the key
+            here["replayable"] = sum(hits)
+            if not any(hits):
+                here["key_changes"] = self.cache.differences()
+            if all(hits):
+                return here
         if self.device == "cuda" and (kept := self._compile_keys()):
-            pending = [c.id for c in self.chosen if not replayed(c)]
+            pending = [c.id for c, hit in zip(self.chosen, hits) if not hit]
             self.compile_estimate = timing.estimate(kept, pending, timing.disk_cache_dir())
         self.pool = runner.Workers(self.workers, self.contexts[0], self.kernels, self.options.debug, cache=self.cache,
                                    run_label=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                                    start_timeout=min(runner.START_TIMEOUT, self.timeout), lists=self.lists)
-        return self.pool.wait_ready()
+        return {**self.pool.wait_ready(), **{k: here[k] for k in ("replayable", "key_changes") if k in here}}
 
     def _run_context(self, ctx: Context, finished: dict, deadline, on_start, on_done, info: dict) -> None:
         if self.pool is not None:

@@ -52,6 +52,8 @@ NOT_KEYED = (ENV, "VERIFY_RUN_DIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR
              "USER", "LOGNAME", "MAIL", "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY", "SSH_AUTH_SOCK", "TMUX",
              "TMUX_PANE", "XDG_RUNTIME_DIR", "XDG_SESSION_ID", "DBUS_SESSION_BUS_ADDRESS", "PYTEST_CURRENT_TEST",
              "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
+BASES = "bases"     # the run-wide parts of the keys of the runs that kept verdicts, one file each (differences())
+KEEP_BASES = 16     # the newest kept
 UNKEYED_FIELDS = ("kernel_root", "save_failing")    # where the kernel package lies (its files are read) and where
 # failing examples are saved: the only fields of a Context that do not decide a verdict
 
@@ -255,6 +257,39 @@ class VerdictCache:
                      "variables": variables(), "sources": named_sources()}
         self.reads = ReadLists(self.folder / "reads", time.time())
         self.warned = False
+        self.base_kept = False
+
+    def _fingerprint(self) -> dict:
+        """The key's run-wide part as kept beside the verdicts (BASES): each variable's value by its hash only
+        (an environment may hold secrets)."""
+        return {**self.base, "variables": {k: _sha(v.encode())[:16] for k, v in self.base["variables"].items()}}
+
+    def differences(self) -> list[str] | None:
+        """What of the key's run-wide part differs from that of the last run that kept verdicts in this folder (a
+        phrase each: the toolkit's code, a version, the device class, a variable set, unset or changed, a named
+        source); [] when an earlier run that kept verdicts had this part of the key; None when no run kept any or a
+        record is unreadable."""
+        now, kept = self._fingerprint(), sorted((self.folder / BASES).glob("*.json"), key=lambda p: p.stat().st_mtime)
+        try:
+            earlier = [json.loads(p.read_text()) for p in kept]
+        except (OSError, ValueError):
+            return None
+        if not earlier:
+            return None
+        if now in earlier:
+            return []
+        last = earlier[-1]
+        said = []
+        for part, phrase in (("toolkit", "the toolkit's code"), ("device", "the device class")):
+            if last.get(part) != now[part]:
+                said.append(f"{phrase} changed")
+        for part, phrase in (("environment", "version of"), ("variables", "variable"), ("sources", "source")):
+            old, new = last.get(part) or {}, now[part]
+            for name in sorted(set(old) | set(new)):
+                if old.get(name) != new.get(name):
+                    change = "set" if name not in old else "unset" if name not in new else "changed"
+                    said.append(f"{phrase} {name} {change}" if part == "variables" else f"{phrase} {name} changed")
+        return said
 
     def key(self, check_id: str, ctx: Context, extra: dict | None = None) -> str:
         """extra: whatever else decides the verdict (a bisect step's replayed cases)."""
@@ -308,6 +343,12 @@ class VerdictCache:
                                     "description": outcome.description, "repro": outcome.repro,
                                     "seconds": round(outcome.seconds, 3)}})
         write_atomic(path, json.dumps(entry))
+        if not self.base_kept:          # the key's run-wide part, for a later run's differences()
+            text = json.dumps(self._fingerprint(), sort_keys=True)
+            write_atomic(self.folder / BASES / f"{_sha(text.encode())[:32]}.json", text)
+            for old in sorted((self.folder / BASES).glob("*.json"), key=lambda p: p.stat().st_mtime)[:-KEEP_BASES]:
+                old.unlink(missing_ok=True)
+            self.base_kept = True
         for old in sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime)[:-KEEP]:
             old.unlink(missing_ok=True)
         return True
