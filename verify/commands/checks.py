@@ -196,7 +196,7 @@ def _header(session: Session, args, info: dict, console) -> None:
     console.print(xfails.describe(session.scope(info["kernel_package"])), highlight=False, soft_wrap=True)
     console.print("implementations: " + ", ".join(_dots(name, args.fp32_dot) for name in session.impls),
                   highlight=False, soft_wrap=True)
-    if (line := _cache_line(session, info)) is not None:
+    if (line := _cache_line(info)) is not None:
         console.print(line, highlight=False, soft_wrap=True)
     if note := environment.bytecode_note():
         console.print(note, highlight=False, soft_wrap=True)
@@ -207,14 +207,14 @@ def _header(session: Session, args, info: dict, console) -> None:
                       highlight=False, soft_wrap=True)
 
 
-def _cache_line(session: Session, info: dict) -> str | None:
+def _cache_line(info: dict) -> str | None:
     """How many verdicts the cache replays; when none, what of the key's run-wide part (toolkit, versions,
     variables, named sources) changed since the last run that kept any there (verdicts.VerdictCache.differences),
     so that a rerun that replays nothing says why."""
-    if "replayable" not in info:
+    if (cache := info.get("verdict_cache")) is None:
         return None
-    line = f"verdict cache {session.cache.folder}: {info['replayable']} of {len(session.chosen)} verdicts replay"
-    changes = info.get("key_changes")
+    line = f"verdict cache {cache['folder']}: {cache['replay']} of {cache['of']} verdicts replay"
+    changes = cache["key_changes"]
     if changes:
         shown = ", ".join(changes[:6]) + (f" and {len(changes) - 6} more" if len(changes) > 6 else "")
         line += f"; none does: no run that kept verdicts there had this one's settings; since the last, {shown}"

@@ -282,9 +282,8 @@ class Session:
                 self.cache.get(c.id, ctx, root) is not None for ctx in self.contexts)
         hits = [replayed(c) for c in self.chosen]
         if self.cache is not None:      # for the header: how many replay, and if none, what changed in the key
-            here["replayable"] = sum(hits)
-            if not any(hits):
-                here["key_changes"] = self.cache.differences()
+            here["verdict_cache"] = {"folder": str(self.cache.folder), "replay": sum(hits), "of": len(hits),
+                                     "key_changes": None if any(hits) else self.cache.differences()}
             if all(hits):
                 return here
         if self.device == "cuda" and (kept := self._compile_keys()):
@@ -293,7 +292,7 @@ class Session:
         self.pool = runner.Workers(self.workers, self.contexts[0], self.kernels, self.options.debug, cache=self.cache,
                                    run_label=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                                    start_timeout=min(runner.START_TIMEOUT, self.timeout), lists=self.lists)
-        return {**self.pool.wait_ready(), **{k: here[k] for k in ("replayable", "key_changes") if k in here}}
+        return {**self.pool.wait_ready(), **{k: v for k, v in here.items() if k == "verdict_cache"}}
 
     def _run_context(self, ctx: Context, finished: dict, deadline, on_start, on_done, info: dict) -> None:
         if self.pool is not None:
