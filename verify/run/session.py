@@ -292,7 +292,10 @@ class Session:
         self.pool = runner.Workers(self.workers, self.contexts[0], self.kernels, self.options.debug, cache=self.cache,
                                    run_label=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                                    start_timeout=min(runner.START_TIMEOUT, self.timeout), lists=self.lists)
-        return {**self.pool.wait_ready(), **{k: v for k, v in here.items() if k == "verdict_cache"}}
+        info = dict(self.pool.wait_ready())      # a copy: the pool keeps its own
+        if "verdict_cache" in here:
+            info["verdict_cache"] = here["verdict_cache"]
+        return info
 
     def _run_context(self, ctx: Context, finished: dict, deadline, on_start, on_done, info: dict) -> None:
         if self.pool is not None:

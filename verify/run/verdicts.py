@@ -346,12 +346,16 @@ class VerdictCache:
         if not self.base_kept:          # the key's run-wide part, for a later run's differences()
             text = json.dumps(self._fingerprint(), sort_keys=True)
             write_atomic(self.folder / BASES / f"{_sha(text.encode())[:32]}.json", text)
-            for old in sorted((self.folder / BASES).glob("*.json"), key=lambda p: p.stat().st_mtime)[:-KEEP_BASES]:
-                old.unlink(missing_ok=True)
+            _keep_newest(self.folder / BASES, KEEP_BASES)
             self.base_kept = True
-        for old in sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime)[:-KEEP]:
-            old.unlink(missing_ok=True)
+        _keep_newest(folder, KEEP)
         return True
+
+
+def _keep_newest(folder: Path, n: int) -> None:
+    """Delete all but the n newest (by mtime) JSON files of folder."""
+    for old in sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime)[:-n]:
+        old.unlink(missing_ok=True)
 
 
 def kept_entry(folder: Path, check_id: str) -> dict | None:
