@@ -3,6 +3,7 @@ workers with their isolation: a task whose worker dies or hangs comes back as a 
 slot gets a fresh worker and the other tasks run; values come back in the order of the tasks."""
 import operator
 import os
+import tempfile
 import time
 
 from pathmdn_verify.core.registry import Context
@@ -41,6 +42,23 @@ def test_an_exception_of_a_task_is_raised():
             raise AssertionError("the task's exception was not raised")
     finally:
         pool.close()
+
+
+def test_a_worker_uses_the_temporary_folder_of_the_process_that_started_it_now(tmp_path, monkeypatch):
+    """Each worker's tempfile folder is TMPDIR as the process that started the Workers has it then, not the
+    one the fork server cached when it started (importing dynamo reads it): the second pool, started under
+    another TMPDIR, forks from the same server."""
+    for name in ("a", "b"):
+        folder = tmp_path / name
+        folder.mkdir()
+        monkeypatch.setenv("TMPDIR", str(folder))
+        pool = Workers(1, Context(device="cpu"), kernels=False)
+        try:
+            pool.wait_ready()
+            [got] = pool.map([(tempfile.gettempdir, ())], timeout=60.0)
+        finally:
+            pool.close()
+        assert got == str(folder), name
 
 
 def _environ_of(pid: int) -> dict[str, str]:

@@ -403,6 +403,7 @@ def _worker_init(debug: bool, environ: dict[str, str], path: list[str]) -> None:
     reads.install()
     os.environ.clear()
     os.environ.update(environ)
+    tempfile.tempdir = None        # the temporary folder of that environment, not the one the server found first
     sys.path[:] = path
     if "OMP_NUM_THREADS" in environ:
         import torch
