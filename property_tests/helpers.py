@@ -39,7 +39,18 @@ def json_arg(args, cwd=None) -> Path | None:
 
 # Commands that import the kernel package (or a tree's) into the process that runs them, or change its import
 # path: an in-process run would leave that in the pytest process for every later test, so they get their own.
-OWN_PROCESS = ("localize", "coverage", "bisect", "report", "--kernel-root", "--version")
+# With --kernel-root, `verify compare` and a run of no workers put the tree on this process's import path; the
+# other commands leave it to their workers.  _in_process fails a call that imports or changes either all the same.
+OWN_PROCESS = ("coverage", "bisect", "report", "--version")
+TREE_HERE = ("compare",)
+
+
+def own_process(words: list[str]) -> bool:
+    """Whether `verify *words` must run in a process of its own (OWN_PROCESS, TREE_HERE)."""
+    if any(w in OWN_PROCESS for w in words):
+        return True
+    no_workers = ["--workers", "0"] in (words[i:i + 2] for i in range(len(words))) or "--workers=0" in words
+    return "--kernel-root" in words and (words[:1] in [[c] for c in TREE_HERE] or no_workers)
 
 
 def run_cli(*args, cwd=None, env=None, timeout=None):
@@ -52,7 +63,7 @@ def run_cli(*args, cwd=None, env=None, timeout=None):
     process itself calls verify_command).  Checks always run in worker processes either way."""
     words = [str(a) for a in args]
     path = json_arg(words, cwd)
-    if timeout is not None or any(w in OWN_PROCESS for w in words):
+    if timeout is not None or own_process(words):
         proc = subprocess.run(verify_command(*words), capture_output=True, text=True, cwd=cwd, env=env,
                               timeout=timeout, check=False)
     else:
@@ -63,14 +74,19 @@ def run_cli(*args, cwd=None, env=None, timeout=None):
 def _in_process(words: list[str], cwd, env) -> subprocess.CompletedProcess:
     import contextlib
     import io
+    import multiprocessing.util
+    import tempfile
 
     from pathmdn_verify import cli
     out, err = io.StringIO(), io.StringIO()
-    saved_env, saved_argv, saved_cwd = dict(os.environ), sys.argv[:], os.getcwd()
+    saved_env, saved_argv, saved_cwd, saved_tmp = dict(os.environ), sys.argv[:], os.getcwd(), tempfile.tempdir
+    saved_path, kernels = sys.path[:], _kernel_modules()
+    multiprocessing.util.get_temp_dir()      # this process's own (the fork server's socket), before TMPDIR is the call's
     try:
         if env is not None:
             os.environ.clear()
             os.environ.update(env)
+        tempfile.tempdir = None        # the call's TMPDIR, as a process of its own would read it
         sys.argv[:] = ["verify", *words]
         os.chdir(cwd or saved_cwd)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -80,10 +96,17 @@ def _in_process(words: list[str], cwd, env) -> subprocess.CompletedProcess:
                 code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     finally:
         os.chdir(saved_cwd)
+        tempfile.tempdir = saved_tmp
         sys.argv[:] = saved_argv
         os.environ.clear()
         os.environ.update(saved_env)
+    assert sys.path == saved_path and _kernel_modules() == kernels, \
+        f"verify {' '.join(words)} changed this process's import path or imported a kernel package: see OWN_PROCESS"
     return subprocess.CompletedProcess(["verify", *words], code, out.getvalue(), err.getvalue())
+
+
+def _kernel_modules() -> set[str]:
+    return {m for m in sys.modules if m.split(".")[0] in ("fla", "triton")}
 
 
 def load(path) -> dict:

@@ -1,9 +1,8 @@
 """The H200's device answers read back from fla (verify/checks/tile_canaries.py env.interpreter.device.*): each
 canary passes with its answer on and fails with it off (VERIFY_EMULATE_H200_OFF), its negative control."""
-import json
 import os
-import subprocess
-import sys
+
+from helpers import run_cli
 
 
 CANARIES = ("sm_count", "tf32", "hopper", "triton_guard")
@@ -12,10 +11,8 @@ CANARIES = ("sm_count", "tf32", "hopper", "triton_guard")
 def _run(tmp_path, off: str | None) -> dict:
     out = tmp_path / f"{off or 'on'}.json"
     env = {**os.environ, "VERIFY_EMULATE_H200_OFF": off or ""}
-    subprocess.run([sys.executable, "-m", "pathmdn_verify", "layers", "-k", "env.interpreter.device", "--device",
-                    "cpu", "--profile", "quick", "--workers", "1", "--json", str(out)], env=env, capture_output=True,
-                   text=True, timeout=900, check=False)
-    doc = json.loads(out.read_text())
+    _, doc = run_cli("layers", "-k", "env.interpreter.device", "--device", "cpu", "--profile", "quick", "--workers", "1",
+                     "--json", out, env=env)
     return {c["id"].rsplit(".", 1)[1]: c["status"] for c in doc["checks"]} | {
         "claimed": doc["environment"]["interpreter_fidelity"]["device_emulation"]}
 

@@ -6,7 +6,6 @@ whose __init__ re-exports run lazily.
 The trees are built at test time from the installed fla-core (nothing third-party is committed): each test
 copies it (test_kernel_root.tree) and edits the copy the way an older version differs.
 """
-import json
 import os
 import re
 import shutil
@@ -14,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from helpers import run_cli
 from test_kernel_root import tree
 
 PATH_CHECK = "kernel.fla.path_attn.fwd.fp32.beta_uniform"
@@ -32,14 +32,10 @@ def set_version(root: Path, version: str) -> None:
 
 
 def verify(root: Path, *args: str, env: dict | None = None, json_out: Path | None = None):
-    cmd = [sys.executable, "-m", "pathmdn_verify", "kernels", "--device", "cpu", "--profile", "quick", "--workers", "1",
-           "--kernel-root", str(root), *args]
-    if json_out is not None:
-        cmd += ["--json", str(json_out)]
-    r = subprocess.run(cmd, capture_output=True, text=True, cwd=root, env={**os.environ, **(env or {})}, timeout=900,
-                       check=False)
-    doc = json.loads(json_out.read_text()) if json_out is not None and json_out.exists() else None
-    return r, doc
+    """`verify kernels` on the tree `root` from its folder (helpers.run_cli: the tree is imported by the worker)."""
+    words = ["kernels", "--device", "cpu", "--profile", "quick", "--workers", "1", "--kernel-root", str(root), *args]
+    return run_cli(*words, *(["--json", json_out] if json_out is not None else []), cwd=root,
+                   env={**os.environ, **(env or {})})
 
 
 def statuses(doc) -> dict:

@@ -2,17 +2,12 @@
 fla with one planted bug (one wrong line in one stage) is localized to exactly that stage, the unmodified kernels
 to none; the listed GDN dg failure is localized to the kernel that computes it; and localize resolves the stages
 of every searched kernel check id (one judged stage for the single-kernel passes), or says in one line why not.
-Each kernel run is a fresh `verify localize` subprocess on a saved example, so the CPU interpreter's fidelity
-layer is installed before fla's kernels are imported."""
-import json
-import subprocess
-import sys
+Each kernel run is `verify localize` on a saved example (test_localize_slow.run_localize)."""
 
 import pytest
-from test_localize_slow import assert_localized
+from test_localize_slow import assert_localized, run_localize
 
 from pathmdn_verify import cli, ops
-from pathmdn_verify.core import examples as example
 from pathmdn_verify.core.ids import CheckId
 from pathmdn_verify.ops.attention_ops import PathCase
 from pathmdn_verify.ops.gdn_ops import GdnCase
@@ -45,16 +40,8 @@ PLANTED = {m.name: m for m in (
 
 
 def localize(tmp_path, check_id, case, mutant=None):
-    x = example.build(ops.record(check_id), CheckId.parse(check_id).dtype, case, "cpu")
-    inputs, out = tmp_path / "x.pt", tmp_path / "out.json"
-    example.save(x, inputs)
-    cmd = [sys.executable, "-m", "pathmdn_verify", "localize", "--id", check_id, "--device", "cpu", "--inputs",
-           str(inputs), "--json", str(out)]
-    if mutant:
-        cmd += ["--kernel-root", str(materialize(PLANTED.get(mutant) or ops.mutants()[mutant], tmp_path / "root"))]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    assert out.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc, json.loads(out.read_text())
+    root = mutant and materialize(PLANTED.get(mutant) or ops.mutants()[mutant], tmp_path / "root")
+    return run_localize(tmp_path, check_id, case, root)
 
 
 @pytest.mark.parametrize("check_id, case, stages", [

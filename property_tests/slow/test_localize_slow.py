@@ -1,8 +1,8 @@
 """`verify localize` names the stage where a planted bug sits: a copy of fla with one mutant (one wrong line
 in one stage; an op record's or one here) is localized to exactly that stage, and the unmodified kernels
 (PaTH forward and backward, MDN chunk forward) to none.
-Each run is a fresh `verify localize --kernel-root` subprocess on a saved example, so the CPU interpreter's
-fidelity layer is installed before fla's kernels are imported."""
+Each run is `verify localize` (--kernel-root for a mutant) on a saved example, in this process: its stages run
+in a fresh worker, which installs the CPU interpreter's fidelity layer before it imports the tree's fla."""
 import getpass
 import json
 import os
@@ -11,6 +11,7 @@ import sys
 import tempfile
 
 import pytest
+from helpers import run_cli
 from test_localize import BWD, MDN, PATH
 
 from pathmdn_verify import ops
@@ -25,23 +26,29 @@ DELTA_DROPPED = Mutant("path_bwd_delta_dropped", "PaTH backward: in-block dA = P
                        "b_dA = ((b_dp - delta[:, None]) * b_A_softmax * scale)", "b_dA = (b_dp * b_A_softmax * scale)", ())
 
 
-def localize(tmp_path, check_id, case, mutant=None, *extra):
+def localize(tmp_path, check_id, case, mutant=None):
+    """`verify localize` of check_id on the example `case`, in fla or in a copy with `mutant` planted."""
+    return run_localize(tmp_path, check_id, case, mutant and materialize(MUTANTS.get(mutant, mutant), tmp_path / "root"))
+
+
+def run_localize(tmp_path, check_id, case, root=None):
+    """(the process, its JSON document) of `verify localize` (helpers.run_cli: in this process) on a saved
+    example, with the tree `root` as --kernel-root when given.  The run's temporary folder is one of its own,
+    which it must leave empty (the saved example for the sanitizer too)."""
     x = example.build(ops.record(check_id), CheckId.parse(check_id).dtype, case, "cpu")
     inputs, out = tmp_path / "x.pt", tmp_path / "out.json"
     example.save(x, inputs)
-    cmd = [sys.executable, "-m", "pathmdn_verify", "localize", "--id", check_id, "--device", "cpu", "--inputs", str(inputs),
-           "--json", str(out), *extra]
-    if mutant:
-        cmd += ["--kernel-root", str(materialize(MUTANTS.get(mutant, mutant), tmp_path / "root"))]
-    tmp = tmp_path / "tmp"          # the run's temporary folder: it leaves nothing there (the saved example neither)
+    args = ["localize", "--id", check_id, "--device", "cpu", "--inputs", inputs, "--json", out]
+    if root:
+        args += ["--kernel-root", root]
+    tmp = tmp_path / "tmp"
     tmp.mkdir()
     inductor = os.environ.get("TORCHINDUCTOR_CACHE_DIR",        # torch's cache stays where it was (its default)
                               os.path.join(tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}"))
-    proc = subprocess.run(cmd, capture_output=True, text=True,
-                          env=dict(os.environ, TMPDIR=str(tmp), TORCHINDUCTOR_CACHE_DIR=inductor))
-    assert out.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc, doc = run_cli(*args, env=dict(os.environ, TMPDIR=str(tmp), TORCHINDUCTOR_CACHE_DIR=inductor))
+    assert doc is not None, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert not list(tmp.iterdir()), list(tmp.iterdir())
-    return proc, json.loads(out.read_text())
+    return proc, doc
 
 
 @pytest.mark.parametrize("check_id, case", [PATH, MDN, BWD], ids=["path", "mdn", "path-bwd"])

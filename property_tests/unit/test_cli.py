@@ -1,7 +1,9 @@
 """The verify command in this process, before any check runs: selection (globs, -k expressions), usage errors,
 `verify list` and `verify merge`; a fatal CUDA error stops the search; git_dirty."""
+import sys
+
 import pytest
-from helpers import run_cli
+from helpers import own_process, run_cli
 
 from pathmdn_verify import cli
 from pathmdn_verify.core.errors import UsageError
@@ -61,6 +63,24 @@ def test_list_prints_ids_and_descriptions():
     assert r.returncode == 0
     lines = r.stdout.strip().splitlines()
     assert lines and all(line.startswith("oracle.fox") and len(line.split(None, 1)) == 2 for line in lines)
+
+
+def test_a_call_in_this_process_that_changes_its_import_path_fails(monkeypatch):
+    """helpers.run_cli runs a command here only if it leaves this process's import path and kernel packages as
+    they were (a command that puts a tree first on sys.path must run in its own: own_process); control: the
+    same call without the change passes."""
+    real = cli.main
+    def main(argv):
+        sys.path.insert(0, "/nowhere")
+        return real(argv)
+    monkeypatch.setattr(cli, "main", main)
+    with pytest.raises(AssertionError, match="changed this process's import path"):
+        run_cli("list", "-k", "oracle.fox")
+    sys.path.remove("/nowhere")
+    monkeypatch.setattr(cli, "main", real)
+    assert run_cli("list", "-k", "oracle.fox")[0].returncode == 0
+    assert own_process(["compare", "--kernel-root", "t"]) and own_process(["all", "--workers", "0", "--kernel-root", "t"])
+    assert not own_process(["localize", "--kernel-root", "t"]) and not own_process(["all", "--kernel-root", "t"])
 
 
 def test_fatal_cuda_error_stops_the_search(registry):
