@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pathmdn_verify.core.errors import UsageError
 from pathmdn_verify.core.registry import Context, Result
 from pathmdn_verify.core.results import Outcome
 from pathmdn_verify.run import verdicts
@@ -152,6 +153,32 @@ def test_every_environment_variable_is_in_the_key(tmp_path, root, monkeypatch, v
     for name in verdicts.NOT_KEYED:
         monkeypatch.setenv(name, str(tmp_path / "elsewhere"))
     assert verdicts.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is not None
+
+
+def test_a_variable_declared_unkeyed_replays_across_its_values_and_an_undeclared_one_does_not(tmp_path, root,
+                                                                                             monkeypatch):
+    """$VERIFY_CACHE_UNKEYED (names and NAME* prefixes): a CI's per-run identifiers, declared, change no key, so
+    the next run with other values replays; the control: a variable not declared (RUN_ID under the prefix
+    CI_*, GITHUB_RUN_ID under GITHUB_RUN_IDX) misses; a malformed entry is a usage error."""
+    monkeypatch.setenv("RUN_ID", "1")
+    monkeypatch.setenv("CI_JOB_ID", "7")
+    _keep(tmp_path, root)
+    monkeypatch.setenv("VERIFY_CACHE_UNKEYED", "RUN_ID,CI_*")
+    assert verdicts.VerdictCache(tmp_path / "c", "cpu").differences() == [
+        "variable CI_JOB_ID now declared unkeyed", "variable RUN_ID now declared unkeyed"]
+    _keep(tmp_path, root)
+    monkeypatch.setenv("RUN_ID", "2")
+    monkeypatch.setenv("CI_JOB_ID", "8")
+    assert verdicts.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is not None
+    monkeypatch.setenv("VERIFY_CACHE_UNKEYED", "CI_*")
+    assert verdicts.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is None
+    monkeypatch.setenv("VERIFY_CACHE_UNKEYED", "RUN_ID,CI_*,GITHUB_RUN_IDX")
+    monkeypatch.setenv("GITHUB_RUN_ID", "3")
+    assert verdicts.VerdictCache(tmp_path / "c", "cpu").get(CHECK, Context(), root) is None
+    for bad in ("*", "A=B", "CI_*X"):
+        monkeypatch.setenv("VERIFY_CACHE_UNKEYED", bad)
+        with pytest.raises(UsageError, match="VERIFY_CACHE_UNKEYED"):
+            verdicts.VerdictCache(tmp_path / "c", "cpu")
 
 
 def test_a_plug_in_modules_source_is_in_the_key(tmp_path, root, monkeypatch):
@@ -334,3 +361,17 @@ def test_a_cache_that_replays_nothing_says_what_of_the_key_changed(tmp_path, roo
     _keep(tmp_path, root, vc=_past(changed))
     assert changed.differences() == []
     assert not any("s3cret-value" in p.read_text() for p in (tmp_path / "c").rglob("*.json"))
+
+
+def test_the_header_names_what_changed_and_how_to_declare_a_per_run_variable():
+    """The run's header line (commands.checks._cache_line): the replay count; the key's changes; the way to declare
+    a variable unkeyed only where a variable changed (control: a changed toolkit alone gets no such hint)."""
+    from pathmdn_verify.commands.checks import _cache_line
+    cache = {"folder": "/c", "replay": 0, "of": 9}
+    line = _cache_line({"verdict_cache": {**cache, "key_changes": ["variable OUT changed"]}})
+    assert line.startswith("verdict cache /c: 0 of 9 verdicts replay; none does") and "variable OUT changed" in line
+    assert "VERIFY_CACHE_UNKEYED=NAME,PREFIX*" in line
+    line = _cache_line({"verdict_cache": {**cache, "key_changes": ["the toolkit's code changed"]}})
+    assert "the toolkit's code changed" in line and "VERIFY_CACHE_UNKEYED" not in line
+    assert "another profile, seed or option" in _cache_line({"verdict_cache": {**cache, "key_changes": []}})
+    assert _cache_line({"verdict_cache": {**cache, "replay": 9, "key_changes": None}}).endswith("9 of 9 verdicts replay")

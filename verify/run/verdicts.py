@@ -5,7 +5,8 @@ the expected-failure list, which is applied to the outcome afterwards), the chec
 field of the check's Context but where the kernel package lies and where failing examples go), the device class,
 the library versions (Python, torch, triton, numpy, hypothesis, sympy, mpmath, transformers; CUDA's on a GPU), the
 whole environment but the variables of NOT_KEYED (known not to change a result: the terminal, the shell, where
-temporary files, caches and results go), and every source of the named implementations and plug-ins (the --impl
+temporary files, caches and results go) and those the user declares in $VERIFY_CACHE_UNKEYED (a CI's per-run
+identifiers), and every source of the named implementations and plug-ins (the --impl
 files and their packages, the modules $VERIFY_EXTRA_CHECKS names, an entry point's package).
 
 Under the key, an entry per set of inputs (the newest KEEP: a bisect's steps, an edit and its revert) holds the raw
@@ -29,10 +30,12 @@ import hashlib
 import inspect
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
 
+from pathmdn_verify.core.errors import UsageError
 from pathmdn_verify.core.ids import CheckId
 from pathmdn_verify.core.registry import Context, Result
 from pathmdn_verify.core.results import Outcome, finite
@@ -52,6 +55,9 @@ NOT_KEYED = (ENV, "VERIFY_RUN_DIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR
              "USER", "LOGNAME", "MAIL", "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY", "SSH_AUTH_SOCK", "TMUX",
              "TMUX_PANE", "XDG_RUNTIME_DIR", "XDG_SESSION_ID", "DBUS_SESSION_BUS_ADDRESS", "PYTEST_CURRENT_TEST",
              "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
+# Variables the user declares unable to change a verdict (a CI system's per-run identifiers and file paths): names
+# and NAME* prefixes, comma-separated.  It decides which variables are keyed, so it is not keyed itself.
+UNKEYED_ENV = "VERIFY_CACHE_UNKEYED"
 BASES = "bases"     # the run-wide parts of the keys of the runs that kept verdicts, one file each (differences())
 KEEP_BASES = 16     # the newest kept
 UNKEYED_FIELDS = ("kernel_root", "save_failing")    # where the kernel package lies (its files are read) and where
@@ -110,8 +116,21 @@ def versions(device_class: str = "cpu") -> dict:
 
 
 def variables() -> dict[str, str]:
-    """The environment that may change a verdict: every variable but NOT_KEYED."""
-    return {k: v for k, v in sorted(os.environ.items()) if k not in NOT_KEYED}
+    """The environment that may change a verdict: every variable but NOT_KEYED and those $VERIFY_CACHE_UNKEYED
+    declares."""
+    names, prefixes = declared_unkeyed()
+    return {k: v for k, v in sorted(os.environ.items())
+            if k not in NOT_KEYED and k != UNKEYED_ENV and k not in names and not k.startswith(prefixes)}
+
+
+def declared_unkeyed() -> tuple[set[str], tuple[str, ...]]:
+    """$VERIFY_CACHE_UNKEYED as (exact names, prefixes); a UsageError for an entry that is neither a variable's
+    name nor one followed by *."""
+    entries = [e.strip() for e in os.environ.get(UNKEYED_ENV, "").split(",") if e.strip()]
+    for entry in entries:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\*?", entry):
+            raise UsageError(f"{UNKEYED_ENV}: {entry!r} is not a variable's name or a prefix NAME* (comma-separated)")
+    return {e for e in entries if not e.endswith("*")}, tuple(e[:-1] for e in entries if e.endswith("*"))
 
 
 def named_sources() -> dict[str, str]:
@@ -287,7 +306,8 @@ class VerdictCache:
             old, new = last.get(part) or {}, now[part]
             for name in sorted(set(old) | set(new)):
                 if old.get(name) != new.get(name):
-                    change = "set" if name not in old else "unset" if name not in new else "changed"
+                    change = ("set" if name not in old else "changed" if name in new else
+                              "now declared unkeyed" if name in os.environ else "unset")
                     said.append(f"{phrase} {name} {change}" if part == "variables" else f"{phrase} {name} changed")
         return said
 
