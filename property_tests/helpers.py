@@ -40,7 +40,8 @@ def json_arg(args, cwd=None) -> Path | None:
 # Commands that import the kernel package (or a tree's) into the process that runs them, or change its import
 # path: an in-process run would leave that in the pytest process for every later test, so they get their own.
 # With --kernel-root, `verify compare` and a run of no workers put the tree on this process's import path; the
-# other commands leave it to their workers.  _in_process fails a call that imports or changes either all the same.
+# other commands leave it to their workers.  _in_process fails a call that does either all the same (an --impl
+# file's folder may join the path: the implementation registers here).
 OWN_PROCESS = ("coverage", "bisect", "report", "--version")
 TREE_HERE = ("compare",)
 
@@ -100,8 +101,10 @@ def _in_process(words: list[str], cwd, env) -> subprocess.CompletedProcess:
         sys.argv[:] = saved_argv
         os.environ.clear()
         os.environ.update(saved_env)
-    assert sys.path == saved_path and _kernel_modules() == kernels, \
-        f"verify {' '.join(words)} changed this process's import path or imported a kernel package: see OWN_PROCESS"
+    trees = [p for p in sys.path if p not in saved_path and (Path(p or ".") / "fla" / "__init__.py").is_file()]
+    assert not trees and _kernel_modules() == kernels, \
+        f"verify {' '.join(words)} put a kernel tree on this process's import path or imported a kernel package: " \
+        "see OWN_PROCESS"
     return subprocess.CompletedProcess(["verify", *words], code, out.getvalue(), err.getvalue())
 
 

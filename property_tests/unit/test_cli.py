@@ -65,18 +65,26 @@ def test_list_prints_ids_and_descriptions():
     assert lines and all(line.startswith("oracle.fox") and len(line.split(None, 1)) == 2 for line in lines)
 
 
-def test_a_call_in_this_process_that_changes_its_import_path_fails(monkeypatch):
-    """helpers.run_cli runs a command here only if it leaves this process's import path and kernel packages as
-    they were (a command that puts a tree first on sys.path must run in its own: own_process); control: the
-    same call without the change passes."""
+def test_a_call_in_this_process_that_puts_a_kernel_tree_on_its_import_path_fails(monkeypatch, tmp_path):
+    """helpers.run_cli runs a command here only if it puts no kernel tree (a folder holding fla) on this
+    process's import path and imports no kernel package (a command that does must run in its own: own_process);
+    controls: a folder without fla joining the path (an --impl file's) passes, and so does the plain call."""
+    (tmp_path / "tree" / "fla").mkdir(parents=True)
+    (tmp_path / "tree" / "fla" / "__init__.py").write_text("")
     real = cli.main
-    def main(argv):
-        sys.path.insert(0, "/nowhere")
-        return real(argv)
-    monkeypatch.setattr(cli, "main", main)
-    with pytest.raises(AssertionError, match="changed this process's import path"):
-        run_cli("list", "-k", "oracle.fox")
-    sys.path.remove("/nowhere")
+    for folder, fails in ((tmp_path / "tree", True), (tmp_path, False)):
+        def main(argv, folder=folder):
+            sys.path.insert(0, str(folder))
+            return real(argv)
+        monkeypatch.setattr(cli, "main", main)
+        try:
+            if fails:
+                with pytest.raises(AssertionError, match="put a kernel tree on this process's import path"):
+                    run_cli("list", "-k", "oracle.fox")
+            else:
+                assert run_cli("list", "-k", "oracle.fox")[0].returncode == 0
+        finally:
+            sys.path.remove(str(folder))
     monkeypatch.setattr(cli, "main", real)
     assert run_cli("list", "-k", "oracle.fox")[0].returncode == 0
     assert own_process(["compare", "--kernel-root", "t"]) and own_process(["all", "--workers", "0", "--kernel-root", "t"])
