@@ -365,13 +365,15 @@ def test_a_cache_that_replays_nothing_says_what_of_the_key_changed(tmp_path, roo
 
 def test_the_header_names_what_changed_and_how_to_declare_a_per_run_variable():
     """The run's header line (commands.checks._cache_line): the replay count; the key's changes; the way to declare
-    a variable unkeyed only where a variable changed (control: a changed toolkit alone gets no such hint)."""
+    a variable unkeyed only where a variable changed (controls: a changed toolkit, or a variable just declared, gets no
+    such hint)."""
     from pathmdn_verify.commands.checks import _cache_line
     cache = {"folder": "/c", "replay": 0, "of": 9}
     line = _cache_line({"verdict_cache": {**cache, "key_changes": ["variable OUT changed"]}})
     assert line.startswith("verdict cache /c: 0 of 9 verdicts replay; none does") and "variable OUT changed" in line
     assert "VERIFY_CACHE_UNKEYED=NAME,PREFIX*" in line
-    line = _cache_line({"verdict_cache": {**cache, "key_changes": ["the toolkit's code changed"]}})
-    assert "the toolkit's code changed" in line and "VERIFY_CACHE_UNKEYED" not in line
+    for changes in (["the toolkit's code changed"], ["variable OUT now declared unkeyed"]):
+        line = _cache_line({"verdict_cache": {**cache, "key_changes": changes}})
+        assert changes[0] in line and "VERIFY_CACHE_UNKEYED" not in line
     assert "another profile, seed or option" in _cache_line({"verdict_cache": {**cache, "key_changes": []}})
     assert _cache_line({"verdict_cache": {**cache, "replay": 9, "key_changes": None}}).endswith("9 of 9 verdicts replay")

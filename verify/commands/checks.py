@@ -218,7 +218,7 @@ def _cache_line(info: dict) -> str | None:
     if changes:
         shown = ", ".join(changes[:6]) + (f" and {len(changes) - 6} more" if len(changes) > 6 else "")
         line += f"; none does: no run that kept verdicts there had this one's settings; since the last, {shown}"
-        if any(c.startswith("variable ") for c in changes):
+        if any(c.startswith("variable ") and not c.endswith("declared unkeyed") for c in changes):
             line += (" (a variable that cannot change a verdict, such as a CI's per-run identifier, can be declared: "
                      "VERIFY_CACHE_UNKEYED=NAME,PREFIX*)")
     elif changes == []:
