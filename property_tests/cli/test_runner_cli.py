@@ -73,6 +73,20 @@ def test_kernel_root_that_cannot_be_imported_is_one_error(tmp_path):
     assert len(lines) == 1 and str(tmp_path) in lines[0] and "no_such_module_for_verify" in lines[0], r.stderr
 
 
+def test_a_run_under_a_temporary_folder_too_long_for_a_socket_starts_its_workers(tmp_path):
+    """multiprocessing's fork server listens on a socket in a folder of TMPDIR; under a TMPDIR whose path leaves no
+    room for it (AF_UNIX: 107 bytes) the run makes that folder in /tmp and its worker starts (before: a traceback,
+    OSError: AF_UNIX path too long).  A process of its own: this one's folder is made already."""
+    from pathmdn_verify.run.runner import SOCKET_PATH_MAX
+    long = tmp_path / ("t" * max(1, SOCKET_PATH_MAX - len(str(tmp_path)) - 20))
+    long.mkdir()
+    assert len(str(long / "pymp-xxxxxxxx" / "listener-xxxxxxxx")) > SOCKET_PATH_MAX
+    out = tmp_path / "out.json"
+    r, doc = run_cli("all", "--id", "oracle.fox.vs_path_beta0", "--device", "cpu", "--workers", "1", "--no-cache",
+                     "--json", out, env=dict(os.environ, TMPDIR=str(long)), timeout=300)
+    assert r.returncode == 0 and doc["checks"][0]["status"] == "pass", r.stdout[-2000:] + r.stderr[-2000:]
+
+
 def test_version_names_toolkit_and_kernel_package():
     r, _ = run_cli("--version")
     assert r.returncode == 0 and "pathmdn-verify" in r.stdout and "kernel package: fla 0.6.0" in r.stdout

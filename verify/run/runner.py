@@ -336,9 +336,29 @@ def _process_context(device: str):
     if "forkserver" not in multiprocessing.get_all_start_methods() or _server_device not in ([], [device]):
         return multiprocessing.get_context("spawn")
     _server_device[:] = [device]
+    _short_socket_folder()
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(preload(device))
     return context
+
+
+SOCKET_PATH_MAX = 107      # bytes of an AF_UNIX socket's path on Linux (sun_path, less its terminating NUL)
+
+
+def _short_socket_folder() -> None:
+    """multiprocessing puts its fork server's socket in a folder it makes in the temporary folder, once per process
+    (TMPDIR/pymp-XXXXXXXX/listener-XXXXXXXX): under a long TMPDIR the path does not fit in a socket address and no
+    worker can start (OSError: AF_UNIX path too long).  Then that folder is made in /tmp, as later Pythons' own
+    multiprocessing does; nothing else of the run moves."""
+    import multiprocessing.util
+    base = tempfile.gettempdir()
+    if len(os.path.join(base, "pymp-xxxxxxxx", "listener-xxxxxxxx").encode()) > SOCKET_PATH_MAX \
+            and os.path.isdir("/tmp"):
+        saved, tempfile.tempdir = tempfile.tempdir, "/tmp"
+        try:
+            multiprocessing.util.get_temp_dir()
+        finally:
+            tempfile.tempdir = saved
 
 
 def preload(device: str) -> list[str]:
