@@ -51,7 +51,7 @@ def own_process(words: list[str]) -> bool:
     if any(w in OWN_PROCESS for w in words):
         return True
     no_workers = ["--workers", "0"] in (words[i:i + 2] for i in range(len(words))) or "--workers=0" in words
-    return "--kernel-root" in words and (words[:1] in [[c] for c in TREE_HERE] or no_workers)
+    return "--kernel-root" in words and (bool(words) and words[0] in TREE_HERE or no_workers)
 
 
 def run_cli(*args, cwd=None, env=None, timeout=None):
