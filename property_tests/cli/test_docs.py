@@ -161,6 +161,6 @@ def commands_ci_lacks(readme: str, ci: str) -> list[str]:
 
 def test_ci_runs_the_readmes_set_up_and_test_commands():
     readme, ci = (ROOT / "README.md").read_text(), (ROOT / ".ci" / "run").read_text()
-    assert "```\npython -m pytest -q -n auto property_tests\n```" in readme
+    assert "```\npython -m pytest -q -n auto --dist worksteal property_tests\n```" in readme
     assert not commands_ci_lacks(readme, ci)
     assert commands_ci_lacks(readme, ci.replace("property_tests\n", "property_tests/unit\n"))
