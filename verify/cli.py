@@ -16,10 +16,14 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from pathmdn_verify.core.errors import KernelUnavailable
-from pathmdn_verify.commands import bisect, checks, compare, coverage, localize, manifest, merge, mutants, report, repro
-from pathmdn_verify.commands import xfails as xfails_command
-from pathmdn_verify.core.errors import UsageError
+from pathmdn_verify.platform import bytecode
+
+# Before the commands import torch: where Python writes no bytecode and torch has none, keep it in a folder of ours
+bytecode.enable()
+
+from pathmdn_verify.commands import bisect, checks, compare, coverage, localize, manifest, merge, mutants, report, repro  # noqa: E402
+from pathmdn_verify.commands import xfails as xfails_command  # noqa: E402
+from pathmdn_verify.core.errors import KernelUnavailable, UsageError  # noqa: E402
 
 # in the order of `verify --help`; each module's add_parser(sub) adds its subcommand(s), run(args[, command]) runs one
 COMMANDS = (checks, mutants, compare, merge, localize, xfails_command, manifest, report, bisect, coverage, repro)

@@ -280,23 +280,3 @@ def test_quiet_known_warnings_reaches_child_processes(monkeypatch):
         assert not seen
 
 
-def test_the_header_says_when_every_process_compiles_its_imports_from_source(tmp_path, monkeypatch):
-    """environment.bytecode_note: a module without bytecode where Python writes none is named with the remedy;
-    the controls: the same module once compiled, and the same module where Python writes bytecode."""
-    import importlib.util
-    import py_compile
-    import sys
-
-    from pathmdn_verify.platform import environment
-    (tmp_path / "nobytecode").mkdir()
-    source = tmp_path / "nobytecode" / "__init__.py"
-    source.write_text("x = 1\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(sys, "dont_write_bytecode", True)
-    note = environment.bytecode_note("nobytecode")
-    assert note is not None and "nobytecode has none" in note and f"compileall -q {tmp_path}" in note, note
-    monkeypatch.setattr(sys, "dont_write_bytecode", False)
-    assert environment.bytecode_note("nobytecode") is None
-    monkeypatch.setattr(sys, "dont_write_bytecode", True)
-    py_compile.compile(str(source), cfile=importlib.util.cache_from_source(str(source)))
-    assert environment.bytecode_note("nobytecode") is None

@@ -71,3 +71,22 @@ def test_loaded_modules_are_reads_even_without_an_event(fresh):
 def test_not_observed_is_none(monkeypatch):
     monkeypatch.setattr(reads, "_installed", [])
     assert reads.take() is None
+
+
+def test_a_pyc_in_the_bytecode_folder_stands_for_its_source(fresh, monkeypatch):
+    """Where the toolkit keeps bytecode in a folder of its own (sys.pycache_prefix: pathmdn_verify.platform.bytecode),
+    a module's .pyc there is its source, as one in __pycache__ is.  The control: the same .pyc name with the prefix
+    unset is not a name Python gives bytecode, and stays itself."""
+    import importlib.util
+    import sys
+    (fresh / "pkg").mkdir()
+    source = fresh / "pkg" / "mod.py"
+    source.write_text("X = 1\n")
+    monkeypatch.setattr(sys, "pycache_prefix", str(fresh / "bytecode"))
+    pyc = importlib.util.cache_from_source(str(source))
+    assert pyc.startswith(str(fresh / "bytecode") + os.sep), pyc
+    reads._hook("open", (pyc, "rb", 0))
+    assert _mine(reads.take(), fresh) == ["pkg/mod.py"]
+    monkeypatch.setattr(reads, "_normal", {})
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    assert reads._source(pyc) == os.path.realpath(pyc)

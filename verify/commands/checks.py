@@ -180,7 +180,7 @@ def execute(session: Session, args, command: list[str], report=None) -> int:
 
 def _header(session: Session, args, info: dict, console) -> None:
     from pathmdn_verify.kernels.fla_import import IMPORT_FIXES, scan_fixes
-    from pathmdn_verify.platform import environment
+    from pathmdn_verify.platform import bytecode, environment
     seeds = [ctx.seed for ctx in session.contexts]
     env = environment.versions()
     shard = session.options.shard
@@ -198,7 +198,7 @@ def _header(session: Session, args, info: dict, console) -> None:
                   highlight=False, soft_wrap=True)
     if (line := _cache_line(info)) is not None:
         console.print(line, highlight=False, soft_wrap=True)
-    if note := environment.bytecode_note():
+    if note := bytecode.note():
         console.print(note, highlight=False, soft_wrap=True)
     if e := session.compile_estimate:
         console.print(f"Triton compilations to make: {e['compilations']} (of the {e['keys']} compile keys these "

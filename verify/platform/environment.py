@@ -3,11 +3,9 @@ the libraries, the device, and the kernel package actually loaded (which may be 
 from __future__ import annotations
 
 import importlib.metadata as md
-import importlib.util
 import os
 import platform
 import subprocess
-import sys
 from pathlib import Path
 
 from pathmdn_verify.core.errors import UsageError
@@ -146,20 +144,6 @@ def visible_gpus() -> list[str]:
     """The GPUs this process may use, as CUDA_VISIBLE_DEVICES entries (the user's own list, if set)."""
     given = os.environ.get("CUDA_VISIBLE_DEVICES")
     return given.split(",")[:gpu_count()] if given else [str(i) for i in range(gpu_count())]
-
-
-def bytecode_note(module: str = "torch") -> str | None:
-    """A line for the header where this Python compiles every module from source in every process: it writes
-    no bytecode (PYTHONDONTWRITEBYTECODE, -B) and `module` has none to read (an image installed without it).
-    Each worker then compiles what it imports (torch, transformers, fla) before its first check."""
-    spec = importlib.util.find_spec(module) if sys.dont_write_bytecode else None
-    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
-        return None
-    if os.path.exists(importlib.util.cache_from_source(spec.origin)):
-        return None
-    site = Path(spec.origin).parent.parent
-    return (f"note: Python writes no bytecode here (PYTHONDONTWRITEBYTECODE or -B) and {module} has none, so every "
-            f"process compiles what it imports from source; once: python -m compileall -q {site}")
 
 
 def cpu_count() -> int:

@@ -14,6 +14,7 @@ Not seen: a file whose existence alone is tested (os.stat), and what C code open
 from __future__ import annotations
 
 import getpass
+import importlib.util
 import os
 import sys
 import tempfile
@@ -56,13 +57,16 @@ def installed() -> bool:
 
 
 def _source(path: str) -> str:
-    """The file a read stands for: resolved; a module's .pyc in __pycache__ is its .py where that exists."""
+    """The file a read stands for: resolved; a module's .pyc (in __pycache__, or in sys.pycache_prefix's folder:
+    pathmdn_verify.platform.bytecode) is its .py where that exists."""
     if path not in _normal:
         p = os.path.realpath(path)
-        head, name = os.path.split(p)
-        if name.endswith(".pyc") and os.path.basename(head) == "__pycache__":
-            src = os.path.join(os.path.dirname(head), name.split(".", 1)[0] + ".py")
-            p = src if os.path.isfile(src) else p
+        if path.endswith(".pyc"):
+            try:
+                src = importlib.util.source_from_cache(path)
+            except ValueError:          # not a name Python gives bytecode
+                src = None
+            p = os.path.realpath(src) if src and os.path.isfile(src) else p
         _normal[path] = p
     return _normal[path]
 

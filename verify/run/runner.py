@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Callable
 from unittest import mock
 
-from pathmdn_verify.platform import configs, environment, reads, timing
+from pathmdn_verify.platform import bytecode, configs, environment, reads, timing
 from pathmdn_verify.core.errors import (
     Incompatible,
     UsageError,
@@ -379,10 +379,18 @@ def _slot_environ(device: str, n: int) -> dict[str, str]:
 @contextlib.contextmanager
 def _server_environ(device: str, env: dict[str, str]):
     """os.environ as a fork server for `device` must start with (what its preload reads): env, and
-    TRITON_INTERPRET set on the CPU and unset on cuda."""
-    with mock.patch.dict(os.environ, {**env, **({"TRITON_INTERPRET": "1"} if device == "cpu" else {})}):
-        if device != "cpu":
-            os.environ.pop("TRITON_INTERPRET", None)
+    TRITON_INTERPRET set on the CPU and unset on cuda; where this process keeps its bytecode in a folder
+    (pathmdn_verify.platform.bytecode), the server keeps it there too, and so do the workers forked from it (or
+    spawned: Workers starts each in this context)."""
+    import multiprocessing.util
+    keep = bytecode.server_environ()
+    flags = multiprocessing.util._args_from_interpreter_flags
+    with mock.patch.dict(os.environ, {**env, **({"TRITON_INTERPRET": "1"} if device == "cpu" else {}),
+                                      **{k: v for k, v in keep.items() if v is not None}}), \
+            mock.patch.object(multiprocessing.util, "_args_from_interpreter_flags",
+                              lambda: bytecode.interpreter_flags(flags())):
+        for name in [k for k, v in keep.items() if v is None] + (["TRITON_INTERPRET"] if device != "cpu" else []):
+            os.environ.pop(name, None)
         yield
 
 

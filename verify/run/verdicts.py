@@ -47,9 +47,9 @@ KEPT_SETS = 64      # sets of reads whose lists a run remembers (a few per worke
 KEEP = 16           # entries per key (a check's verdicts on different code: a bisect's steps, a reverted edit)
 ENV = "VERIFY_CACHE_DIR"
 # The environment variables known not to change a verdict: the terminal and the shell session, who and where the
-# user is, where temporary files, caches (content-addressed) and results go, and what pytest sets per test.
+# user is, where temporary files, caches (content-addressed, bytecode) and results go, and what pytest sets per test.
 NOT_KEYED = (ENV, "VERIFY_RUN_DIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "HYPOTHESIS_STORAGE_DIRECTORY",
-             "TMPDIR", "TEMP", "TMP",
+             "VERIFY_BYTECODE_DIR", "PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE", "TMPDIR", "TEMP", "TMP",
              "TERM", "COLORTERM", "COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR", "PWD", "OLDPWD", "SHLVL", "_",
              "PS1", "PS2", "PROMPT_COMMAND", "LS_COLORS", "LESS", "PAGER", "EDITOR", "VISUAL", "DISPLAY", "HOSTNAME",
              "USER", "LOGNAME", "MAIL", "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY", "SSH_AUTH_SOCK", "TMUX",
