@@ -377,3 +377,26 @@ def test_the_header_names_what_changed_and_how_to_declare_a_per_run_variable():
         assert changes[0] in line and "VERIFY_CACHE_UNKEYED" not in line
     assert "another profile, seed or option" in _cache_line({"verdict_cache": {**cache, "key_changes": []}})
     assert _cache_line({"verdict_cache": {**cache, "replay": 9, "key_changes": None}}).endswith("9 of 9 verdicts replay")
+
+
+def test_only_the_named_implementations_sources_are_in_the_key(tmp_path, root, monkeypatch):
+    """A process that registered two implementations (pv.check of each, the pytest plugin, the tests' in-process
+    runs) keys a run of one by that one's sources: an edit to the other's file replays, an edit to its own misses.
+    The control: a cache of both names misses on the other's edit."""
+    import sys
+
+    from pathmdn_verify.ops import OPS, impls
+    monkeypatch.setattr(impls, "IMPLS", {})
+    monkeypatch.setattr(sys, "modules", dict(sys.modules))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("one", "two"):
+        (tmp_path / f"impl_{name}.py").write_text("def path(q, k, v, w, beta, scale=None):\n    return q\n")
+        impls.implement(OPS["path_attn"], __import__(f"impl_{name}").path, name=name, fp32_dot="ieee")
+    vc = lambda *names: _past(verdicts.VerdictCache(tmp_path / "c", "cpu", names))
+    _keep(tmp_path, root, vc=vc("one"))
+    _keep(tmp_path, root, vc=vc("one", "two"))
+    (tmp_path / "impl_two.py").write_text("def path(q, k, v, w, beta, scale=None):\n    return 2 * q\n")
+    assert vc("one").get(CHECK, Context(), root) is not None
+    assert vc("one", "two").get(CHECK, Context(), root) is None
+    (tmp_path / "impl_one.py").write_text("def path(q, k, v, w, beta, scale=None):\n    return 2 * q\n")
+    assert vc("one").get(CHECK, Context(), root) is None

@@ -178,7 +178,7 @@ class Session:
             return None
         name = environment.describe(self.device)["device_name"] if self.device == "cuda" else None
         folder = Path(self.options.cache_dir) if self.options.cache_dir else verdicts.default_dir()
-        return verdicts.VerdictCache(folder, xfail_list.device_class(self.device, name))
+        return verdicts.VerdictCache(folder, xfail_list.device_class(self.device, name), self.impls)
 
     def _kept(self, what: str) -> Path | None:
         """A record kept beside the verdict cache per device class and profile (durations, compile keys)."""

@@ -133,15 +133,17 @@ def declared_unkeyed() -> tuple[set[str], tuple[str, ...]]:
     return {e for e in entries if not e.endswith("*")}, tuple(e[:-1] for e in entries if e.endswith("*"))
 
 
-def named_sources() -> dict[str, str]:
+def named_sources(impls: tuple[str, ...] | None = None) -> dict[str, str]:
     """{file: sha256} of every source of the implementations and plug-ins a run names, read or not: the package
-    (every .py file of its top folder) or lone file of each registered implementation's function, and of each
-    module $VERIFY_EXTRA_CHECKS names."""
+    (every .py file of its top folder) or lone file of the function of each implementation named in `impls` (None:
+    each registered one), and of each module $VERIFY_EXTRA_CHECKS names.  Not those of other implementations this
+    process registered (another run's in the same process: pv.check, the pytest plugin), whose checks a run of
+    `impls` never selects."""
     import importlib.util
     from pathmdn_verify.ops.impls import BUILT_IN, registered
     from pathmdn_verify.run import EXTRA_CHECKS_ENV
     files: set[Path] = set()
-    for impl in registered():
+    for impl in registered(impls):
         if impl.name != BUILT_IN and (own := _source_file(impl.fn)) is not None:
             files |= _sources(own.parent, own)
     for name in filter(None, os.environ.get(EXTRA_CHECKS_ENV, "").split(",")):
@@ -270,10 +272,11 @@ class ReadLists:
 
 
 class VerdictCache:
-    def __init__(self, folder: Path, device_class: str):
+    def __init__(self, folder: Path, device_class: str, impls: tuple[str, ...] | None = None):
+        """impls: the implementations the run names (named_sources), None for every one registered here."""
         self.folder = Path(folder)
         self.base = {"toolkit": toolkit_hash(), "environment": versions(device_class), "device": device_class,
-                     "variables": variables(), "sources": named_sources()}
+                     "variables": variables(), "sources": named_sources(impls)}
         self.reads = ReadLists(self.folder / "reads", time.time())
         self.warned = False
         self.base_kept = False
