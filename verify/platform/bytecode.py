@@ -37,8 +37,7 @@ def uncompiled(module: str | None = None) -> bool:
     spec = importlib.util.find_spec(module or PROBE)
     if spec is None or not spec.origin or not spec.origin.endswith(".py"):
         return False
-    head, name = os.path.split(spec.origin)
-    return not os.path.exists(os.path.join(head, "__pycache__", f"{name[:-3]}.{sys.implementation.cache_tag}.pyc"))
+    return not os.path.exists(importlib.util.cache_from_source(spec.origin))     # no prefix: its __pycache__
 
 
 def enable(module: str | None = None) -> str | None:
